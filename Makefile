@@ -1,0 +1,126 @@
+# vmgroup-operator: a Kubernetes operator, in C, for groups of vSphere VMs.
+#
+#   make            build bin/vmgroup-operator
+#   make demo       the embedded default: local control plane + vcsim + manager
+#   make test       every test (installs what it needs); ends "N passed, N failed"
+#   make lint       clang-format (check) and cppcheck
+#   make bench      benchmarks, printing their figures
+#   make run        the manager against the current kubeconfig and VC_* vCenter
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+CC ?= cc
+PKGS := libuv libcurl openssl libxml-2.0 libcjson yaml-0.1
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wvla -Wno-unused-parameter
+CFLAGS ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I. $(PKG_CFLAGS) \
+	-DVMG_VERSION=\"$(VERSION)\" -fstack-protector-strong -D_FORTIFY_SOURCE=2
+SAN_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=address,undefined -fno-sanitize-recover=undefined -I. $(PKG_CFLAGS) \
+	-DVMG_VERSION=\"$(VERSION)\" -DVMG_TESTING=1
+
+# Every .c under lib/, controller/ and vsphere/ is part of the library that
+# the manager, the unit tests, the fuzzers and the benchmarks link.
+SRCS := $(sort $(wildcard lib/*.c controller/*.c vsphere/*.c))
+HDRS := $(sort $(wildcard lib/*.h controller/*.h vsphere/*.h))
+OBJS := $(SRCS:%.c=build/obj/%.o)
+SAN_OBJS := $(SRCS:%.c=build/san/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/unit/%)
+
+.PHONY: all build deps tools demo run test unit e2e fuzz lint format bench clean \
+	deploy undeploy image env-up env-down
+
+all: build
+build: bin/vmgroup-operator
+
+bin/vmgroup-operator: build/obj/cmd/vmgroup-operator/main.o build/libvmgroup.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+build/libvmgroup.a: $(OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+build/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+build/san/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_CFLAGS) -c -o $@ $<
+
+build/libvmgroup-san.a: $(SAN_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+build/unit/%: tests/unit/%.c build/libvmgroup-san.a $(HDRS) tests/unit/unit.h
+	@mkdir -p $(@D)
+	$(CC) $(SAN_CFLAGS) -o $@ $< build/libvmgroup-san.a $(PKG_LIBS) -lcmocka -lm
+
+deps:
+	@tests/env/deps
+
+tools: deps
+	@tests/env/tools ensure
+
+unit-bins: deps
+	@$(MAKE) --no-print-directory $(UNIT_BINS)
+
+unit: deps
+	@$(MAKE) --no-print-directory $(UNIT_BINS)
+	@tests/run unit $(UNIT_BINS)
+
+e2e: tools build
+	@tests/run e2e
+
+fuzz: deps
+	@tests/fuzz/run
+
+# The whole suite: unit tests under ASan/UBSan, the fuzzers' short runs, and
+# the e2e tests against a real kube-apiserver and vcsim. One summary line.
+test: deps
+	@tests/env/tools ensure
+	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory $(UNIT_BINS)
+	@tests/run all $(UNIT_BINS)
+
+bench: tools build
+	@tests/bench/run
+
+demo: tools build
+	@tests/demo
+
+env-up: tools
+	@tests/env/up $${ENV_DIR:-$(CURDIR)/.env}
+
+env-down:
+	@tests/env/down $${ENV_DIR:-$(CURDIR)/.env}
+
+run: build
+	bin/vmgroup-operator $(ARGS)
+
+lint: deps
+	@tests/lint
+
+format:
+	@git ls-files '*.c' '*.h' | xargs clang-format -i
+
+IMG ?= vmgroup-operator:$(VERSION)
+image:
+	docker build -t $(IMG) .
+
+deploy:
+	@tests/deploy apply $(IMG)
+
+undeploy:
+	@tests/deploy delete
+
+clean:
+	rm -rf build bin
