@@ -176,25 +176,30 @@ static int set_value(struct vmg_options *o, const struct flag *f, const char *v,
     long n;
     double d;
     uint64_t ms;
+    int b;
 
     switch (f->kind) {
     case K_STR:
-        *(const char **)(base + f->off) = v;
+        memcpy(base + f->off, &v, sizeof(v));
         return 0;
     case K_BOOL:
-        if (parse_bool(v, (int *)(base + f->off)) == 0)
+        if (parse_bool(v, &b) == 0) {
+            memcpy(base + f->off, &b, sizeof(b));
             return 0;
+        }
         snprintf(err, errlen, "invalid value \"%s\" for flag --%s: want true or false", v, f->name);
         return VMG_ECONFIG;
     case K_INT:
         errno = 0;
         n = strtol(v, &end, 10);
         if (errno || end == v || *end || n < f->min || n > f->max) {
-            snprintf(err, errlen, "invalid value \"%s\" for flag --%s: want an integer from %ld to %ld",
-                     v, f->name, f->min, f->max);
+            snprintf(err, errlen,
+                     "invalid value \"%s\" for flag --%s: want an integer from %ld to %ld", v,
+                     f->name, f->min, f->max);
             return VMG_ECONFIG;
         }
-        *(int *)(base + f->off) = (int)n;
+        b = (int)n;
+        memcpy(base + f->off, &b, sizeof(b));
         return 0;
     case K_DOUBLE:
         errno = 0;
@@ -204,7 +209,7 @@ static int set_value(struct vmg_options *o, const struct flag *f, const char *v,
                      f->name);
             return VMG_ECONFIG;
         }
-        *(double *)(base + f->off) = d;
+        memcpy(base + f->off, &d, sizeof(d));
         return 0;
     case K_DURATION:
         if (vmg_parse_duration(v, &ms) != 0) {
@@ -212,7 +217,7 @@ static int set_value(struct vmg_options *o, const struct flag *f, const char *v,
                      v, f->name);
             return VMG_ECONFIG;
         }
-        *(uint64_t *)(base + f->off) = ms;
+        memcpy(base + f->off, &ms, sizeof(ms));
         return 0;
     case K_HELP:
     case K_VERSION:
@@ -317,14 +322,13 @@ int vmg_options_check(const struct vmg_options *o, char *err, size_t errlen)
             return VMG_ECONFIG;
         }
     }
-    if (o->leader_elect &&
-        !(o->lease_duration_ms > o->renew_deadline_ms && o->renew_deadline_ms > o->retry_period_ms &&
-          o->retry_period_ms > 0)) {
+    if (o->leader_elect && !(o->lease_duration_ms > o->renew_deadline_ms &&
+                             o->renew_deadline_ms > o->retry_period_ms && o->retry_period_ms > 0)) {
         snprintf(err, errlen,
                  "leader election needs lease duration > renew deadline > retry period > 0 "
                  "(have %llums, %llums, %llums)",
-                 (unsigned long long)o->lease_duration_ms,
-                 (unsigned long long)o->renew_deadline_ms, (unsigned long long)o->retry_period_ms);
+                 (unsigned long long)o->lease_duration_ms, (unsigned long long)o->renew_deadline_ms,
+                 (unsigned long long)o->retry_period_ms);
         return VMG_ECONFIG;
     }
     if (o->insecure && (o->vc_ca_file || o->vc_thumbprint)) {

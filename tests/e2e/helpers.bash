@@ -1,0 +1,27 @@
+# tests/e2e/helpers.bash: what the e2e suites share. Loaded by each .bats
+# file; the environment (tests/env/up) is already running in $ENV_DIR.
+# shellcheck disable=SC1091
+. "$ENV_DIR/env"
+
+# retry SECONDS CMD...: runs CMD every 0.2 s until it succeeds or time is up.
+retry() {
+	local secs=$1 i
+	shift
+	for i in $(seq 1 $((secs * 5))); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	"$@"
+}
+
+# jsonpath OBJ PATH: kubectl get with a jsonpath, in the test namespace.
+jsonpath() {
+	kubectl get "$1" -n "${NS:-default}" -o "jsonpath=$2"
+}
+
+# new_namespace: a fresh namespace for one test file, in $NS.
+new_namespace() {
+	NS=e2e-$(basename "$BATS_TEST_FILENAME" .bats | tr -c 'a-z0-9\n' '-')-$RANDOM
+	kubectl create namespace "$NS" >/dev/null
+	export NS
+}

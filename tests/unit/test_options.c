@@ -1,0 +1,190 @@
+/* test_options.c: the manager's flags: names, old spellings, values,
+ * errors naming the flag, and the checks a running manager needs. */
+#include "tests/unit/unit.h"
+
+#include <string.h>
+
+#include "lib/err.h"
+#include "lib/options.h"
+
+static const char *env_full(const char *name)
+{
+    if (!strcmp(name, "VC_HOST"))
+        return "vc.example.com";
+    if (!strcmp(name, "VC_USER"))
+        return "admin";
+    if (!strcmp(name, "VC_PASS"))
+        return "s3cret";
+    return NULL;
+}
+
+static const char *env_none(const char *name)
+{
+    (void)name;
+    return NULL;
+}
+
+static int parse(struct vmg_options *o, char *err, size_t errlen, int argc, char **argv)
+{
+    vmg_options_defaults(o);
+    return vmg_options_parse(o, argc, argv, env_full, err, errlen);
+}
+
+static void test_defaults(void **state)
+{
+    struct vmg_options o;
+    char err[256];
+    char *argv[] = {"m"};
+
+    (void)state;
+    assert_int_equal(parse(&o, err, sizeof(err), 1, argv), 0);
+    assert_string_equal(o.metrics_addr, ":8443");
+    assert_string_equal(o.probe_addr, ":8081");
+    assert_int_equal(o.metrics_secure, 1);
+    assert_int_equal(o.leader_elect, 0);
+    assert_int_equal(o.insecure, 0);
+    assert_int_equal(o.lease_duration_ms, 15000);
+    assert_int_equal(o.renew_deadline_ms, 10000);
+    assert_int_equal(o.retry_period_ms, 2000);
+    assert_int_equal(o.max_vcenter_tasks, 8);
+    assert_string_equal(o.root_folder, "vm-operator");
+    assert_string_equal(o.vc_host, "vc.example.com");
+    assert_int_equal(vmg_options_check(&o, err, sizeof(err)), 0);
+}
+
+static void test_controller_runtime_names_and_values(void **state)
+{
+    struct vmg_options o;
+    char err[256];
+    char *argv[] = {"m",
+                    "--kubeconfig=/k",
+                    "--metrics-bind-address",
+                    "127.0.0.1:9000",
+                    "--health-probe-bind-address=0",
+                    "--leader-elect",
+                    "--leader-election-namespace=ops",
+                    "--insecure=false",
+                    "--datacenter=DC1",
+                    "--root-folder",
+                    "/DC1/vm/groups",
+                    "--resource-pool=pool1",
+                    "--leader-election-lease-duration=1m",
+                    "--leader-election-renew-deadline=30s",
+                    "--leader-election-retry-period=1500ms",
+                    "-v=3"};
+
+    (void)state;
+    assert_int_equal(parse(&o, err, sizeof(err), (int)(sizeof(argv) / sizeof(argv[0])), argv), 0);
+    assert_string_equal(o.kubeconfig, "/k");
+    assert_string_equal(o.metrics_addr, "127.0.0.1:9000");
+    assert_string_equal(o.probe_addr, "0");
+    assert_int_equal(o.leader_elect, 1);
+    assert_string_equal(o.leader_election_namespace, "ops");
+    assert_int_equal(o.insecure, 0);
+    assert_string_equal(o.datacenter, "DC1");
+    assert_string_equal(o.root_folder, "/DC1/vm/groups");
+    assert_string_equal(o.resource_pool, "pool1");
+    assert_int_equal(o.lease_duration_ms, 60000);
+    assert_int_equal(o.renew_deadline_ms, 30000);
+    assert_int_equal(o.retry_period_ms, 1500);
+    assert_int_equal(o.verbosity, 3);
+}
+
+static void test_original_spellings(void **state)
+{
+    struct vmg_options o;
+    char err[256];
+    char *argv[] = {"m", "--metrics-addr=127.0.0.1:8080", "--enable-leader-election", "-insecure"};
+
+    (void)state;
+    assert_int_equal(parse(&o, err, sizeof(err), 4, argv), 0);
+    assert_string_equal(o.metrics_addr, "127.0.0.1:8080");
+    assert_int_equal(o.leader_elect, 1);
+    assert_int_equal(o.insecure, 1);
+}
+
+static void expect_error(char **argv, int argc, const char *needle)
+{
+    struct vmg_options o;
+    char err[256] = "";
+
+    assert_int_equal(parse(&o, err, sizeof(err), argc, argv), VMG_ECONFIG);
+    if (!strstr(err, needle))
+        fail_msg("error \"%s\" does not name \"%s\"", err, needle);
+}
+
+static void test_errors_name_the_flag(void **state)
+{
+    char *a1[] = {"m", "--no-such-flag=1"};
+    char *a2[] = {"m", "--max-vcenter-tasks=0"};
+    char *a3[] = {"m", "--max-vcenter-tasks=abc"};
+    char *a4[] = {"m", "--leader-elect=maybe"};
+    char *a5[] = {"m", "--leader-election-lease-duration=15"};
+    char *a6[] = {"m", "--kubeconfig"};
+    char *a7[] = {"m", "stray"};
+    char *a8[] = {"m", "--kube-api-qps=-1"};
+
+    (void)state;
+    expect_error(a1, 2, "--no-such-flag");
+    expect_error(a2, 2, "--max-vcenter-tasks");
+    expect_error(a3, 2, "\"abc\"");
+    expect_error(a4, 2, "--leader-elect");
+    expect_error(a5, 2, "--leader-election-lease-duration");
+    expect_error(a6, 2, "--kubeconfig");
+    expect_error(a7, 2, "stray");
+    expect_error(a8, 2, "--kube-api-qps");
+}
+
+static void test_check(void **state)
+{
+    struct vmg_options o;
+    char err[256];
+    char *argv[] = {"m", "--leader-elect", "--leader-election-renew-deadline=20s"};
+    char *argv2[] = {"m", "--insecure", "--vc-ca-file=/ca.pem"};
+
+    (void)state;
+    vmg_options_defaults(&o);
+    assert_int_equal(vmg_options_parse(&o, 1, argv, env_none, err, sizeof(err)), 0);
+    assert_int_equal(vmg_options_check(&o, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "VC_HOST"));
+
+    assert_int_equal(parse(&o, err, sizeof(err), 3, argv), 0);
+    assert_int_equal(vmg_options_check(&o, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "lease duration > renew deadline > retry period"));
+
+    assert_int_equal(parse(&o, err, sizeof(err), 3, argv2), 0);
+    assert_int_equal(vmg_options_check(&o, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "--insecure"));
+}
+
+static void test_durations(void **state)
+{
+    uint64_t ms;
+
+    (void)state;
+    assert_int_equal(vmg_parse_duration("15s", &ms), 0);
+    assert_int_equal(ms, 15000);
+    assert_int_equal(vmg_parse_duration("1h2m3.5s", &ms), 0);
+    assert_int_equal(ms, 3723500);
+    assert_int_equal(vmg_parse_duration("250ms", &ms), 0);
+    assert_int_equal(ms, 250);
+    assert_int_equal(vmg_parse_duration("0", &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_true(vmg_parse_duration("15", &ms) < 0);
+    assert_true(vmg_parse_duration("", &ms) < 0);
+    assert_true(vmg_parse_duration("-1s", &ms) < 0);
+    assert_true(vmg_parse_duration("1d", &ms) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_controller_runtime_names_and_values),
+        cmocka_unit_test(test_original_spellings),
+        cmocka_unit_test(test_errors_name_the_flag),
+        cmocka_unit_test(test_check),
+        cmocka_unit_test(test_durations),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
