@@ -1,0 +1,150 @@
+/* naming.c: folder and VM names of VmGroups (see naming.h for the rules). */
+#include "controller/naming.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+/* The bytes a Kubernetes object name may hold (DNS subdomain); a namespace
+ * (RFC 1123 label) holds the same minus '.'. */
+static bool name_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+}
+
+static bool valid_name(const char *s, bool allow_dot)
+{
+    if (!s[0])
+        return false;
+    for (const char *p = s; *p; p++) {
+        if (!name_byte((unsigned char)*p) || (!allow_dot && *p == '.'))
+            return false;
+    }
+    return true;
+}
+
+/* pair_hash writes the first hexlen hex digits (hexlen <= 64) of
+ * SHA-256(ns NUL name) and a NUL into out. Returns 0 or -EIO. */
+static int pair_hash(const char *ns, const char *name, size_t hexlen, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    int ret = -EIO;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+    if (!ctx)
+        return -EIO;
+    if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(ctx, ns, strlen(ns) + 1) != 1 || /* the NUL separates */
+        EVP_DigestUpdate(ctx, name, strlen(name)) != 1 ||
+        EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen * 2 < hexlen)
+        goto out;
+    for (size_t i = 0; i < hexlen; i++)
+        out[i] = hex[(md[i / 2] >> ((i % 2) ? 0 : 4)) & 0xf];
+    out[hexlen] = '\0';
+    ret = 0;
+out:
+    EVP_MD_CTX_free(ctx);
+    return ret;
+}
+
+/* append_sanitized appends at most max bytes of s to buf at *len, with
+ * upper case letters lowered and every other byte outside [a-z0-9.-]
+ * replaced by '-'. */
+static void append_sanitized(char *buf, size_t *len, const char *s, size_t max)
+{
+    for (size_t i = 0; i < max && s[i]; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        buf[(*len)++] = name_byte((unsigned char)c) ? c : '-';
+    }
+    buf[*len] = '\0';
+}
+
+int naming_folder(const char *ns, const char *name, char *buf, size_t size)
+{
+    char hash[NAMING_FOLDER_HASH_LEN + 1];
+    size_t len = 0, nslen, namelen;
+    const size_t prefix_max = NAMING_MAX_LEN - 2 - NAMING_FOLDER_HASH_LEN;
+    int r;
+
+    if (!ns || !name || !buf || size < NAMING_BUF_SIZE)
+        return -EINVAL;
+    nslen = strlen(ns);
+    namelen = strlen(name);
+    if (valid_name(ns, false) && valid_name(name, true) && nslen + 1 + namelen <= NAMING_MAX_LEN) {
+        r = snprintf(buf, size, "%s_%s", ns, name);
+        return (r < 0 || (size_t)r >= size) ? -EINVAL : r;
+    }
+    r = pair_hash(ns, name, NAMING_FOLDER_HASH_LEN, hash);
+    if (r < 0)
+        return r;
+    buf[0] = '\0';
+    append_sanitized(buf, &len, ns, prefix_max);
+    if (len < prefix_max) {
+        buf[len++] = '_';
+        buf[len] = '\0';
+        append_sanitized(buf, &len, name, prefix_max - len);
+    }
+    r = snprintf(buf + len, size - len, "__%s", hash);
+    return (r < 0 || (size_t)r >= size - len) ? -EINVAL : (int)len + r;
+}
+
+int naming_vm(const char *ns, const char *name, int slot, char *buf, size_t size)
+{
+    char hash[NAMING_VM_HASH_LEN + 1];
+    char suffix[16];
+    size_t len = 0, namelen, prefix_max;
+    int r, slen;
+
+    if (!ns || !name || !buf || slot < 0 || size < NAMING_BUF_SIZE)
+        return -EINVAL;
+    slen = snprintf(suffix, sizeof(suffix), "-%d", slot);
+    if (slen < 0 || (size_t)slen >= sizeof(suffix))
+        return -EINVAL;
+    namelen = strlen(name);
+    if (valid_name(name, true) && namelen + (size_t)slen <= NAMING_MAX_LEN) {
+        r = snprintf(buf, size, "%s%s", name, suffix);
+        return (r < 0 || (size_t)r >= size) ? -EINVAL : r;
+    }
+    r = pair_hash(ns, name, NAMING_VM_HASH_LEN, hash);
+    if (r < 0)
+        return r;
+    prefix_max = NAMING_MAX_LEN - 1 - NAMING_VM_HASH_LEN - (size_t)slen;
+    buf[0] = '\0';
+    append_sanitized(buf, &len, name, prefix_max);
+    /* A cut that ends in '-' or '.' reads badly before "-<hash>"; drop them. */
+    while (len > 1 && (buf[len - 1] == '-' || buf[len - 1] == '.'))
+        buf[--len] = '\0';
+    r = snprintf(buf + len, size - len, "-%s%s", hash, suffix);
+    return (r < 0 || (size_t)r >= size - len) ? -EINVAL : (int)len + r;
+}
+
+int naming_vm_slot(const char *ns, const char *name, const char *vm_name)
+{
+    char want[NAMING_BUF_SIZE];
+    const char *dash, *p;
+    long long slot = 0;
+
+    if (!ns || !name || !vm_name || strnlen(vm_name, NAMING_BUF_SIZE) > NAMING_MAX_LEN)
+        return -EINVAL;
+    dash = strrchr(vm_name, '-');
+    if (!dash || !dash[1] || (dash[1] == '0' && dash[2]))
+        return -EINVAL;
+    for (p = dash + 1; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        slot = slot * 10 + (*p - '0');
+        if (slot > INT_MAX)
+            return -EINVAL;
+    }
+    if (naming_vm(ns, name, (int)slot, want, sizeof(want)) < 0 || strcmp(want, vm_name) != 0)
+        return -EINVAL;
+    return (int)slot;
+}

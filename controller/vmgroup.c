@@ -1,0 +1,542 @@
+/* vmgroup.c: decoding a VmGroup from JSON into one compact allocation, and
+ * encoding its status and finalizer patches. */
+#include "controller/vmgroup.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+
+/* Every string field of a VmGroup, at most: 4 metadata, the finalizers, the
+ * template, lastMessage and 4 per condition. */
+#define MAX_STRINGS (4 + VMGROUP_MAX_FINALIZERS + 2 + 4 * VMGROUP_MAX_CONDITIONS)
+
+static const char empty[] = "";
+
+const char *vmgroup_phase_name(enum vmgroup_phase phase)
+{
+    switch (phase) {
+    case VMGROUP_PHASE_PENDING:
+        return "PENDING";
+    case VMGROUP_PHASE_RUNNING:
+        return "RUNNING";
+    case VMGROUP_PHASE_ERROR:
+        return "ERROR";
+    case VMGROUP_PHASE_NONE:
+        break;
+    }
+    return "";
+}
+
+const char *vmgroup_cond_status_name(enum vmgroup_cond_status status)
+{
+    switch (status) {
+    case VMGROUP_COND_TRUE:
+        return "True";
+    case VMGROUP_COND_FALSE:
+        return "False";
+    case VMGROUP_COND_UNKNOWN:
+        break;
+    }
+    return "Unknown";
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || !errlen)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* as_integer reads item as an integer in [min, max]. Returns 0 or -EINVAL. */
+static int as_integer(const cJSON *item, double min, double max, int64_t *out)
+{
+    double v;
+
+    if (!cJSON_IsNumber(item))
+        return -EINVAL;
+    v = item->valuedouble;
+    if (!isfinite(v) || v != floor(v) || v < min || v > max)
+        return -EINVAL;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* as_string reads item as a string of at most max bytes. */
+static int as_string(const cJSON *item, size_t max, const char **out)
+{
+    if (!cJSON_IsString(item) || !item->valuestring || strnlen(item->valuestring, max + 1) > max)
+        return -EINVAL;
+    *out = item->valuestring;
+    return 0;
+}
+
+/* The decoding of one object, before it is packed: strings borrowed from
+ * the cJSON tree. */
+struct draft {
+    struct vmgroup g;
+    const char *finalizers[VMGROUP_MAX_FINALIZERS];
+};
+
+static int req_string(const cJSON *parent, const char *field, const char *path, size_t max,
+                      bool nonempty, const char **out, char *err, size_t errlen)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, field);
+
+    if (!item) {
+        set_err(err, errlen, "%s%s: missing", path, field);
+        return VMG_EPARSE;
+    }
+    if (as_string(item, max, out) < 0) {
+        set_err(err, errlen, "%s%s: want a string of at most %zu bytes", path, field, max);
+        return VMG_EPARSE;
+    }
+    if (nonempty && !(*out)[0]) {
+        set_err(err, errlen, "%s%s: empty", path, field);
+        return VMG_EPARSE;
+    }
+    return 0;
+}
+
+static int req_int32(const cJSON *parent, const char *field, const char *path, int32_t *out,
+                     char *err, size_t errlen)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, field);
+    int64_t v;
+
+    if (!item) {
+        set_err(err, errlen, "%s%s: missing", path, field);
+        return VMG_EPARSE;
+    }
+    if (as_integer(item, INT32_MIN, INT32_MAX, &v) < 0) {
+        set_err(err, errlen, "%s%s: want a 32-bit integer", path, field);
+        return VMG_EPARSE;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int parse_metadata(const cJSON *meta, struct draft *d, char *err, size_t errlen)
+{
+    struct vmgroup_meta *m = &d->g.meta;
+    const cJSON *item, *fin;
+    int64_t gen;
+    int r;
+
+    if (!cJSON_IsObject(meta)) {
+        set_err(err, errlen, "metadata: %s", meta ? "want an object" : "missing");
+        return VMG_EPARSE;
+    }
+    if ((r = req_string(meta, "name", "metadata.", VMGROUP_MAX_NAME, true, &m->name, err, errlen)) <
+            0 ||
+        (r = req_string(meta, "namespace", "metadata.", VMGROUP_MAX_NAMESPACE, true, &m->ns, err,
+                        errlen)) < 0 ||
+        (r = req_string(meta, "uid", "metadata.", VMGROUP_MAX_UID, true, &m->uid, err, errlen)) < 0)
+        return r;
+    item = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+    if (item && as_string(item, VMGROUP_MAX_RESOURCE_VERSION, &m->resource_version) < 0) {
+        set_err(err, errlen, "metadata.resourceVersion: want a string of at most %d bytes",
+                VMGROUP_MAX_RESOURCE_VERSION);
+        return VMG_EPARSE;
+    }
+    item = cJSON_GetObjectItemCaseSensitive(meta, "generation");
+    if (item) {
+        if (as_integer(item, 0, 9007199254740992.0, &gen) < 0) {
+            set_err(err, errlen, "metadata.generation: want a non-negative integer");
+            return VMG_EPARSE;
+        }
+        m->generation = gen;
+    }
+    item = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp");
+    if (item && !cJSON_IsNull(item)) {
+        if (!cJSON_IsString(item)) {
+            set_err(err, errlen, "metadata.deletionTimestamp: want a string");
+            return VMG_EPARSE;
+        }
+        m->deleting = true;
+    }
+    item = cJSON_GetObjectItemCaseSensitive(meta, "finalizers");
+    if (item && !cJSON_IsNull(item)) {
+        if (!cJSON_IsArray(item)) {
+            set_err(err, errlen, "metadata.finalizers: want an array");
+            return VMG_EPARSE;
+        }
+        cJSON_ArrayForEach(fin, item)
+        {
+            if (m->n_finalizers == VMGROUP_MAX_FINALIZERS) {
+                set_err(err, errlen, "metadata.finalizers: more than %d entries",
+                        VMGROUP_MAX_FINALIZERS);
+                return VMG_EPARSE;
+            }
+            if (as_string(fin, VMGROUP_MAX_FINALIZER, &d->finalizers[m->n_finalizers]) < 0) {
+                set_err(err, errlen, "metadata.finalizers[%u]: want a string of at most %d bytes",
+                        m->n_finalizers, VMGROUP_MAX_FINALIZER);
+                return VMG_EPARSE;
+            }
+            m->n_finalizers++;
+        }
+    }
+    return 0;
+}
+
+static int parse_spec(const cJSON *spec, struct vmgroup_spec *s, char *err, size_t errlen)
+{
+    int r;
+
+    if (!cJSON_IsObject(spec)) {
+        set_err(err, errlen, "spec: %s", spec ? "want an object" : "missing");
+        return VMG_EPARSE;
+    }
+    if ((r = req_int32(spec, "cpu", "spec.", &s->cpu, err, errlen)) < 0 ||
+        (r = req_int32(spec, "memory", "spec.", &s->memory, err, errlen)) < 0 ||
+        (r = req_int32(spec, "replicas", "spec.", &s->replicas, err, errlen)) < 0 ||
+        (r = req_string(spec, "template", "spec.", VMGROUP_MAX_TEMPLATE, false, &s->template, err,
+                        errlen)) < 0)
+        return r;
+    return 0;
+}
+
+/* status_string reads parent.field, a string of at most max bytes, into *out. */
+static bool status_string(const cJSON *parent, const char *field, size_t max, const char **out)
+{
+    return as_string(cJSON_GetObjectItemCaseSensitive(parent, field), max, out) == 0;
+}
+
+static bool parse_condition(const cJSON *c, struct vmgroup_condition *out)
+{
+    const char *st = NULL;
+
+    if (!cJSON_IsObject(c) || !status_string(c, "type", VMGROUP_MAX_COND_TYPE, &out->type) ||
+        !out->type[0] || !status_string(c, "status", 16, &st) ||
+        !status_string(c, "reason", VMGROUP_MAX_REASON, &out->reason) ||
+        !status_string(c, "message", VMGROUP_MAX_MESSAGE, &out->message) ||
+        !status_string(c, "lastTransitionTime", VMGROUP_MAX_TIME, &out->last_transition_time))
+        return false;
+    if (strcmp(st, "True") == 0)
+        out->status = VMGROUP_COND_TRUE;
+    else if (strcmp(st, "False") == 0)
+        out->status = VMGROUP_COND_FALSE;
+    else if (strcmp(st, "Unknown") == 0)
+        out->status = VMGROUP_COND_UNKNOWN;
+    else
+        return false;
+    return true;
+}
+
+/* parse_status reads what it can of status; it never fails. */
+static void parse_status(const cJSON *status, struct vmgroup_status *s)
+{
+    const cJSON *item, *c;
+    const char *phase = NULL;
+    int64_t v;
+
+    s->incomplete = true;
+    if (!cJSON_IsObject(status))
+        return;
+    bool ok = true;
+    if (status_string(status, "phase", 16, &phase) && strcmp(phase, "PENDING") == 0)
+        s->phase = VMGROUP_PHASE_PENDING;
+    else if (phase && strcmp(phase, "RUNNING") == 0)
+        s->phase = VMGROUP_PHASE_RUNNING;
+    else if (phase && strcmp(phase, "ERROR") == 0)
+        s->phase = VMGROUP_PHASE_ERROR;
+    else
+        ok = false;
+    if (as_integer(cJSON_GetObjectItemCaseSensitive(status, "currentReplicas"), INT32_MIN,
+                   INT32_MAX, &v) == 0)
+        s->current_replicas = (int32_t)v;
+    else
+        ok = false;
+    if (as_integer(cJSON_GetObjectItemCaseSensitive(status, "desiredReplicas"), INT32_MIN,
+                   INT32_MAX, &v) == 0)
+        s->desired_replicas = (int32_t)v;
+    else
+        ok = false;
+    if (as_integer(cJSON_GetObjectItemCaseSensitive(status, "observedGeneration"), 0,
+                   9007199254740992.0, &v) == 0)
+        s->observed_generation = v;
+    else
+        ok = false;
+    if (!status_string(status, "lastMessage", VMGROUP_MAX_MESSAGE, &s->last_message))
+        ok = false;
+    item = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+    if (cJSON_IsArray(item)) {
+        cJSON_ArrayForEach(c, item)
+        {
+            struct vmgroup_condition cond = {0};
+            if (s->n_conditions == VMGROUP_MAX_CONDITIONS || !parse_condition(c, &cond)) {
+                ok = false;
+                continue;
+            }
+            s->conditions[s->n_conditions++] = cond;
+        }
+    } else {
+        ok = false;
+    }
+    s->incomplete = !ok;
+}
+
+/* Packing: the draft's string fields, listed, then copied into the block
+ * after the struct, each distinct content once. */
+struct packer {
+    const char **fields[MAX_STRINGS];
+    size_t n;
+};
+
+static void pack_add(struct packer *p, const char **field)
+{
+    if (!*field)
+        *field = empty;
+    p->fields[p->n++] = field;
+}
+
+/* pack_find returns the index of an earlier field with the same content as
+ * field i, or i. */
+static size_t pack_find(const struct packer *p, size_t i, const char *const *orig)
+{
+    for (size_t j = 0; j < i; j++) {
+        if (strcmp(orig[j], orig[i]) == 0)
+            return j;
+    }
+    return i;
+}
+
+static int pack(struct draft *d, struct vmgroup **ret)
+{
+    struct packer p = {.n = 0};
+    const char *orig[MAX_STRINGS];
+    struct vmgroup *g;
+    size_t size, fin_bytes;
+    char *out;
+
+    pack_add(&p, &d->g.meta.ns);
+    pack_add(&p, &d->g.meta.name);
+    pack_add(&p, &d->g.meta.uid);
+    pack_add(&p, &d->g.meta.resource_version);
+    for (unsigned i = 0; i < d->g.meta.n_finalizers; i++)
+        pack_add(&p, &d->finalizers[i]);
+    pack_add(&p, &d->g.spec.template);
+    pack_add(&p, &d->g.status.last_message);
+    for (unsigned i = 0; i < d->g.status.n_conditions; i++) {
+        struct vmgroup_condition *c = &d->g.status.conditions[i];
+        pack_add(&p, &c->type);
+        pack_add(&p, &c->reason);
+        pack_add(&p, &c->message);
+        pack_add(&p, &c->last_transition_time);
+    }
+    for (unsigned i = d->g.status.n_conditions; i < VMGROUP_MAX_CONDITIONS; i++) {
+        struct vmgroup_condition *c = &d->g.status.conditions[i];
+        c->type = c->reason = c->message = c->last_transition_time = empty;
+    }
+
+    fin_bytes = d->g.meta.n_finalizers * sizeof(char *);
+    size = sizeof(*g) + fin_bytes;
+    for (size_t i = 0; i < p.n; i++) {
+        orig[i] = *p.fields[i];
+        if (orig[i][0] && pack_find(&p, i, orig) == i)
+            size += strlen(orig[i]) + 1;
+    }
+    g = malloc(size);
+    if (!g)
+        return -ENOMEM;
+    out = (char *)(g + 1) + fin_bytes;
+    for (size_t i = 0; i < p.n; i++) {
+        size_t j;
+        if (!orig[i][0]) {
+            *p.fields[i] = empty;
+        } else if ((j = pack_find(&p, i, orig)) < i) {
+            *p.fields[i] = *p.fields[j];
+        } else {
+            size_t len = strlen(orig[i]) + 1;
+            memcpy(out, orig[i], len);
+            *p.fields[i] = out;
+            out += len;
+        }
+    }
+    *g = d->g;
+    if (fin_bytes) {
+        memcpy(g + 1, d->finalizers, fin_bytes);
+        g->meta.finalizers = (const char *const *)(g + 1);
+    } else {
+        g->meta.finalizers = NULL;
+    }
+    g->footprint = size;
+    *ret = g;
+    return 0;
+}
+
+int vmgroup_from_json(const cJSON *obj, struct vmgroup **ret, char *err, size_t errlen)
+{
+    struct draft d;
+    const cJSON *kind;
+    int r;
+
+    memset(&d, 0, sizeof(d));
+    if (!cJSON_IsObject(obj)) {
+        set_err(err, errlen, "VmGroup: want an object");
+        return VMG_EPARSE;
+    }
+    kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+    if (kind && (!cJSON_IsString(kind) || strcmp(kind->valuestring, VMGROUP_KIND) != 0)) {
+        set_err(err, errlen, "kind: want \"%s\"", VMGROUP_KIND);
+        return VMG_EPARSE;
+    }
+    r = parse_metadata(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), &d, err, errlen);
+    if (r < 0)
+        return r;
+    r = parse_spec(cJSON_GetObjectItemCaseSensitive(obj, "spec"), &d.g.spec, err, errlen);
+    if (r < 0)
+        return r;
+    parse_status(cJSON_GetObjectItemCaseSensitive(obj, "status"), &d.g.status);
+    return pack(&d, ret);
+}
+
+void vmgroup_free(struct vmgroup *g)
+{
+    free(g);
+}
+
+bool vmgroup_has_finalizer(const struct vmgroup *g, const char *finalizer)
+{
+    if (!g || !finalizer)
+        return false;
+    for (unsigned i = 0; i < g->meta.n_finalizers; i++) {
+        if (strcmp(g->meta.finalizers[i], finalizer) == 0)
+            return true;
+    }
+    return false;
+}
+
+int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret)
+{
+    cJSON *patch = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(patch, "metadata");
+    cJSON *list = cJSON_AddArrayToObject(meta, "finalizers");
+    bool have = false;
+
+    if (!list)
+        goto fail;
+    if (g->meta.resource_version[0] &&
+        !cJSON_AddStringToObject(meta, "resourceVersion", g->meta.resource_version))
+        goto fail;
+    for (unsigned i = 0; i < g->meta.n_finalizers; i++) {
+        const char *f = g->meta.finalizers[i];
+        if (strcmp(f, VMGROUP_FINALIZER) == 0) {
+            if (!add || have)
+                continue;
+            have = true;
+        }
+        cJSON *s = cJSON_CreateString(f);
+        if (!s || !cJSON_AddItemToArray(list, s)) {
+            cJSON_Delete(s);
+            goto fail;
+        }
+    }
+    if (add && !have) {
+        cJSON *s = cJSON_CreateString(VMGROUP_FINALIZER);
+        if (!s || !cJSON_AddItemToArray(list, s)) {
+            cJSON_Delete(s);
+            goto fail;
+        }
+    }
+    *ret = patch;
+    return 0;
+fail:
+    cJSON_Delete(patch);
+    return -ENOMEM;
+}
+
+static const char *nz(const char *s)
+{
+    return s ? s : empty;
+}
+
+int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
+{
+    cJSON *obj, *list;
+    char gen[24];
+
+    if (!s)
+        return -EINVAL;
+    /* cJSON prints numbers beyond int's range with 15 significant digits;
+     * the generation is written exactly, as raw text. */
+    snprintf(gen, sizeof(gen), "%lld", (long long)s->observed_generation);
+    obj = cJSON_CreateObject();
+    if (!obj)
+        return -ENOMEM;
+    if (s->phase != VMGROUP_PHASE_NONE &&
+        !cJSON_AddStringToObject(obj, "phase", vmgroup_phase_name(s->phase)))
+        goto fail;
+    if (!cJSON_AddNumberToObject(obj, "currentReplicas", s->current_replicas) ||
+        !cJSON_AddNumberToObject(obj, "desiredReplicas", s->desired_replicas) ||
+        !cJSON_AddStringToObject(obj, "lastMessage", nz(s->last_message)) ||
+        !cJSON_AddRawToObject(obj, "observedGeneration", gen))
+        goto fail;
+    list = cJSON_AddArrayToObject(obj, "conditions");
+    if (!list)
+        goto fail;
+    for (unsigned i = 0; i < s->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
+        const struct vmgroup_condition *c = &s->conditions[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(list, o)) {
+            cJSON_Delete(o);
+            goto fail;
+        }
+        if (!cJSON_AddStringToObject(o, "type", nz(c->type)) ||
+            !cJSON_AddStringToObject(o, "status", vmgroup_cond_status_name(c->status)) ||
+            !cJSON_AddStringToObject(o, "reason", nz(c->reason)) ||
+            !cJSON_AddStringToObject(o, "message", nz(c->message)) ||
+            !cJSON_AddStringToObject(o, "lastTransitionTime", nz(c->last_transition_time)))
+            goto fail;
+    }
+    *ret = obj;
+    return 0;
+fail:
+    cJSON_Delete(obj);
+    return -ENOMEM;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return strcmp(nz(a), nz(b)) == 0;
+}
+
+bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_status *b)
+{
+    if (!a || !b || a->incomplete || b->incomplete || a->phase != b->phase ||
+        a->current_replicas != b->current_replicas || a->desired_replicas != b->desired_replicas ||
+        a->observed_generation != b->observed_generation ||
+        !str_eq(a->last_message, b->last_message) || a->n_conditions != b->n_conditions)
+        return false;
+    for (unsigned i = 0; i < a->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
+        const struct vmgroup_condition *x = &a->conditions[i], *y = &b->conditions[i];
+        if (x->status != y->status || !str_eq(x->type, y->type) || !str_eq(x->reason, y->reason) ||
+            !str_eq(x->message, y->message) ||
+            !str_eq(x->last_transition_time, y->last_transition_time))
+            return false;
+    }
+    return true;
+}
+
+const struct vmgroup_condition *vmgroup_condition_find(const struct vmgroup_status *s,
+                                                       const char *type)
+{
+    if (!s || !type)
+        return NULL;
+    for (unsigned i = 0; i < s->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
+        if (str_eq(s->conditions[i].type, type))
+            return &s->conditions[i];
+    }
+    return NULL;
+}

@@ -1,0 +1,156 @@
+/* vmgroup.h: the VmGroup custom resource (vm.codeconnect.vmworld.com/v1alpha1)
+ * as the controller holds it, and its JSON decoding and encoding.
+ *
+ * A decoded VmGroup keeps only what the controller needs (no managedFields,
+ * labels, annotations...), in one allocation: the struct, then its
+ * finalizer array, then its strings, with equal strings stored once. A
+ * typical object takes well under 1 KiB, so a cache can hold many.
+ * Decoded objects are read-only; every string pointer is non-NULL ("" when
+ * the field was absent) and lives as long as the object.
+ */
+#ifndef VMG_VMGROUP_H
+#define VMG_VMGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define VMGROUP_GROUP "vm.codeconnect.vmworld.com"
+#define VMGROUP_VERSION "v1alpha1"
+#define VMGROUP_API_VERSION VMGROUP_GROUP "/" VMGROUP_VERSION
+#define VMGROUP_KIND "VmGroup"
+#define VMGROUP_PLURAL "vmgroups"
+#define VMGROUP_FINALIZER "vm.codeconnect.vmworld.com/finalizer"
+
+/* The spec's valid ranges (the CRD's schema enforces them too). */
+#define VMGROUP_CPU_MIN 1
+#define VMGROUP_CPU_MAX 4
+#define VMGROUP_MEMORY_MIN 1 /* GiB */
+#define VMGROUP_MEMORY_MAX 8
+
+/* Bounds on what is decoded, in bytes without the NUL. Metadata or spec
+ * beyond them is rejected; status beyond them is dropped (see below). */
+#define VMGROUP_MAX_NAMESPACE 63
+#define VMGROUP_MAX_NAME 253
+#define VMGROUP_MAX_UID 128
+#define VMGROUP_MAX_RESOURCE_VERSION 128
+#define VMGROUP_MAX_TEMPLATE 1024
+#define VMGROUP_MAX_FINALIZERS 32
+#define VMGROUP_MAX_FINALIZER 316
+#define VMGROUP_MAX_MESSAGE 1023 /* lastMessage and condition messages */
+#define VMGROUP_MAX_COND_TYPE 64
+#define VMGROUP_MAX_REASON 128
+#define VMGROUP_MAX_TIME 64
+#define VMGROUP_MAX_CONDITIONS 4
+
+enum vmgroup_phase {
+    VMGROUP_PHASE_NONE = 0, /* no phase written yet */
+    VMGROUP_PHASE_PENDING,
+    VMGROUP_PHASE_RUNNING,
+    VMGROUP_PHASE_ERROR,
+};
+
+enum vmgroup_cond_status {
+    VMGROUP_COND_UNKNOWN = 0,
+    VMGROUP_COND_TRUE,
+    VMGROUP_COND_FALSE,
+};
+
+/* One entry of status.conditions, in the Kubernetes condition shape. */
+struct vmgroup_condition {
+    const char *type;                 /* "Ready", "Progressing", "Degraded" */
+    const char *reason;               /* CamelCase */
+    const char *message;              /* one sentence */
+    const char *last_transition_time; /* RFC 3339 */
+    enum vmgroup_cond_status status;
+};
+
+struct vmgroup_status {
+    enum vmgroup_phase phase;
+    int32_t current_replicas;    /* VMs of this group that exist */
+    int32_t desired_replicas;    /* spec.replicas as last acted on */
+    int64_t observed_generation; /* metadata.generation this status describes */
+    const char *last_message;
+    /* True when the stored status lacked a field that vmgroup_status_to_json
+     * writes, or held one that could not be read or kept (wrong type, out of
+     * bounds, too many conditions). Such a status never equals a complete
+     * one, so the controller rewrites it. */
+    bool incomplete;
+    unsigned n_conditions;
+    struct vmgroup_condition conditions[VMGROUP_MAX_CONDITIONS];
+};
+
+struct vmgroup_meta {
+    const char *ns;
+    const char *name;
+    const char *uid;
+    const char *resource_version;
+    int64_t generation;
+    bool deleting; /* metadata.deletionTimestamp is set */
+    unsigned n_finalizers;
+    const char *const *finalizers;
+};
+
+struct vmgroup_spec {
+    int32_t cpu;    /* CPUs per VM */
+    int32_t memory; /* GiB per VM */
+    int32_t replicas;
+    const char *template; /* name or inventory path of a VM template */
+};
+
+struct vmgroup {
+    struct vmgroup_meta meta;
+    struct vmgroup_spec spec;
+    struct vmgroup_status status;
+    size_t footprint; /* bytes of the one allocation holding this object */
+};
+
+/* vmgroup_from_json decodes a VmGroup from obj (an item of a list, or the
+ * object of a watch event). Metadata and spec must hold what the CRD
+ * requires, with the right types: metadata.name, namespace, uid (strings),
+ * optional resourceVersion, generation, deletionTimestamp, finalizers;
+ * spec.cpu, memory, replicas (int32) and template (string; "" is accepted
+ * here and reported by the planner, as are out-of-range numbers). A "kind"
+ * other than VmGroup is refused. The status is read leniently: a missing or
+ * unreadable field is left zero/"" and marks the status incomplete.
+ * Returns 0 and *ret (free with vmgroup_free), VMG_EPARSE with a message
+ * naming the field in err (when err is not NULL), or -ENOMEM. */
+int vmgroup_from_json(const cJSON *obj, struct vmgroup **ret, char *err, size_t errlen);
+
+/* vmgroup_free frees g; NULL is fine. */
+void vmgroup_free(struct vmgroup *g);
+
+/* vmgroup_has_finalizer tells whether g's metadata.finalizers holds
+ * finalizer. */
+bool vmgroup_has_finalizer(const struct vmgroup *g, const char *finalizer);
+
+/* vmgroup_finalizer_patch builds the JSON merge patch that adds (add true)
+ * or removes VMGROUP_FINALIZER, keeping the other finalizers in order:
+ *   {"metadata":{"resourceVersion":"<rv>","finalizers":[...]}}
+ * The resourceVersion (omitted when g has none) makes the API server refuse
+ * the patch with a conflict if the object changed since g was read.
+ * Returns 0 and *ret (free with cJSON_Delete), or -ENOMEM. */
+int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret);
+
+/* vmgroup_status_to_json encodes s as the value of "status": every field is
+ * written (phase omitted only when NONE), conditions in order. Returns 0 and
+ * *ret (free with cJSON_Delete), -EINVAL for a NULL s, or -ENOMEM. */
+int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret);
+
+/* vmgroup_status_equal tells whether a and b would be written the same and
+ * neither is incomplete. NULL strings compare equal to "". */
+bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_status *b);
+
+/* vmgroup_condition_find returns the condition of s with that type, or NULL. */
+const struct vmgroup_condition *vmgroup_condition_find(const struct vmgroup_status *s,
+                                                       const char *type);
+
+/* vmgroup_phase_name returns "PENDING", "RUNNING", "ERROR", or "" for NONE. */
+const char *vmgroup_phase_name(enum vmgroup_phase phase);
+
+/* vmgroup_cond_status_name returns "True", "False" or "Unknown". */
+const char *vmgroup_cond_status_name(enum vmgroup_cond_status status);
+
+#endif
