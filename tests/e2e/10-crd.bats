@@ -6,7 +6,7 @@ load helpers
 
 setup_file() {
 	. "$ENV_DIR/env"
-	kubectl apply -f "$VMG_TOP/crds/" >/dev/null
+	kubectl apply -k "$VMG_TOP/crds" >/dev/null
 	kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
 	kubectl create namespace crd-e2e >/dev/null
 }
