@@ -31,8 +31,12 @@ OBJS := $(SRCS:%.c=build/obj/%.o)
 SAN_OBJS := $(SRCS:%.c=build/san/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/unit/%)
+# Small programs the e2e suites drive (tests/e2e/drivers/*.c), built with
+# the sanitizers so that e2e runs catch memory errors too.
+DRIVER_SRCS := $(sort $(wildcard tests/e2e/drivers/*.c))
+DRIVER_BINS := $(DRIVER_SRCS:tests/e2e/drivers/%.c=build/e2e/%)
 
-.PHONY: all build deps tools demo run test unit e2e fuzz lint format bench clean \
+.PHONY: all build deps tools demo run test unit e2e fuzz lint format bench clean drivers \
 	deploy undeploy image env-up env-down
 
 all: build
@@ -64,6 +68,13 @@ build/unit/%: tests/unit/%.c build/libvmgroup-san.a $(HDRS) tests/unit/unit.h
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -o $@ $< build/libvmgroup-san.a $(PKG_LIBS) -lcmocka -lm
 
+build/e2e/%: tests/e2e/drivers/%.c build/libvmgroup-san.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_CFLAGS) -o $@ $< build/libvmgroup-san.a $(PKG_LIBS) -lm
+
+drivers: deps
+	@$(MAKE) --no-print-directory $(DRIVER_BINS)
+
 deps:
 	@tests/env/deps
 
@@ -78,6 +89,7 @@ unit: deps
 	@tests/run unit $(UNIT_BINS)
 
 e2e: tools build
+	@$(MAKE) --no-print-directory $(DRIVER_BINS)
 	@tests/run e2e
 
 fuzz: deps
@@ -88,7 +100,7 @@ fuzz: deps
 test: deps
 	@tests/env/tools ensure
 	@$(MAKE) --no-print-directory build
-	@$(MAKE) --no-print-directory $(UNIT_BINS)
+	@$(MAKE) --no-print-directory $(UNIT_BINS) $(DRIVER_BINS)
 	@tests/run all $(UNIT_BINS)
 
 bench: tools build
