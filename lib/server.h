@@ -1,0 +1,138 @@
+/* server.h: a small HTTP/1.1 server, plain or TLS, on a libuv loop, for the
+ * operator's /metrics, /healthz and /readyz endpoints.
+ *
+ * Requests are parsed by the http-parser library; TLS (1.2 and later) runs
+ * through OpenSSL with memory BIOs, so all I/O stays on the loop. Each
+ * complete request goes to the handler, which answers it now or later with
+ * vmg_server_respond(); a connection handles one request at a time (more
+ * requests may be sent on it, keep-alive and pipelining, and are answered in
+ * order).
+ *
+ * Request lifetime ("a reference" model): a request handed to the handler
+ * stays valid until the handler calls vmg_server_respond() on it, which it
+ * must do exactly once, even when the connection is gone meanwhile; respond
+ * then only frees it. The handler may learn that the client went away, to
+ * stop its work early, with vmg_server_req_on_abort(). Requests that never
+ * reached the handler are freed by the server.
+ *
+ * Limits: beyond max_conns connections a new one is closed at once; a
+ * request whose URL and headers exceed max_header_bytes or that has more
+ * than max_headers headers is answered 431, one whose body exceeds max_body
+ * 413, a malformed one 400, and the connection is then closed. A connection
+ * is closed when a request (from its first byte, or from the accept for the
+ * first request, TLS handshake included, until its response is written)
+ * takes longer than request_timeout_ms, or when it is idle between requests
+ * longer than idle_timeout_ms; a pending request is aborted then.
+ *
+ * Not thread-safe: every call is made on the loop's thread.
+ */
+#ifndef VMG_SERVER_H
+#define VMG_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+/* Defaults of the limits (a zero in the options means the default). */
+#define VMG_SERVER_MAX_CONNS 64
+#define VMG_SERVER_MAX_HEADER_BYTES (16 * 1024)
+#define VMG_SERVER_MAX_HEADERS 64
+#define VMG_SERVER_MAX_BODY (64 * 1024)
+#define VMG_SERVER_REQUEST_TIMEOUT_MS 10000
+#define VMG_SERVER_IDLE_TIMEOUT_MS 60000
+/* Bounds that are not options. */
+#define VMG_SERVER_MAX_PEM (1024 * 1024)        /* bytes of a certificate or key file */
+#define VMG_SERVER_MAX_EXTRA_HEADERS (8 * 1024) /* bytes of a response's extra headers */
+
+typedef struct vmg_server vmg_server;
+typedef struct vmg_server_req vmg_server_req;
+
+/* The handler gets every complete request; see the lifetime rule above. */
+typedef void (*vmg_server_handler)(void *data, vmg_server_req *req);
+
+struct vmg_server_opts {
+    /* "host:port", "[v6]:port" or ":port" (all interfaces, IPv6 and IPv4
+     * when the host has IPv6); the host is a numeric address or
+     * "localhost"; port 0 picks a free port (see vmg_server_port). */
+    const char *addr;
+    /* TLS: a certificate chain and its key, as PEM text (cert_pem,
+     * key_pem) or as PEM files (cert_file, key_file); text wins when both
+     * are given. No certificate and no key: plain HTTP. */
+    const char *cert_pem;
+    const char *key_pem;
+    const char *cert_file;
+    const char *key_file;
+    /* Limits; 0 means the default above. */
+    size_t max_conns;
+    size_t max_header_bytes;
+    size_t max_headers;
+    size_t max_body;
+    uint64_t request_timeout_ms;
+    uint64_t idle_timeout_ms;
+    /* The handler; NULL answers 404 to everything. */
+    vmg_server_handler handler;
+    void *data;
+    /* Optional: a buffer that receives a message when vmg_server_new fails. */
+    char *errbuf;
+    size_t errbuf_size;
+};
+
+/* vmg_server_new binds, listens and returns the server, or NULL with *err
+ * set (err may be NULL): -EINVAL for bad options, VMG_ECONFIG for an
+ * address, certificate or key that cannot be used, a negated errno from
+ * binding (-EADDRINUSE, -EACCES, ...) or -ENOMEM. Strings in opts are
+ * copied or used during the call only. */
+vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, int *err);
+
+/* vmg_server_port returns the port the server listens on, or -1. */
+int vmg_server_port(const vmg_server *s);
+
+/* vmg_server_connections returns the number of open connections. */
+size_t vmg_server_connections(const vmg_server *s);
+
+/* vmg_server_close stops listening and closes every connection (pending
+ * requests are aborted: their abort callbacks run before this returns);
+ * once the loop has run the close callbacks, the server is freed and
+ * closed(data) runs when closed is not NULL. s must not be used after this
+ * call; NULL is fine (closed is then not called). */
+void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data);
+
+/* The request, valid until vmg_server_respond(). Strings are NUL-terminated
+ * and owned by the request. */
+const char *vmg_server_req_method(const vmg_server_req *r); /* "GET" */
+/* The path of the URL, as sent (not percent-decoded), without the query;
+ * "/" when the URL has none. */
+const char *vmg_server_req_path(const vmg_server_req *r);
+const char *vmg_server_req_query(const vmg_server_req *r); /* "" when none */
+/* vmg_server_req_header returns the value of the first header called name
+ * (case-insensitive), without surrounding blanks, or NULL. */
+const char *vmg_server_req_header(const vmg_server_req *r, const char *name);
+/* The peer's address: "127.0.0.1:40000" or "[::1]:40000". */
+const char *vmg_server_req_peer(const vmg_server_req *r);
+/* The body (NUL-terminated, for convenience) and its length. */
+const char *vmg_server_req_body(const vmg_server_req *r, size_t *ret_len);
+/* vmg_server_req_aborted tells whether the connection is gone. */
+int vmg_server_req_aborted(const vmg_server_req *r);
+
+/* vmg_server_req_on_abort sets fn(data, r), called once if the connection
+ * closes before the answer (the client left, a timeout, or
+ * vmg_server_close). fn may call vmg_server_respond(r); if it does not, r
+ * stays valid until the handler responds. fn must not close the server. */
+void vmg_server_req_on_abort(vmg_server_req *r, void (*fn)(void *data, vmg_server_req *r),
+                             void *data);
+
+/* vmg_server_req_add_header adds a header to the response to come. Returns
+ * 0, -EINVAL (a name that is not a token, or one the server sets itself:
+ * Content-Length, Content-Type, Connection, Transfer-Encoding; a value
+ * with CR or LF) or VMG_ETOOBIG (above VMG_SERVER_MAX_EXTRA_HEADERS). */
+int vmg_server_req_add_header(vmg_server_req *r, const char *name, const char *value);
+
+/* vmg_server_respond answers r with status (100..599; otherwise 500),
+ * Content-Type content_type (none when NULL) and a copy of body[0..len),
+ * and frees r, in every case. Returns 0, or VMG_ECANCELED when the
+ * connection is gone (the answer is dropped), or -ENOMEM (the connection
+ * is closed). */
+int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, const void *body,
+                       size_t len);
+
+#endif

@@ -1,0 +1,1154 @@
+/* test_server.c: the HTTP/HTTPS server, driven by real clients (libcurl and
+ * raw sockets) in a thread while the loop runs in the main thread, and the
+ * self-signed certificates of lib/tlsgen. */
+#include "tests/unit/unit.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <uv.h>
+
+#include "lib/err.h"
+#include "lib/server.h"
+#include "lib/tlsgen.h"
+
+#define MAXR 16
+#define BODY_MAX 4096
+
+/* What one request of the client thread saw. */
+struct result {
+    int rc;      /* CURLcode, or for raw requests 0 / -1 (closed) */
+    long status; /* HTTP status, 0 if none */
+    char body[BODY_MAX];
+    size_t body_len;
+    char ctype[128];
+    long connects; /* new connections the request made */
+    char errbuf[CURL_ERROR_SIZE];
+    double ms;
+};
+
+struct fx {
+    uv_loop_t loop;
+    vmg_server *srv;
+    struct vmg_server_opts opts;
+    uv_async_t signal;
+    pthread_t thread;
+    void (*client)(struct fx *);
+    int port;
+    int https;
+    char *cert_pem;
+    char *key_pem;
+    /* When to close the server: the client has signalled, and as many
+     * requests are held / aborted as wanted. */
+    int client_signalled;
+    int want_held;
+    int want_aborts;
+    int finishing;
+    /* Handler state. */
+    int requests;
+    int aborts;
+    int abort_responds_rc;
+    vmg_server_req *held[4];
+    int nheld;
+    int closed_called;
+    uv_timer_t late;
+    int late_rc[4];
+    /* Client results, filled by the thread, read after the join. */
+    struct result r[MAXR];
+    int n;
+    int flags[8];
+    int self_signalled; /* the client sent the signal itself */
+};
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* ---- the handler ---- */
+
+struct later {
+    uv_timer_t t;
+    vmg_server_req *req;
+};
+
+static void later_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void later_fire(uv_timer_t *t)
+{
+    struct later *l = (struct later *)t;
+    vmg_server_respond(l->req, 200, "text/plain", "later\n", 6);
+    uv_close((uv_handle_t *)t, later_closed);
+}
+
+static void maybe_finish(struct fx *f);
+
+static void on_abort_respond(void *data, vmg_server_req *r)
+{
+    struct fx *f = data;
+    f->aborts++;
+    assert_true(vmg_server_req_aborted(r));
+    f->abort_responds_rc = vmg_server_respond(r, 200, "text/plain", "too late", 8);
+    maybe_finish(f);
+}
+
+static void on_abort_count(void *data, vmg_server_req *r)
+{
+    struct fx *f = data;
+    f->aborts++;
+    assert_true(vmg_server_req_aborted(r));
+}
+
+static void handler(void *data, vmg_server_req *req)
+{
+    struct fx *f = data;
+    const char *path = vmg_server_req_path(req);
+    char buf[512];
+
+    f->requests++;
+    assert_false(vmg_server_req_aborted(req));
+    if (strcmp(path, "/hello") == 0) {
+        vmg_server_respond(req, 200, "text/plain; charset=utf-8", "hello\n", 6);
+    } else if (strcmp(path, "/info") == 0) {
+        int n = snprintf(buf, sizeof(buf), "%s %s ?%s %s", vmg_server_req_method(req), path,
+                         vmg_server_req_query(req), vmg_server_req_peer(req));
+        vmg_server_respond(req, 200, "text/plain", buf, (size_t)n);
+    } else if (strcmp(path, "/echo-header") == 0) {
+        const char *v = vmg_server_req_header(req, "X-CUSTOM-HEADER");
+        const char *v2 = vmg_server_req_header(req, "x-custom-header");
+        assert_true(v == v2);
+        assert_null(vmg_server_req_header(req, "X-Custom"));
+        assert_int_equal(vmg_server_req_add_header(req, "X-Reply", "yes"), 0);
+        assert_int_equal(vmg_server_req_add_header(req, "Bad Name", "x"), -EINVAL);
+        assert_int_equal(vmg_server_req_add_header(req, "X-Split", "a\r\nb"), -EINVAL);
+        assert_int_equal(vmg_server_req_add_header(req, "content-length", "1"), -EINVAL);
+        vmg_server_respond(req, 200, "text/plain", v ? v : "(none)", v ? strlen(v) : 6);
+    } else if (strcmp(path, "/body") == 0) {
+        size_t len;
+        const char *b = vmg_server_req_body(req, &len);
+        vmg_server_respond(req, 201, "application/octet-stream", b, len);
+    } else if (strcmp(path, "/async") == 0) {
+        struct later *l = calloc(1, sizeof(*l));
+        assert_non_null(l);
+        l->req = req;
+        uv_timer_init(&f->loop, &l->t);
+        uv_timer_start(&l->t, later_fire, 50, 0);
+    } else if (strcmp(path, "/hang") == 0) {
+        /* Answered only by the abort callback. */
+        vmg_server_req_on_abort(req, on_abort_respond, f);
+        f->held[f->nheld++] = NULL;
+        maybe_finish(f);
+    } else if (strcmp(path, "/hold") == 0) {
+        /* Held across the server's close, answered by a timer after it. */
+        vmg_server_req_on_abort(req, on_abort_count, f);
+        assert_true(f->nheld < 4);
+        f->held[f->nheld++] = req;
+        maybe_finish(f);
+    } else {
+        vmg_server_respond(req, 404, "text/plain", "not found\n", 10);
+    }
+}
+
+/* ---- the fixture ---- */
+
+static void late_fire(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+    for (int i = 0; i < f->nheld; i++)
+        if (f->held[i])
+            f->late_rc[i] = vmg_server_respond(f->held[i], 200, "text/plain", "x", 1);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+static void server_closed(void *data)
+{
+    struct fx *f = data;
+    f->closed_called++;
+    f->srv = NULL;
+    /* Requests still held are answered after the server is gone. */
+    if (f->nheld > 0) {
+        uv_timer_init(&f->loop, &f->late);
+        f->late.data = f;
+        uv_timer_start(&f->late, late_fire, 10, 0);
+    }
+}
+
+static void maybe_finish(struct fx *f)
+{
+    if (f->finishing || !f->client_signalled || f->nheld < f->want_held ||
+        f->aborts < f->want_aborts)
+        return;
+    f->finishing = 1;
+    uv_close((uv_handle_t *)&f->signal, NULL);
+    vmg_server_close(f->srv, server_closed, f);
+}
+
+static void on_signal(uv_async_t *a)
+{
+    struct fx *f = a->data;
+    f->client_signalled = 1;
+    maybe_finish(f);
+}
+
+static void *client_main(void *arg)
+{
+    struct fx *f = arg;
+    f->client(f);
+    if (!f->self_signalled)
+        uv_async_send(&f->signal);
+    return NULL;
+}
+
+static void fx_init(struct fx *f)
+{
+    memset(f, 0, sizeof(*f));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    f->opts.addr = "127.0.0.1:0";
+    f->opts.handler = handler;
+    f->opts.data = f;
+}
+
+static void fx_tls(struct fx *f)
+{
+    const char *sans[] = {"localhost", "metrics.vmgroup.svc"};
+    assert_int_equal(vmg_tls_selfsigned("vmgroup-metrics", sans, 2, &f->cert_pem, &f->key_pem), 0);
+    f->opts.cert_pem = f->cert_pem;
+    f->opts.key_pem = f->key_pem;
+    f->https = 1;
+}
+
+/* fx_run starts the server, runs client in a thread until it signals, closes
+ * the server and waits for everything to be freed. */
+static void fx_run(struct fx *f, void (*client)(struct fx *))
+{
+    int err = 0;
+    char errbuf[256] = "";
+
+    f->opts.errbuf = errbuf;
+    f->opts.errbuf_size = sizeof(errbuf);
+    f->srv = vmg_server_new(&f->loop, &f->opts, &err);
+    if (!f->srv)
+        fprintf(stderr, "# vmg_server_new: %s: %s\n", vmg_strerror(err), errbuf);
+    assert_non_null(f->srv);
+    f->port = vmg_server_port(f->srv);
+    assert_true(f->port > 0);
+    f->client = client;
+    assert_int_equal(uv_async_init(&f->loop, &f->signal, on_signal), 0);
+    f->signal.data = f;
+    assert_int_equal(pthread_create(&f->thread, NULL, client_main, f), 0);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(pthread_join(f->thread, NULL), 0);
+    assert_int_equal(f->closed_called, 1);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    free(f->cert_pem);
+    free(f->key_pem);
+}
+
+/* ---- client helpers (run in the thread: no cmocka asserts there) ---- */
+
+static size_t write_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct result *r = ud;
+    size_t len = size * n;
+    size_t room = BODY_MAX - 1 - r->body_len;
+    size_t k = len < room ? len : room;
+    memcpy(r->body + r->body_len, p, k);
+    r->body_len += k;
+    r->body[r->body_len] = '\0';
+    return len;
+}
+
+static CURL *easy_new(struct fx *f)
+{
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
+    if (f->https) {
+        struct curl_blob blob = {f->cert_pem, strlen(f->cert_pem), CURL_BLOB_COPY};
+        curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &blob);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    }
+    return e;
+}
+
+/* perform_url runs e on url and records the result in the next slot. */
+static struct result *perform_url(struct fx *f, CURL *e, const char *url)
+{
+    struct result *r = &f->r[f->n < MAXR - 1 ? f->n++ : f->n];
+    char *ct = NULL;
+    long t0 = now_ms();
+
+    memset(r, 0, sizeof(*r));
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    r->rc = (int)curl_easy_perform(e);
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &r->connects);
+    if (curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
+        snprintf(r->ctype, sizeof(r->ctype), "%s", ct);
+    r->ms = (double)(now_ms() - t0);
+    return r;
+}
+
+/* perform runs e on path of the test server. */
+static struct result *perform(struct fx *f, CURL *e, const char *path)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", f->https ? "https" : "http", f->port, path);
+    return perform_url(f, e, url);
+}
+
+static struct result *get(struct fx *f, const char *path)
+{
+    CURL *e = easy_new(f);
+    struct result *r = perform(f, e, path);
+    curl_easy_cleanup(e);
+    return r;
+}
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct timeval tv = {.tv_sec = 10};
+
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    /* A guard against a hung test, not a timing assumption. */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        s += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* raw_response reads one response (headers and a Content-Length body) from
+ * fd, keeping bytes of the next one in *pending. Records it in the next
+ * slot; status 0 when the connection closed first. */
+struct rawbuf {
+    char data[65536];
+    size_t len;
+};
+
+static struct result *raw_response(struct fx *f, int fd, struct rawbuf *rb)
+{
+    struct result *r = &f->r[f->n < MAXR - 1 ? f->n++ : f->n];
+    long t0 = now_ms();
+
+    memset(r, 0, sizeof(*r));
+    for (;;) {
+        char *end;
+        rb->data[rb->len] = '\0';
+        end = strstr(rb->data, "\r\n\r\n");
+        if (end) {
+            size_t hl = (size_t)(end - rb->data) + 4;
+            const char *cl = strstr(rb->data, "Content-Length: ");
+            size_t bl = cl && cl < end ? strtoul(cl + 16, NULL, 10) : 0;
+            const char *ct = strstr(rb->data, "Content-Type: ");
+            if (rb->len >= hl + bl) {
+                r->status = strtol(rb->data + 9, NULL, 10);
+                if (ct && ct < end)
+                    snprintf(r->ctype, sizeof(r->ctype), "%.*s", (int)strcspn(ct + 14, "\r"),
+                             ct + 14);
+                /* Keep the whole head and body for the test to look at. */
+                size_t keep = hl + bl < BODY_MAX - 1 ? hl + bl : BODY_MAX - 1;
+                memcpy(r->body, rb->data, keep);
+                r->body[keep] = '\0';
+                r->body_len = keep;
+                memmove(rb->data, rb->data + hl + bl, rb->len - hl - bl);
+                rb->len -= hl + bl;
+                break;
+            }
+        }
+        if (rb->len >= sizeof(rb->data) - 1) {
+            r->rc = -1;
+            break;
+        }
+        ssize_t k = recv(fd, rb->data + rb->len, sizeof(rb->data) - 1 - rb->len, 0);
+        if (k <= 0) {
+            r->rc = -1;
+            break;
+        }
+        rb->len += (size_t)k;
+    }
+    r->ms = (double)(now_ms() - t0);
+    return r;
+}
+
+/* wait_closed blocks until the server closes fd; returns the milliseconds
+ * it took, or -1 if the guard timeout hit first. */
+static long wait_closed(int fd)
+{
+    char buf[4096];
+    long t0 = now_ms();
+
+    for (;;) {
+        ssize_t k = recv(fd, buf, sizeof(buf), 0);
+        if (k == 0 || (k < 0 && errno == ECONNRESET))
+            return now_ms() - t0;
+        if (k < 0)
+            return -1;
+    }
+}
+
+/* ---- tests: plain HTTP ---- */
+
+static void client_basic(struct fx *f)
+{
+    get(f, "/hello");
+    get(f, "/nope");
+    get(f, "/info?a=1&b=2");
+
+    CURL *e = easy_new(f);
+    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+
+    e = easy_new(f);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, "some body bytes");
+    perform(f, e, "/body");
+    curl_easy_cleanup(e);
+
+    /* Expect: 100-continue gets the interim answer before the body. */
+    static struct rawbuf rb;
+    int fd = raw_connect(f->port);
+    const char *head = "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                       "Expect: 100-continue\r\n\r\n";
+    send_all(fd, head, strlen(head));
+    raw_response(f, fd, &rb);
+    send_all(fd, "12345", 5);
+    raw_response(f, fd, &rb);
+    close(fd);
+}
+
+static void test_plain_basic(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    fx_run(&f, client_basic);
+    assert_int_equal(f.n, 7);
+    assert_int_equal(f.r[0].rc, CURLE_OK);
+    assert_int_equal(f.r[0].status, 200);
+    assert_string_equal(f.r[0].body, "hello\n");
+    assert_string_equal(f.r[0].ctype, "text/plain; charset=utf-8");
+    assert_int_equal(f.r[1].status, 404);
+    assert_int_equal(f.r[2].status, 200);
+    /* The peer is the client's loopback address and some port. */
+    assert_memory_equal(f.r[2].body, "GET /info ?a=1&b=2 127.0.0.1:", 29);
+    assert_true(strtol(f.r[2].body + 29, NULL, 10) > 0);
+    assert_int_equal(f.r[3].rc, CURLE_OK); /* HEAD: no body */
+    assert_int_equal(f.r[3].status, 200);
+    assert_int_equal(f.r[3].body_len, 0);
+    assert_int_equal(f.r[4].status, 201);
+    assert_string_equal(f.r[4].body, "some body bytes");
+    assert_int_equal(f.r[5].status, 100);
+    assert_string_equal(f.r[5].body, "HTTP/1.1 100 Continue\r\n\r\n");
+    assert_int_equal(f.r[6].status, 201);
+    assert_non_null(strstr(f.r[6].body, "\r\n\r\n12345"));
+    assert_int_equal(f.requests, 6);
+}
+
+static void client_keepalive(struct fx *f)
+{
+    /* One easy handle, three requests: one connection. */
+    CURL *e = easy_new(f);
+    perform(f, e, "/hello");
+    perform(f, e, "/async");
+    perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+
+    /* Pipelined: three requests in one write, answered in order, the slow
+     * one first. */
+    static struct rawbuf rb;
+    int fd = raw_connect(f->port);
+    const char *reqs = "GET /async HTTP/1.1\r\nHost: x\r\n\r\n"
+                       "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+                       "GET /info?z HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    send_all(fd, reqs, strlen(reqs));
+    raw_response(f, fd, &rb);
+    raw_response(f, fd, &rb);
+    raw_response(f, fd, &rb);
+    f->flags[0] = wait_closed(fd) >= 0; /* closed after Connection: close */
+    close(fd);
+
+    /* HTTP/1.0 without keep-alive: the server closes. */
+    fd = raw_connect(f->port);
+    const char *r10 = "GET /hello HTTP/1.0\r\n\r\n";
+    send_all(fd, r10, strlen(r10));
+    raw_response(f, fd, &rb);
+    f->flags[1] = wait_closed(fd) >= 0;
+    close(fd);
+}
+
+static void test_keepalive_and_pipelining(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    fx_run(&f, client_keepalive);
+    assert_int_equal(f.n, 7);
+    assert_int_equal(f.r[0].status, 200);
+    assert_int_equal(f.r[0].connects, 1);
+    assert_int_equal(f.r[1].status, 200);
+    assert_string_equal(f.r[1].body, "later\n");
+    assert_int_equal(f.r[1].connects, 0); /* reused */
+    assert_int_equal(f.r[2].connects, 0);
+
+    assert_int_equal(f.r[3].status, 200);
+    assert_non_null(strstr(f.r[3].body, "\r\n\r\nlater\n"));
+    assert_int_equal(f.r[4].status, 201);
+    assert_non_null(strstr(f.r[4].body, "\r\n\r\nabc"));
+    assert_int_equal(f.r[5].status, 200);
+    assert_non_null(strstr(f.r[5].body, "Connection: close\r\n"));
+    assert_non_null(strstr(f.r[5].body, "\r\n\r\nGET /info ?z "));
+    assert_true(f.flags[0]);
+    assert_int_equal(f.r[6].status, 200);
+    assert_non_null(strstr(f.r[6].body, "Connection: close\r\n"));
+    assert_true(f.flags[1]);
+}
+
+static void client_headers(struct fx *f)
+{
+    CURL *e = easy_new(f);
+    struct curl_slist *h = curl_slist_append(NULL, "x-cUSTOM-hEADER:   Some Value  ");
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(e, CURLOPT_HEADER, 1L); /* headers in the body, to look at */
+    perform(f, e, "/echo-header");
+    curl_easy_cleanup(e);
+    curl_slist_free_all(h);
+}
+
+static void test_header_lookup(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    fx_run(&f, client_headers);
+    assert_int_equal(f.r[0].status, 200);
+    assert_non_null(strstr(f.r[0].body, "\r\nX-Reply: yes\r\n"));
+    assert_non_null(strstr(f.r[0].body, "\r\n\r\nSome Value"));
+    assert_null(strstr(f.r[0].body, "Some Value "));
+}
+
+static void client_limits(struct fx *f)
+{
+    static struct rawbuf rb;
+    static char big[20000];
+    struct curl_slist *h;
+    CURL *e;
+    int fd;
+
+    /* A 20 KB header: 431. */
+    memset(big, 'a', sizeof(big) - 1);
+    memcpy(big, "X-Big: ", 7);
+    big[sizeof(big) - 1] = '\0';
+    e = easy_new(f);
+    h = curl_slist_append(NULL, big);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+    curl_slist_free_all(h);
+
+    /* Too many headers: 431. */
+    fd = raw_connect(f->port);
+    char req[8192];
+    size_t n = (size_t)snprintf(req, sizeof(req), "GET /hello HTTP/1.1\r\n");
+    for (int i = 0; i < 70; i++)
+        n += (size_t)snprintf(req + n, sizeof(req) - n, "X-H%d: v\r\n", i);
+    n += (size_t)snprintf(req + n, sizeof(req) - n, "\r\n");
+    send_all(fd, req, n);
+    raw_response(f, fd, &rb);
+    f->flags[0] = wait_closed(fd) >= 0;
+    close(fd);
+
+    /* A body above the limit, announced: 413 before it is sent. */
+    static char body[100 * 1024];
+    memset(body, 'b', sizeof(body));
+    e = easy_new(f);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)sizeof(body));
+    perform(f, e, "/body");
+    curl_easy_cleanup(e);
+
+    /* A chunked body above the limit: 413 too. */
+    fd = raw_connect(f->port);
+    const char *ch = "POST /body HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    send_all(fd, ch, strlen(ch));
+    for (int i = 0; i < 20; i++) {
+        char chunk[8192 + 16];
+        int cn = snprintf(chunk, sizeof(chunk), "2000\r\n");
+        memset(chunk + cn, 'c', 8192);
+        memcpy(chunk + cn + 8192, "\r\n", 2);
+        if (send_all(fd, chunk, (size_t)cn + 8194) < 0)
+            break;
+    }
+    raw_response(f, fd, &rb);
+    close(fd);
+
+    /* Garbage: 400. */
+    rb.len = 0;
+    fd = raw_connect(f->port);
+    const char *junk = "HELLO THERE\r\n\r\n";
+    send_all(fd, junk, strlen(junk));
+    raw_response(f, fd, &rb);
+    close(fd);
+
+    /* Within the limits, on the same server, still fine. */
+    get(f, "/hello");
+}
+
+static void test_limits(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_header_bytes = 16 * 1024;
+    f.opts.max_headers = 64;
+    f.opts.max_body = 64 * 1024;
+    fx_run(&f, client_limits);
+    assert_int_equal(f.n, 6);
+    assert_int_equal(f.r[0].status, 431);
+    assert_int_equal(f.r[1].status, 431);
+    assert_non_null(strstr(f.r[1].body, "Connection: close\r\n"));
+    assert_true(f.flags[0]);
+    assert_int_equal(f.r[2].status, 413);
+    assert_int_equal(f.r[3].status, 413);
+    assert_int_equal(f.r[4].status, 400);
+    assert_int_equal(f.r[5].status, 200);
+    assert_int_equal(f.requests, 1); /* the handler saw only the good one */
+}
+
+static void client_max_conns(struct fx *f)
+{
+    static struct rawbuf rb1, rb2;
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int a = raw_connect(f->port), b = raw_connect(f->port), c;
+
+    /* Two connections, each answered: both are held by the server now. */
+    send_all(a, req, strlen(req));
+    raw_response(f, a, &rb1);
+    send_all(b, req, strlen(req));
+    raw_response(f, b, &rb2);
+    /* The third is closed at once. */
+    c = raw_connect(f->port);
+    f->flags[0] = c >= 0;
+    send_all(c, req, strlen(req));
+    f->flags[1] = wait_closed(c) >= 0;
+    close(c);
+    /* The first two still work. */
+    send_all(a, req, strlen(req));
+    raw_response(f, a, &rb1);
+    close(a);
+    close(b);
+}
+
+static void test_max_connections(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 2;
+    fx_run(&f, client_max_conns);
+    assert_int_equal(f.r[0].status, 200);
+    assert_int_equal(f.r[1].status, 200);
+    assert_true(f.flags[0]);
+    assert_true(f.flags[1]);
+    assert_int_equal(f.r[2].status, 200);
+    assert_int_equal(f.requests, 3);
+}
+
+static void client_slow(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *part = "GET /hello HTTP/1.1\r\nHost: x\r\n";
+    const char *full = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    long t0;
+    int fd;
+
+    /* A request that never ends is cut at the request timeout. */
+    fd = raw_connect(f->port);
+    t0 = now_ms();
+    send_all(fd, part, strlen(part));
+    wait_closed(fd);
+    f->r[0].ms = (double)(now_ms() - t0);
+    close(fd);
+
+    /* A connection that sends nothing: the same (the first request's time
+     * runs from the accept). */
+    fd = raw_connect(f->port);
+    t0 = now_ms();
+    wait_closed(fd);
+    f->r[1].ms = (double)(now_ms() - t0);
+    close(fd);
+
+    /* An idle keep-alive connection is closed at the idle timeout. */
+    f->n = 2;
+    fd = raw_connect(f->port);
+    send_all(fd, full, strlen(full));
+    raw_response(f, fd, &rb);
+    t0 = now_ms();
+    wait_closed(fd);
+    f->r[3].ms = (double)(now_ms() - t0);
+    close(fd);
+
+    /* A handler slower than the request timeout: the connection is closed
+     * and the request aborted. */
+    const char *hang = "GET /hang HTTP/1.1\r\nHost: x\r\n\r\n";
+    fd = raw_connect(f->port);
+    t0 = now_ms();
+    send_all(fd, hang, strlen(hang));
+    wait_closed(fd);
+    f->r[4].ms = (double)(now_ms() - t0);
+    close(fd);
+}
+
+static void test_slow_client_timeout(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.request_timeout_ms = 300;
+    f.opts.idle_timeout_ms = 200;
+    fx_run(&f, client_slow);
+    /* The timers are the loop's: not earlier than set (less a tick), and
+     * well before the 10 s guard. */
+    assert_true(f.r[0].ms >= 280 && f.r[0].ms < 5000);
+    assert_true(f.r[1].ms >= 280 && f.r[1].ms < 5000);
+    assert_int_equal(f.r[2].status, 200);
+    assert_true(f.r[3].ms >= 180 && f.r[3].ms < 5000);
+    assert_true(f.r[4].ms >= 280 && f.r[4].ms < 5000);
+    assert_int_equal(f.aborts, 1);
+    assert_int_equal(f.abort_responds_rc, VMG_ECANCELED);
+}
+
+static void client_abort(struct fx *f)
+{
+    const char *req = "GET /hang HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = raw_connect(f->port);
+    send_all(fd, req, strlen(req));
+    close(fd);
+}
+
+static void test_abort_when_client_leaves(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.want_held = 1;
+    f.want_aborts = 1; /* the server closes only after the abort was seen */
+    fx_run(&f, client_abort);
+    assert_int_equal(f.aborts, 1);
+    assert_int_equal(f.abort_responds_rc, VMG_ECANCELED);
+}
+
+static void client_close_with_clients(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *hold = "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *hello = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int a = raw_connect(f->port), b = raw_connect(f->port), c = raw_connect(f->port);
+
+    send_all(a, hold, strlen(hold));
+    send_all(b, hold, strlen(hold));
+    send_all(c, hello, strlen(hello));
+    raw_response(f, c, &rb);
+    /* Tell the loop we are ready; it closes the server once both held
+     * requests arrived. Every connection is then closed by the server. */
+    f->self_signalled = 1;
+    uv_async_send(&f->signal);
+    f->flags[0] = wait_closed(a) >= 0;
+    f->flags[1] = wait_closed(b) >= 0;
+    f->flags[2] = wait_closed(c) >= 0;
+    close(a);
+    close(b);
+    close(c);
+}
+
+static void test_close_with_clients(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.want_held = 2;
+    fx_run(&f, client_close_with_clients);
+    assert_int_equal(f.r[0].status, 200);
+    assert_true(f.flags[0] && f.flags[1] && f.flags[2]);
+    assert_int_equal(f.aborts, 2);
+    /* Answered after the server was freed: dropped, and freed. */
+    assert_int_equal(f.late_rc[0], VMG_ECANCELED);
+    assert_int_equal(f.late_rc[1], VMG_ECANCELED);
+}
+
+/* ---- tests: HTTPS ---- */
+
+static void client_https(struct fx *f)
+{
+    CURL *e = easy_new(f);
+    perform(f, e, "/hello");
+    perform(f, e, "/async"); /* same TLS connection */
+    curl_easy_cleanup(e);
+
+    /* TLS 1.1 at most: refused by the server (the client is told it may
+     * use it, at security level 0). */
+    e = easy_new(f);
+    curl_easy_setopt(e, CURLOPT_SSLVERSION,
+                     (long)(CURL_SSLVERSION_TLSv1_1 | CURL_SSLVERSION_MAX_TLSv1_1));
+    curl_easy_setopt(e, CURLOPT_SSL_CIPHER_LIST, "DEFAULT:@SECLEVEL=0");
+    perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+
+    /* TLS 1.2 exactly works. */
+    e = easy_new(f);
+    curl_easy_setopt(e, CURLOPT_SSLVERSION,
+                     (long)(CURL_SSLVERSION_TLSv1_2 | CURL_SSLVERSION_MAX_TLSv1_2));
+    perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+
+    /* A name the certificate does not hold fails verification. */
+    char resolve[64];
+    snprintf(resolve, sizeof(resolve), "other.example:%d:127.0.0.1", f->port);
+    struct curl_slist *rs = curl_slist_append(NULL, resolve);
+    char url[128];
+    snprintf(url, sizeof(url), "https://other.example:%d/hello", f->port);
+    e = easy_new(f);
+    curl_easy_setopt(e, CURLOPT_RESOLVE, rs);
+    perform_url(f, e, url);
+    curl_easy_cleanup(e);
+    curl_slist_free_all(rs);
+
+    /* Plain HTTP to the TLS port gets nothing. */
+    f->https = 0;
+    get(f, "/hello");
+    f->https = 1;
+
+    /* The limits hold over TLS too. */
+    static char big[20000];
+    memset(big, 'a', sizeof(big) - 1);
+    memcpy(big, "X-Big: ", 7);
+    big[sizeof(big) - 1] = '\0';
+    e = easy_new(f);
+    struct curl_slist *h = curl_slist_append(NULL, big);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+    curl_slist_free_all(h);
+}
+
+static void test_https(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    fx_tls(&f);
+    fx_run(&f, client_https);
+    assert_int_equal(f.n, 7);
+    assert_int_equal(f.r[0].rc, CURLE_OK);
+    assert_int_equal(f.r[0].status, 200);
+    assert_string_equal(f.r[0].body, "hello\n");
+    assert_int_equal(f.r[1].status, 200);
+    assert_string_equal(f.r[1].body, "later\n");
+    assert_int_equal(f.r[1].connects, 0);
+    if (f.r[2].rc == CURLE_OK)
+        fprintf(stderr, "# TLS 1.1 was accepted\n");
+    assert_int_not_equal(f.r[2].rc, CURLE_OK);
+    assert_int_equal(f.r[2].status, 0);
+    /* The server's alert, not a client-side refusal. */
+    assert_non_null(strstr(f.r[2].errbuf, "alert protocol version"));
+    assert_int_equal(f.r[3].rc, CURLE_OK);
+    assert_int_equal(f.r[3].status, 200);
+    assert_int_equal(f.r[4].rc, CURLE_PEER_FAILED_VERIFICATION);
+    assert_int_not_equal(f.r[5].rc, CURLE_OK);
+    assert_int_equal(f.r[5].status, 0);
+    assert_int_equal(f.r[6].status, 431);
+}
+
+static void client_https_files(struct fx *f)
+{
+    get(f, "/hello");
+}
+
+static void test_https_from_files(void **state)
+{
+    struct fx f;
+    char cpath[] = "/tmp/test_server_crt_XXXXXX", kpath[] = "/tmp/test_server_key_XXXXXX";
+    int cfd, kfd;
+    (void)state;
+
+    fx_init(&f);
+    fx_tls(&f);
+    cfd = mkstemp(cpath);
+    kfd = mkstemp(kpath);
+    assert_true(cfd >= 0 && kfd >= 0);
+    assert_int_equal(write(cfd, f.cert_pem, strlen(f.cert_pem)), (ssize_t)strlen(f.cert_pem));
+    assert_int_equal(write(kfd, f.key_pem, strlen(f.key_pem)), (ssize_t)strlen(f.key_pem));
+    close(cfd);
+    close(kfd);
+    f.opts.cert_pem = NULL;
+    f.opts.key_pem = NULL;
+    f.opts.cert_file = cpath;
+    f.opts.key_file = kpath;
+    fx_run(&f, client_https_files);
+    unlink(cpath);
+    unlink(kpath);
+    assert_int_equal(f.r[0].rc, CURLE_OK);
+    assert_int_equal(f.r[0].status, 200);
+}
+
+/* ---- construction errors ---- */
+
+static int try_new(uv_loop_t *loop, struct vmg_server_opts *o, char *errbuf, size_t n)
+{
+    int err = 0;
+    vmg_server *s;
+
+    o->errbuf = errbuf;
+    o->errbuf_size = n;
+    errbuf[0] = '\0';
+    s = vmg_server_new(loop, o, &err);
+    if (s) {
+        vmg_server_close(s, NULL, NULL);
+        return 0;
+    }
+    assert_true(err < 0);
+    return err;
+}
+
+static void test_new_errors(void **state)
+{
+    uv_loop_t loop;
+    struct vmg_server_opts o = {0};
+    char errbuf[256];
+    char *cert = NULL, *key = NULL, *cert2 = NULL, *key2 = NULL;
+    int err = 0;
+    (void)state;
+
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_null(vmg_server_new(&loop, NULL, &err));
+    assert_int_equal(err, -EINVAL);
+    assert_null(vmg_server_new(&loop, &o, &err)); /* no address */
+    assert_int_equal(err, -EINVAL);
+
+    const char *bad[] = {"",       "8080", "1.2.3.4", "::1:80",          "[::1]80",   "[::1",
+                         ":70000", ":-1",  ":80x",    "host.example:80", "127.0.0.1:"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        o.addr = bad[i];
+        assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), VMG_ECONFIG);
+        assert_non_null(strstr(errbuf, "bad listen address"));
+    }
+
+    /* Good forms. */
+    const char *good[] = {"127.0.0.1:0", "localhost:0", ":0", "0.0.0.0:0"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        o.addr = good[i];
+        assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), 0);
+    }
+    o.addr = "[::1]:0";
+    err = try_new(&loop, &o, errbuf, sizeof(errbuf));
+    assert_true(err == 0 || err == -EADDRNOTAVAIL || err == -EAFNOSUPPORT);
+
+    /* A port in use. */
+    o.addr = "127.0.0.1:0";
+    vmg_server *s = vmg_server_new(&loop, &o, &err);
+    assert_non_null(s);
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", vmg_server_port(s));
+    o.addr = addr;
+    assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), -EADDRINUSE);
+    assert_non_null(strstr(errbuf, "cannot listen"));
+    vmg_server_close(s, NULL, NULL);
+
+    /* TLS material that does not work. */
+    assert_int_equal(vmg_tls_selfsigned("a", NULL, 0, &cert, &key), 0);
+    assert_int_equal(vmg_tls_selfsigned("b", NULL, 0, &cert2, &key2), 0);
+    o.addr = "127.0.0.1:0";
+    o.cert_pem = cert;
+    assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), VMG_ECONFIG);
+    o.key_pem = "-----BEGIN PRIVATE KEY-----\nnonsense\n-----END PRIVATE KEY-----\n";
+    assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), VMG_ECONFIG);
+    assert_non_null(strstr(errbuf, "TLS key"));
+    o.key_pem = key2; /* another certificate's key */
+    assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), VMG_ECONFIG);
+    assert_non_null(strstr(errbuf, "TLS key"));
+    o.cert_pem = "not a certificate";
+    o.key_pem = key;
+    assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), VMG_ECONFIG);
+    assert_non_null(strstr(errbuf, "TLS certificate"));
+    o.cert_pem = NULL;
+    o.key_pem = NULL;
+    o.cert_file = "/nonexistent/tls.crt";
+    o.key_file = "/nonexistent/tls.key";
+    assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), VMG_ECONFIG);
+    assert_non_null(strstr(errbuf, "/nonexistent/tls.crt"));
+    o.cert_file = o.key_file = NULL;
+    o.cert_pem = cert;
+    o.key_pem = key;
+    assert_int_equal(try_new(&loop, &o, errbuf, sizeof(errbuf)), 0);
+
+    vmg_server_close(NULL, NULL, NULL);
+    assert_int_equal(vmg_server_port(NULL), -1);
+    /* Failed and closed servers are freed by the loop. */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    free(cert);
+    free(key);
+    free(cert2);
+    free(key2);
+}
+
+/* ---- tlsgen ---- */
+
+static void test_tls_selfsigned(void **state)
+{
+    const char *sans[] = {"localhost", "vmgroup-metrics.vmgroup-system.svc", "*.example.org"};
+    char *cert_pem = NULL, *key_pem = NULL;
+    BIO *b;
+    X509 *x;
+    EVP_PKEY *k;
+    (void)state;
+
+    assert_int_equal(vmg_tls_selfsigned("vmgroup-metrics", sans, 3, &cert_pem, &key_pem), 0);
+    assert_non_null(strstr(cert_pem, "-----BEGIN CERTIFICATE-----"));
+    assert_non_null(strstr(key_pem, "-----BEGIN PRIVATE KEY-----"));
+
+    b = BIO_new_mem_buf(cert_pem, -1);
+    x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    BIO_free(b);
+    assert_non_null(x);
+    b = BIO_new_mem_buf(key_pem, -1);
+    k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+    BIO_free(b);
+    assert_non_null(k);
+
+    assert_int_equal(X509_check_private_key(x, k), 1);
+    assert_int_equal(X509_get_version(x), X509_VERSION_3);
+    assert_int_equal(X509_check_host(x, "localhost", 0, 0, NULL), 1);
+    assert_int_equal(X509_check_host(x, "vmgroup-metrics.vmgroup-system.svc", 0, 0, NULL), 1);
+    assert_int_equal(X509_check_host(x, "a.example.org", 0, 0, NULL), 1);
+    assert_int_equal(X509_check_host(x, "other.example", 0, 0, NULL), 0);
+    assert_int_equal(X509_check_ip_asc(x, "127.0.0.1", 0), 1);
+    assert_int_equal(X509_check_ip_asc(x, "::1", 0), 1);
+    assert_int_equal(X509_check_ip_asc(x, "10.0.0.1", 0), 0);
+    assert_int_equal(X509_check_purpose(x, X509_PURPOSE_SSL_SERVER, 0), 1);
+    assert_true(X509_get_extended_key_usage(x) & XKU_SSL_SERVER);
+    /* Self-signed: its own issuer, signed by its own key. */
+    assert_int_equal(X509_NAME_cmp(X509_get_subject_name(x), X509_get_issuer_name(x)), 0);
+    assert_int_equal(X509_verify(x, k), 1);
+
+    /* Valid now, for about a year. */
+    int days = 0, secs = 0;
+    assert_true(X509_cmp_current_time(X509_get0_notBefore(x)) < 0);
+    assert_true(X509_cmp_current_time(X509_get0_notAfter(x)) > 0);
+    assert_int_equal(ASN1_TIME_diff(&days, &secs, X509_get0_notBefore(x), X509_get0_notAfter(x)),
+                     1);
+    assert_true(days == 365);
+
+    /* Subject CN. */
+    char cn[80];
+    assert_true(
+        X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof(cn)) > 0);
+    assert_string_equal(cn, "vmgroup-metrics");
+
+    /* Two certificates differ (keys and serial numbers). */
+    char *c2 = NULL, *k2 = NULL;
+    assert_int_equal(vmg_tls_selfsigned("vmgroup-metrics", sans, 3, &c2, &k2), 0);
+    assert_string_not_equal(c2, cert_pem);
+    assert_string_not_equal(k2, key_pem);
+    free(c2);
+    free(k2);
+
+    X509_free(x);
+    EVP_PKEY_free(k);
+    free(cert_pem);
+    free(key_pem);
+}
+
+static void test_tls_selfsigned_rejects(void **state)
+{
+    char *c = NULL, *k = NULL;
+    const char *bad_san[] = {"bad name"};
+    const char *inject[] = {"a.example,IP:10.0.0.1"};
+    const char *empty[] = {""};
+    char longcn[70];
+    (void)state;
+
+    memset(longcn, 'c', sizeof(longcn) - 1);
+    longcn[sizeof(longcn) - 1] = '\0';
+    assert_int_equal(vmg_tls_selfsigned(NULL, NULL, 0, &c, &k), -EINVAL);
+    assert_int_equal(vmg_tls_selfsigned("", NULL, 0, &c, &k), -EINVAL);
+    assert_int_equal(vmg_tls_selfsigned(longcn, NULL, 0, &c, &k), -EINVAL);
+    assert_int_equal(vmg_tls_selfsigned("x", bad_san, 1, &c, &k), -EINVAL);
+    assert_int_equal(vmg_tls_selfsigned("x", inject, 1, &c, &k), -EINVAL);
+    assert_int_equal(vmg_tls_selfsigned("x", empty, 1, &c, &k), -EINVAL);
+    assert_int_equal(vmg_tls_selfsigned("x", NULL, 1, &c, &k), -EINVAL);
+    assert_int_equal(vmg_tls_selfsigned("x", NULL, 0, NULL, &k), -EINVAL);
+    assert_null(c);
+    assert_null(k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tls_selfsigned),
+        cmocka_unit_test(test_tls_selfsigned_rejects),
+        cmocka_unit_test(test_new_errors),
+        cmocka_unit_test(test_plain_basic),
+        cmocka_unit_test(test_keepalive_and_pipelining),
+        cmocka_unit_test(test_header_lookup),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_slow_client_timeout),
+        cmocka_unit_test(test_abort_when_client_leaves),
+        cmocka_unit_test(test_close_with_clients),
+        cmocka_unit_test(test_https),
+        cmocka_unit_test(test_https_from_files),
+    };
+    int rc;
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
