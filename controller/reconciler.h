@@ -1,0 +1,103 @@
+/* reconciler.h: the VmGroup controller's sync function and executor.
+ *
+ * For one key ("namespace/name") taken from the workqueue, the reconciler
+ * reads the latest cached VmGroup and the VMs the inventory cache holds for
+ * its folder, asks the pure planner what to do, and starts the actions: vCenter
+ * operations, finalizer and status writes, events. It records each operation
+ * as in flight until its completion callback, and completions only re-enqueue
+ * the key: the next pass plans again from the caches (level-based).
+ *
+ * All I/O goes through struct rec_world, which the manager wires to the
+ * Kubernetes client, the vCenter session and the inventory; the unit tests
+ * wire it to a fake. Everything runs on one libuv loop; nothing blocks.
+ */
+#ifndef VMG_RECONCILER_H
+#define VMG_RECONCILER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/planner.h"
+#include "controller/vmgroup.h"
+#include "controller/workqueue.h"
+
+/* Completion of an asynchronous operation of the world: err is 0 or a
+ * negative code; fault is vCenter's fault type when there is one (e.g.
+ * "DuplicateName"), else NULL; msg is one sentence for users, or NULL. */
+typedef void (*rec_done_cb)(void *cbdata, int err, const char *fault, const char *msg);
+
+/* The VMs of one folder as the inventory cache holds them. Strings belong to
+ * the world and stay valid until control returns to the loop. */
+struct rec_folder {
+    enum plan_folder_state state;
+    const struct plan_vm *vms;
+    size_t n_vms;
+    size_t other_objects; /* children that are not VMs */
+};
+
+struct rec_world {
+    void *data;
+    /* The cached VmGroup of key, or NULL when it is gone. Read-only. */
+    const struct vmgroup *(*get_group)(void *data, const char *key);
+    /* 0 when vCenter is usable (session up, inventory synced); else a
+     * negative code and one sentence in msg, e.g. why the login failed. */
+    int (*vcenter_ready)(void *data, char *msg, size_t msglen);
+    /* The VMs in the folder named folder under the root folder. */
+    int (*folder)(void *data, const char *folder, struct rec_folder *ret);
+    /* "now" in RFC 3339, for condition transitions. */
+    void (*now)(void *data, char *buf, size_t len);
+
+    /* Kubernetes writes. patch is a JSON merge patch; it is not consumed. */
+    int (*patch_status)(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
+                        void *cbdata);
+    int (*patch_meta)(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
+                      void *cbdata);
+    void (*event)(void *data, const struct vmgroup *g, bool warning, const char *reason,
+                  const char *message);
+
+    /* vCenter operations; each calls cb exactly once, later, unless it
+     * returns a negative code (then cb is never called). */
+    int (*create_folder)(void *data, const char *folder, rec_done_cb cb, void *cbdata);
+    int (*destroy_folder)(void *data, const char *folder, rec_done_cb cb, void *cbdata);
+    int (*clone)(void *data, const struct vmgroup *g, const char *folder, const char *vm,
+                 const char *template_, int cpu, int memory_mb, rec_done_cb cb, void *cbdata);
+    int (*power)(void *data, const char *folder, const char *vm, bool on, rec_done_cb cb,
+                 void *cbdata);
+    int (*reconfigure)(void *data, const char *folder, const char *vm, int cpu, int memory_mb,
+                       rec_done_cb cb, void *cbdata);
+    int (*destroy_vm)(void *data, const char *folder, const char *vm, rec_done_cb cb, void *cbdata);
+
+    /* Optional: called after each plan, for metrics (current, desired...). */
+    void (*observed)(void *data, const struct vmgroup *g, const struct plan *p);
+    /* Optional: the group is gone for good (finalizer removed, object deleted). */
+    void (*forgotten)(void *data, const char *key);
+};
+
+struct rec_options {
+    int max_group_tasks;       /* vCenter operations in flight per group */
+    uint64_t blocked_retry_ms; /* how often a blocked group (e.g. missing template) is retried */
+};
+
+typedef struct reconciler reconciler;
+
+/* reconciler_new makes a reconciler over world (copied) that takes keys from
+ * q; the caller points q's handler at reconciler_handle. */
+int reconciler_new(const struct rec_world *world, const struct rec_options *opts, struct wq *q,
+                   reconciler **ret);
+
+/* reconciler_handle is the workqueue handler: it reconciles key and calls
+ * wq_done for it before returning (the work it starts completes later and
+ * re-enqueues the key). data is the reconciler. */
+void reconciler_handle(void *data, const char *key);
+
+/* reconciler_inflight returns the operations in flight, in all groups. */
+size_t reconciler_inflight(const reconciler *r);
+
+/* reconciler_free frees r. Operations still in flight must have completed
+ * (or been canceled, which completes them) before. NULL is fine. */
+void reconciler_free(reconciler *r);
+
+#endif

@@ -1,0 +1,438 @@
+/* test_reconciler.c: the executor's bookkeeping around the planner, with a
+ * fake world: operations in flight are not started twice, completions
+ * re-enqueue, a collision by name is not an error, a missing template blocks
+ * with its message, vCenter being down shows in status, and a group in sync
+ * costs nothing. */
+#include "tests/unit/unit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "controller/naming.h"
+#include "controller/reconciler.h"
+#include "lib/err.h"
+
+#define MAXCALLS 64
+
+struct call {
+    char what[32];
+    char vm[96];
+    rec_done_cb cb;
+    void *cbdata;
+    bool done;
+};
+
+struct fake {
+    struct vmgroup *g;
+    struct plan_vm vms[16];
+    char names[16][96];
+    size_t n_vms;
+    enum plan_folder_state folder;
+    int ready; /* 0 or a negative code */
+    struct call calls[MAXCALLS];
+    size_t n_calls;
+    char last_status[2048];
+    size_t events;
+    char last_event[256];
+};
+
+static struct fake F;
+
+static const struct vmgroup *f_get(void *d, const char *key)
+{
+    (void)d;
+    (void)key;
+    return F.g;
+}
+
+static int f_ready(void *d, char *msg, size_t len)
+{
+    (void)d;
+    if (F.ready)
+        snprintf(msg, len, "Cannot reach vCenter at vc.test: connection refused");
+    return F.ready;
+}
+
+static int f_folder(void *d, const char *folder, struct rec_folder *ret)
+{
+    (void)d;
+    (void)folder;
+    ret->state = F.folder;
+    ret->vms = F.vms;
+    ret->n_vms = F.n_vms;
+    ret->other_objects = 0;
+    return 0;
+}
+
+static void f_now(void *d, char *buf, size_t len)
+{
+    (void)d;
+    snprintf(buf, len, "2026-11-22T00:00:00Z");
+}
+
+static struct call *record(const char *what, const char *vm, rec_done_cb cb, void *cbdata)
+{
+    struct call *c;
+    assert_true(F.n_calls < MAXCALLS);
+    c = &F.calls[F.n_calls++];
+    snprintf(c->what, sizeof(c->what), "%s", what);
+    snprintf(c->vm, sizeof(c->vm), "%s", vm ? vm : "");
+    c->cb = cb;
+    c->cbdata = cbdata;
+    c->done = false;
+    return c;
+}
+
+static int f_patch_status(void *d, const struct vmgroup *g, const cJSON *st, rec_done_cb cb,
+                          void *cbdata)
+{
+    char *s = cJSON_PrintUnformatted(st);
+    (void)d;
+    (void)g;
+    snprintf(F.last_status, sizeof(F.last_status), "%s", s);
+    free(s);
+    record("status", NULL, cb, cbdata);
+    return 0;
+}
+
+static int f_patch_meta(void *d, const struct vmgroup *g, const cJSON *p, rec_done_cb cb,
+                        void *cbdata)
+{
+    (void)d;
+    (void)g;
+    (void)p;
+    record("meta", NULL, cb, cbdata);
+    return 0;
+}
+
+static void f_event(void *d, const struct vmgroup *g, bool warning, const char *reason,
+                    const char *message)
+{
+    (void)d;
+    (void)g;
+    F.events++;
+    snprintf(F.last_event, sizeof(F.last_event), "%s %s: %s", warning ? "Warning" : "Normal",
+             reason, message);
+}
+
+static int f_create_folder(void *d, const char *folder, rec_done_cb cb, void *cbdata)
+{
+    (void)d;
+    record("create-folder", folder, cb, cbdata);
+    return 0;
+}
+
+static int f_destroy_folder(void *d, const char *folder, rec_done_cb cb, void *cbdata)
+{
+    (void)d;
+    record("destroy-folder", folder, cb, cbdata);
+    return 0;
+}
+
+static int f_clone(void *d, const struct vmgroup *g, const char *folder, const char *vm,
+                   const char *t, int cpu, int mem, rec_done_cb cb, void *cbdata)
+{
+    (void)d;
+    (void)g;
+    (void)folder;
+    (void)t;
+    (void)cpu;
+    (void)mem;
+    record("clone", vm, cb, cbdata);
+    return 0;
+}
+
+static int f_power(void *d, const char *folder, const char *vm, bool on, rec_done_cb cb,
+                   void *cbdata)
+{
+    (void)d;
+    (void)folder;
+    record(on ? "power-on" : "power-off", vm, cb, cbdata);
+    return 0;
+}
+
+static int f_reconfigure(void *d, const char *folder, const char *vm, int cpu, int mem,
+                         rec_done_cb cb, void *cbdata)
+{
+    (void)d;
+    (void)folder;
+    (void)cpu;
+    (void)mem;
+    record("reconfigure", vm, cb, cbdata);
+    return 0;
+}
+
+static int f_destroy_vm(void *d, const char *folder, const char *vm, rec_done_cb cb, void *cbdata)
+{
+    (void)d;
+    (void)folder;
+    record("destroy", vm, cb, cbdata);
+    return 0;
+}
+
+static const struct rec_world world = {
+    .get_group = f_get,
+    .vcenter_ready = f_ready,
+    .folder = f_folder,
+    .now = f_now,
+    .patch_status = f_patch_status,
+    .patch_meta = f_patch_meta,
+    .event = f_event,
+    .create_folder = f_create_folder,
+    .destroy_folder = f_destroy_folder,
+    .clone = f_clone,
+    .power = f_power,
+    .reconfigure = f_reconfigure,
+    .destroy_vm = f_destroy_vm,
+};
+
+static void set_group(const char *json)
+{
+    cJSON *o = cJSON_Parse(json);
+    char err[256];
+    assert_non_null(o);
+    vmgroup_free(F.g);
+    F.g = NULL;
+    assert_int_equal(vmgroup_from_json(o, &F.g, err, sizeof(err)), 0);
+    cJSON_Delete(o);
+}
+
+#define GROUP(rv, finalizer, replicas, status)                                                     \
+    "{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","                \
+    "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-1\",\"resourceVersion\":"     \
+    "\"" rv "\",\"generation\":1" finalizer "},"                                                   \
+    "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":" #replicas "}" status    \
+    "}"
+
+#define FIN ",\"finalizers\":[\"vm.codeconnect.vmworld.com/finalizer\"]"
+
+static void add_vm(int slot, bool on)
+{
+    struct plan_vm *v = &F.vms[F.n_vms];
+    naming_vm("ns", "web", slot, F.names[F.n_vms], sizeof(F.names[0]));
+    v->name = F.names[F.n_vms];
+    v->mark_uid = "u-1";
+    v->template = "tmpl";
+    v->powered_on = on;
+    v->num_cpu = 2;
+    v->memory_mb = 2048;
+    v->create_order = (uint64_t)slot + 1;
+    F.n_vms++;
+}
+
+struct env {
+    uv_loop_t loop;
+    struct wq *q;
+    reconciler *r;
+};
+
+/* pass runs one reconcile of ns/web through the queue, as a worker would. */
+static void pass(struct env *e)
+{
+    const char *k = NULL;
+    assert_int_equal(wq_add(e->q, "ns/web"), 0);
+    assert_int_equal(wq_get(e->q, &k), 0);
+    reconciler_handle(e->r, k);
+}
+
+static size_t count(const char *what)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < F.n_calls; i++)
+        n += strcmp(F.calls[i].what, what) == 0;
+    return n;
+}
+
+static void complete(const char *what, int err, const char *fault, const char *msg)
+{
+    for (size_t i = 0; i < F.n_calls; i++) {
+        struct call *c = &F.calls[i];
+        if (!c->done && strcmp(c->what, what) == 0) {
+            c->done = true;
+            c->cb(c->cbdata, err, fault, msg);
+            return;
+        }
+    }
+    fail_msg("no pending %s", what);
+}
+
+/* settle_status completes status writes in flight, as the API server would. */
+static void settle_status(void)
+{
+    for (size_t i = 0; i < F.n_calls; i++)
+        if (!F.calls[i].done && strcmp(F.calls[i].what, "status") == 0) {
+            F.calls[i].done = true;
+            F.calls[i].cb(F.calls[i].cbdata, 0, NULL, NULL);
+        }
+}
+
+static int setup(void **state)
+{
+    struct env *e = calloc(1, sizeof(*e));
+    struct wq_options qo = {.name = "test"};
+    struct rec_options ro = {.max_group_tasks = 4, .blocked_retry_ms = 600000};
+
+    memset(&F, 0, sizeof(F));
+    F.folder = PLAN_FOLDER_PRESENT;
+    uv_loop_init(&e->loop);
+    assert_int_equal(wq_new(&e->loop, &qo, &e->q), 0);
+    assert_int_equal(reconciler_new(&world, &ro, e->q, &e->r), 0);
+    *state = e;
+    return 0;
+}
+
+static void closed(void *d)
+{
+    (void)d;
+}
+
+static int teardown(void **state)
+{
+    struct env *e = *state;
+    /* Complete what is still pending, as a shutdown cancels it. */
+    for (size_t i = 0; i < F.n_calls; i++)
+        if (!F.calls[i].done) {
+            F.calls[i].done = true;
+            F.calls[i].cb(F.calls[i].cbdata, VMG_ECANCELED, NULL, NULL);
+        }
+    reconciler_free(e->r);
+    wq_close(e->q, closed, NULL);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+    vmgroup_free(F.g);
+    free(e);
+    return 0;
+}
+
+static void test_finalizer_first(void **state)
+{
+    struct env *e = *state;
+    set_group(GROUP("1", "", 3, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+    assert_int_equal(count("clone"), 0);
+    assert_int_equal(count("create-folder"), 0);
+    /* Again before the write completes: not written twice. */
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+}
+
+static void test_clones_not_started_twice(void **state)
+{
+    struct env *e = *state;
+    set_group(GROUP("2", FIN, 3, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 3);
+    pass(e);
+    pass(e);
+    assert_int_equal(count("clone"), 3);
+    assert_int_equal(reconciler_inflight(e->r), 3);
+    /* One clone collides by name (re-issued after a restart): not an error. */
+    complete("clone", VMG_EFAULT, "DuplicateName", "The name 'web-0' already exists.");
+    assert_int_equal(reconciler_inflight(e->r), 2);
+    assert_int_equal(F.events, 0);
+    add_vm(0, true);
+    pass(e);
+    assert_int_equal(count("clone"), 3);
+}
+
+static void test_missing_template_blocks_with_message(void **state)
+{
+    struct env *e = *state;
+    set_group(GROUP("3", FIN, 1, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    complete("clone", VMG_ENOTFOUND, NULL, "template \"tmpl\" not found in datacenter \"DC0\"");
+    assert_non_null(strstr(F.last_event, "TemplateNotFound"));
+    settle_status();
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"ERROR\""));
+    assert_non_null(strstr(F.last_status, "template \\\"tmpl\\\" not found"));
+}
+
+static void test_vcenter_down_shows_in_status(void **state)
+{
+    struct env *e = *state;
+    F.ready = VMG_ETRANSPORT;
+    set_group(GROUP("4", FIN, 2, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 0);
+    assert_int_equal(count("create-folder"), 0);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"PENDING\""));
+    assert_non_null(strstr(F.last_status, "connection refused"));
+}
+
+static void test_failure_is_reported_and_retried_later(void **state)
+{
+    struct env *e = *state;
+    set_group(GROUP("5", FIN, 1, ""));
+    pass(e);
+    complete("clone", VMG_EFAULT, "InsufficientResourcesFault", "Insufficient resources.");
+    assert_non_null(strstr(F.last_event, "Warning CreateFailed"));
+    /* Within the backoff, nothing is tried again, and status says why. */
+    settle_status();
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    assert_non_null(strstr(F.last_status, "Insufficient resources"));
+}
+
+static void test_in_sync_costs_nothing(void **state)
+{
+    struct env *e = *state;
+    size_t before;
+
+    set_group(GROUP("6", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    /* The first pass writes RUNNING; feed it back as the stored status. */
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    {
+        char json[4096];
+        snprintf(json, sizeof(json), GROUP("7", FIN, 2, ",\"status\":%s"), F.last_status);
+        set_group(json);
+    }
+    complete("status", 0, NULL, NULL);
+    before = F.n_calls;
+    pass(e);
+    pass(e);
+    assert_int_equal(F.n_calls, before);
+}
+
+static void test_power_off_then_destroy_on_scale_down(void **state)
+{
+    struct env *e = *state;
+    set_group(GROUP("8", FIN, 1, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    assert_int_equal(count("power-off"), 1);
+    assert_int_equal(count("destroy"), 0);
+    pass(e);
+    assert_int_equal(count("power-off"), 1);
+    complete("power-off", 0, NULL, NULL);
+    F.vms[1].powered_on = false;
+    pass(e);
+    assert_int_equal(count("destroy"), 1);
+    assert_string_equal(F.calls[F.n_calls - 1].what, "destroy");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_finalizer_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure_is_reported_and_retried_later, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_in_sync_costs_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_power_off_then_destroy_on_scale_down, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
