@@ -10,6 +10,7 @@
 #include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/strmap.h"
 
 #define LOGGER "reconciler"
 #define MAX_VMS 4096
@@ -30,7 +31,6 @@ struct op {
 /* What the reconciler remembers of a group between passes: only what the
  * caches cannot tell (operations in flight, errors learned from them). */
 struct gstate {
-    struct gstate *hnext;
     char *key;
     char *ns, *name;
     char folder[96];
@@ -56,9 +56,7 @@ struct reconciler {
     struct rec_world w;
     struct rec_options o;
     struct wq *q;
-    struct gstate **buckets;
-    size_t nbuckets;
-    size_t ngroups;
+    strmap *groups; /* key -> struct gstate */
     size_t inflight;
     uint64_t (*clock)(void *);
 };
@@ -70,55 +68,30 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static size_t hash_key(const char *s)
-{
-    size_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 static struct gstate *gs_find(reconciler *r, const char *key)
 {
-    struct gstate *gs = r->buckets[hash_key(key) & (r->nbuckets - 1)];
-    while (gs && strcmp(gs->key, key) != 0)
-        gs = gs->hnext;
-    return gs;
+    return strmap_get(r->groups, key);
 }
 
-static int gs_grow(reconciler *r)
+static void gs_free(struct gstate *gs)
 {
-    size_t n = r->nbuckets * 2;
-    struct gstate **b = calloc(n, sizeof(*b));
-    if (!b)
-        return -ENOMEM;
-    for (size_t i = 0; i < r->nbuckets; i++) {
-        struct gstate *gs = r->buckets[i], *next;
-        for (; gs; gs = next) {
-            size_t j = hash_key(gs->key) & (n - 1);
-            next = gs->hnext;
-            gs->hnext = b[j];
-            b[j] = gs;
-        }
-    }
-    free(r->buckets);
-    r->buckets = b;
-    r->nbuckets = n;
-    return 0;
+    free(gs->key);
+    free(gs->ns);
+    free(gs->name);
+    free(gs->block_msg);
+    free(gs->transient);
+    free(gs->written_status);
+    free(gs->written_rv);
+    free(gs);
 }
 
 static struct gstate *gs_get(reconciler *r, const char *key)
 {
     struct gstate *gs = gs_find(r, key);
     const char *slash;
-    size_t i;
 
     if (gs)
         return gs;
-    if (r->ngroups >= r->nbuckets * 2 && gs_grow(r) < 0)
-        return NULL;
     slash = strchr(key, '/');
     if (!slash)
         return NULL;
@@ -136,37 +109,19 @@ static struct gstate *gs_get(reconciler *r, const char *key)
         free(gs);
         return NULL;
     }
-    i = hash_key(key) & (r->nbuckets - 1);
-    gs->hnext = r->buckets[i];
-    r->buckets[i] = gs;
-    r->ngroups++;
+    if (strmap_set(r->groups, key, gs) < 0) {
+        gs_free(gs);
+        return NULL;
+    }
     return gs;
-}
-
-static void gs_free(struct gstate *gs)
-{
-    free(gs->key);
-    free(gs->ns);
-    free(gs->name);
-    free(gs->block_msg);
-    free(gs->transient);
-    free(gs->written_status);
-    free(gs->written_rv);
-    free(gs);
 }
 
 /* gs_drop forgets a group whose object is gone, once nothing is in flight. */
 static void gs_drop(reconciler *r, struct gstate *gs)
 {
-    struct gstate **pp = &r->buckets[hash_key(gs->key) & (r->nbuckets - 1)];
-
     if (gs->ops || gs->meta_inflight || gs->status_inflight)
         return;
-    while (*pp && *pp != gs)
-        pp = &(*pp)->hnext;
-    if (*pp)
-        *pp = gs->hnext;
-    r->ngroups--;
+    strmap_del(r->groups, gs->key);
     gs_free(gs);
 }
 
@@ -500,7 +455,7 @@ static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     cJSON_Delete(st);
 }
 
-static void reconcile(reconciler *r, const char *key)
+static const char *reconcile(reconciler *r, const char *key)
 {
     const struct vmgroup *g = r->w.get_group(r->w.data, key);
     struct gstate *gs = gs_find(r, key);
@@ -514,6 +469,7 @@ static void reconcile(reconciler *r, const char *key)
     int vr, rc;
     size_t n = 0, ns = 0;
     bool transient_now = false, blocked = false;
+    const char *result = "success";
 
     if (!g) {
         if (gs) {
@@ -522,14 +478,14 @@ static void reconcile(reconciler *r, const char *key)
                 r->w.forgotten(r->w.data, key);
         }
         wq_forget(r->q, key);
-        return;
+        return result;
     }
     if (!gs)
         gs = gs_get(r, key);
     if (!gs) {
         vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
         wq_add_rate_limited(r->q, key);
-        return;
+        return "error";
     }
 
     memset(&in, 0, sizeof(in));
@@ -597,6 +553,7 @@ static void reconcile(reconciler *r, const char *key)
         vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "planning failed: %s",
                  vmg_strerror(rc));
         wq_add_rate_limited(r->q, key);
+        result = "error";
         goto out;
     }
     if (r->w.observed)
@@ -644,12 +601,15 @@ static void reconcile(reconciler *r, const char *key)
     blocked = gs->block != PLAN_BLOCK_NONE;
     if (vr < 0) {
         wq_add_rate_limited(r->q, key);
+        result = "error";
     } else if (gs->transient) {
         uint64_t left = gs->transient_until > t ? gs->transient_until - t : 1;
         wq_add_after(r->q, key, transient_now ? left : backoff_ms(gs->failures));
+        result = "requeue_after";
     } else if (blocked) {
         wq_add_after(r->q, key, r->o.blocked_retry_ms);
         wq_forget(r->q, key);
+        result = "requeue_after";
     } else {
         wq_forget(r->q, key);
     }
@@ -658,10 +618,12 @@ static void reconcile(reconciler *r, const char *key)
 oom:
     vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
     wq_add_rate_limited(r->q, key);
+    result = "error";
 out:
     plan_free(p);
     free(vms);
     free(slots);
+    return result;
 }
 
 void reconciler_handle(void *data, const char *key)
@@ -673,7 +635,12 @@ void reconciler_handle(void *data, const char *key)
         wq_done(r->q, key);
         return;
     }
-    reconcile(r, k);
+    {
+        uint64_t t0 = now_ms();
+        const char *result = reconcile(r, k);
+        if (r->w.reconciled)
+            r->w.reconciled(r->w.data, k, result, (double)(now_ms() - t0) / 1000.0);
+    }
     wq_done(r->q, k);
     free(k);
 }
@@ -697,9 +664,8 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
         r->o.blocked_retry_ms = 60000;
     r->q = q;
     r->clock = clock_default;
-    r->nbuckets = 256;
-    r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
-    if (!r->buckets) {
+    r->groups = strmap_new();
+    if (!r->groups) {
         free(r);
         return -ENOMEM;
     }
@@ -712,22 +678,26 @@ size_t reconciler_inflight(const reconciler *r)
     return r ? r->inflight : 0;
 }
 
+static int free_group(void *data, const char *key, void *value)
+{
+    struct gstate *gs = value;
+    struct op *op = gs->ops, *next;
+
+    (void)data;
+    (void)key;
+    for (; op; op = next) {
+        next = op->next;
+        free(op);
+    }
+    gs_free(gs);
+    return 0;
+}
+
 void reconciler_free(reconciler *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->nbuckets; i++) {
-        struct gstate *gs = r->buckets[i], *next;
-        for (; gs; gs = next) {
-            struct op *op = gs->ops, *onext;
-            next = gs->hnext;
-            for (; op; op = onext) {
-                onext = op->next;
-                free(op);
-            }
-            gs_free(gs);
-        }
-    }
-    free(r->buckets);
+    strmap_foreach(r->groups, free_group, NULL);
+    strmap_free(r->groups);
     free(r);
 }

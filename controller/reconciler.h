@@ -72,6 +72,9 @@ struct rec_world {
 
     /* Optional: called after each plan, for metrics (current, desired...). */
     void (*observed)(void *data, const struct vmgroup *g, const struct plan *p);
+    /* Optional: one reconcile finished: result is controller-runtime's word
+     * ("success", "error", "requeue_after"), seconds how long it took. */
+    void (*reconciled)(void *data, const char *key, const char *result, double seconds);
     /* Optional: the group is gone for good (finalizer removed, object deleted). */
     void (*forgotten)(void *data, const char *key);
 };
