@@ -265,7 +265,8 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
             gs->block = PLAN_BLOCK_NONE;
             set_str(&gs->block_msg, NULL);
         }
-    } else if (op->kind == PLAN_CLONE && err == VMG_ENOTFOUND) {
+    } else if (op->kind == PLAN_CLONE && !fault &&
+               (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG)) {
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "cannot create VM %s: %s", op->vm, text);
         if (g && (gs->block != PLAN_BLOCK_TEMPLATE || !gs->block_msg ||
@@ -311,24 +312,24 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
 
     switch (a->kind) {
     case PLAN_CREATE_FOLDER:
-        rc = r->w.create_folder(r->w.data, gs->folder, op_done, op);
+        rc = r->w.create_folder(r->w.vcdata, gs->folder, op_done, op);
         break;
     case PLAN_DESTROY_FOLDER:
-        rc = r->w.destroy_folder(r->w.data, gs->folder, op_done, op);
+        rc = r->w.destroy_folder(r->w.vcdata, gs->folder, op_done, op);
         break;
     case PLAN_CLONE:
-        rc = r->w.clone(r->w.data, g, gs->folder, a->vm, a->template, a->cpu, a->memory_mb, op_done,
-                        op);
+        rc = r->w.clone(r->w.vcdata, g, gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
+                        op_done, op);
         break;
     case PLAN_POWER_ON:
     case PLAN_POWER_OFF:
-        rc = r->w.power(r->w.data, gs->folder, a->vm, a->kind == PLAN_POWER_ON, op_done, op);
+        rc = r->w.power(r->w.vcdata, gs->folder, a->vm, a->kind == PLAN_POWER_ON, op_done, op);
         break;
     case PLAN_RECONFIGURE:
-        rc = r->w.reconfigure(r->w.data, gs->folder, a->vm, a->cpu, a->memory_mb, op_done, op);
+        rc = r->w.reconfigure(r->w.vcdata, gs->folder, a->vm, a->cpu, a->memory_mb, op_done, op);
         break;
     case PLAN_DESTROY_VM:
-        rc = r->w.destroy_vm(r->w.data, gs->folder, a->vm, op_done, op);
+        rc = r->w.destroy_vm(r->w.vcdata, gs->folder, a->vm, op_done, op);
         break;
     default:
         rc = -EINVAL;
@@ -491,9 +492,9 @@ static const char *reconcile(reconciler *r, const char *key)
     memset(&in, 0, sizeof(in));
     memset(&f, 0, sizeof(f));
     f.state = PLAN_FOLDER_UNKNOWN;
-    vr = r->w.vcenter_ready(r->w.data, vmsg, sizeof(vmsg));
+    vr = r->w.vcenter_ready(r->w.vcdata, vmsg, sizeof(vmsg));
     if (vr == 0) {
-        rc = r->w.folder(r->w.data, gs->folder, &f);
+        rc = r->w.folder(r->w.vcdata, gs->folder, &f);
         if (rc < 0) {
             snprintf(vmsg, sizeof(vmsg), "Cannot read the inventory: %s", vmg_strerror(rc));
             vr = rc;

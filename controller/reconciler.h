@@ -39,7 +39,8 @@ struct rec_folder {
 };
 
 struct rec_world {
-    void *data;
+    void *data;   /* for the Kubernetes members */
+    void *vcdata; /* for the vCenter members: vcenter_ready, folder and the operations */
     /* The cached VmGroup of key, or NULL when it is gone. Read-only. */
     const struct vmgroup *(*get_group)(void *data, const char *key);
     /* 0 when vCenter is usable (session up, inventory synced); else a

@@ -1,0 +1,57 @@
+/* vcworld.h: the vCenter side as the VmGroup controller sees it: one
+ * session, the placement resolved from the flags, the inventory cache of the
+ * root folder (watched, not polled), VM and folder operations with their
+ * tasks tracked to completion, and tagging. It adapts the vsphere/ modules
+ * to the reconciler's world (controller/reconciler.h). */
+#ifndef VMG_VCWORLD_H
+#define VMG_VCWORLD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "controller/reconciler.h"
+#include "lib/http.h"
+#include "lib/metrics.h"
+#include "lib/options.h"
+
+typedef struct vcworld vcworld;
+
+struct vcworld_hooks {
+    /* Something changed in the folder named folder (a group's folder under
+     * the root folder), or, with folder NULL, possibly everywhere (after a
+     * reconnect or the first sync): re-enqueue the groups concerned. */
+    void (*changed)(void *data, const char *folder);
+    /* Readiness changed: ready, or not with a sentence saying why. */
+    void (*state)(void *data, bool ready, const char *msg);
+    void *data;
+};
+
+/* vcworld_new checks the options (VC_HOST's form, the CA file, the
+ * thumbprint) and makes the world; nothing is sent before vcworld_start.
+ * metrics may be NULL. Returns 0, or VMG_ECONFIG with a message in err. */
+int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vmg_metrics *metrics,
+                const struct vcworld_hooks *hooks, vcworld **ret, char *err, size_t errlen);
+
+/* vcworld_start logs in (retrying with backoff), resolves the placement and
+ * starts watching the inventory. */
+int vcworld_start(vcworld *w);
+
+/* vcworld_ready: 0 when the session is up and the inventory synced, else a
+ * negative code and one sentence in msg. */
+int vcworld_ready(vcworld *w, char *msg, size_t len);
+
+/* vcworld_fill sets the vCenter members of *rw (folder, operations,
+ * readiness) with data w; the caller sets the Kubernetes ones. */
+void vcworld_fill(vcworld *w, struct rec_world *rw);
+
+/* vcworld_tag_group_deleted drops the tag of a deleted group, if tagging is
+ * on. */
+void vcworld_forget_group(vcworld *w, const char *ns, const char *name);
+
+/* vcworld_close cancels what is in flight (their callbacks run with
+ * VMG_ECANCELED), logs out, and frees w; closed runs when all is done. */
+void vcworld_close(vcworld *w, void (*closed)(void *data), void *data);
+
+#endif
