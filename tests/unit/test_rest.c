@@ -1,0 +1,1401 @@
+/* test_rest.c: vsphere/rest, the vSphere Automation REST client.
+ *
+ * Shaping: tag names, ids, request bodies, and the decoding of responses
+ * saved from vcsim (tests/unit/fixtures/rest/, see its README).
+ *
+ * Flows: the client against a scripted HTTP/1.1 server on loopback, on the
+ * same libuv loop. Each test lists the exchanges it expects, in order: the
+ * request (method, target, and body when it matters) and the canned answer.
+ * A request that is not the next one expected is answered 500 and fails the
+ * test; so does an expected request that never comes. A watchdog fails a
+ * test that stops making progress; nothing sleeps.
+ */
+#include "tests/unit/unit.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "lib/err.h"
+#include "lib/http.h"
+#include "lib/log.h"
+#include "vsphere/rest.h"
+
+#define FIXTURES "tests/unit/fixtures/rest/"
+
+#define SESSION_ID "492c0424-078e-4718-b847-184e79123d20"
+#define CAT_ID "urn:vmomi:InventoryServiceCategory:5e13eb69-247e-4f3f-a774-40b3b0b6976a:GLOBAL"
+#define OTHER_ID "urn:vmomi:InventoryServiceCategory:b4f9a3c9-3e97-4605-b65e-020f6e487f2f:GLOBAL"
+#define TAG_ID "urn:vmomi:InventoryServiceTag:aba5bec4-fd86-4195-8ba7-9414d527a09c:GLOBAL"
+#define USER "vcuser@vsphere.local"
+#define PASS "s3cret-Pa55word"
+/* base64("vcuser@vsphere.local:s3cret-Pa55word") */
+#define BASIC_AUTH "Basic dmN1c2VyQHZzcGhlcmUubG9jYWw6czNjcmV0LVBhNTV3b3Jk"
+
+#define P_SESSION "/rest/com/vmware/cis/session"
+#define P_CATEGORY "/rest/com/vmware/cis/tagging/category"
+#define P_TAG "/rest/com/vmware/cis/tagging/tag"
+#define P_ASSOC "/rest/com/vmware/cis/tagging/tag-association"
+
+#define BODY_CATEGORY                                                                              \
+    "{\"create_spec\":{\"name\":\"vmgroup-operator\",\"description\":\"VmGroups of "               \
+    "vmgroup-operator: one tag per group\",\"cardinality\":\"SINGLE\",\"associable_types\":["      \
+    "\"VirtualMachine\"]}}"
+#define BODY_TAG                                                                                   \
+    "{\"create_spec\":{\"name\":\"ns1/g1\",\"description\":\"VMs of VmGroup "                      \
+    "ns1/g1\",\"category_id\":\"" CAT_ID "\"}}"
+/* A string literal and its length, for the decoders. */
+#define S(lit) lit, strlen(lit)
+
+#define BODY_LIST_TAGS "{\"category_id\":\"" CAT_ID "\"}"
+#define BODY_VM41 "{\"object_id\":{\"type\":\"VirtualMachine\",\"id\":\"vm-41\"}}"
+
+static char *load(const char *name, size_t *len)
+{
+    char path[256];
+    FILE *f;
+    long n;
+    char *buf;
+
+    snprintf(path, sizeof(path), FIXTURES "%s", name);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n >= 0);
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len)
+        *len = (size_t)n;
+    return buf;
+}
+
+/* ---- shaping ---- */
+
+static void test_tag_name_plain(void **state)
+{
+    char buf[VS_REST_TAG_NAME_MAX + 1];
+
+    (void)state;
+    assert_int_equal(vs_rest_tag_name("ns1", "g1", buf, sizeof(buf)), 6);
+    assert_string_equal(buf, "ns1/g1");
+    assert_int_equal(vs_rest_tag_name("team-a", "web.front-1", buf, sizeof(buf)), 18);
+    assert_string_equal(buf, "team-a/web.front-1");
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return s[n] == '\0';
+}
+
+static void test_tag_name_hashed(void **state)
+{
+    char a[VS_REST_TAG_NAME_MAX + 1], b[VS_REST_TAG_NAME_MAX + 1], name[254];
+    int n;
+
+    (void)state;
+    /* Exactly the limit is plain; one more is hashed. */
+    memset(name, 'x', sizeof(name));
+    name[VS_REST_TAG_NAME_MAX - 3] = '\0'; /* "ns/" + 77 = 80 */
+    assert_int_equal(vs_rest_tag_name("ns", name, a, sizeof(a)), VS_REST_TAG_NAME_MAX);
+    assert_null(strchr(a, '~'));
+    name[VS_REST_TAG_NAME_MAX - 3] = 'x';
+    name[VS_REST_TAG_NAME_MAX - 2] = '\0';
+    n = vs_rest_tag_name("ns", name, a, sizeof(a));
+    assert_int_equal(n, VS_REST_TAG_NAME_MAX);
+    assert_int_equal(a[n - VS_REST_TAG_HASH_LEN - 1], '~');
+    assert_true(is_hex(a + n - VS_REST_TAG_HASH_LEN, VS_REST_TAG_HASH_LEN));
+    assert_memory_equal(a, "ns/xxx", 6);
+
+    /* Names Kubernetes would refuse are sanitized and hashed. */
+    n = vs_rest_tag_name("NS", "A b", a, sizeof(a));
+    assert_int_equal(n, (int)strlen("ns/a-b~") + VS_REST_TAG_HASH_LEN);
+    assert_memory_equal(a, "ns/a-b~", 7);
+    /* ... and the pairs that would collide after sanitizing do not. */
+    assert_true(vs_rest_tag_name("ns", "a-b", b, sizeof(b)) > 0);
+    assert_string_equal(b, "ns/a-b");
+    assert_true(vs_rest_tag_name("ns", "A-b", b, sizeof(b)) > 0);
+    assert_string_not_equal(a, b);
+    /* A '/' in a part cannot make two pairs meet. */
+    assert_true(vs_rest_tag_name("a", "b/c", a, sizeof(a)) > 0);
+    assert_true(vs_rest_tag_name("a/b", "c", b, sizeof(b)) > 0);
+    assert_string_not_equal(a, b);
+    assert_non_null(strchr(a, '~'));
+    /* Deterministic. */
+    assert_true(vs_rest_tag_name("a/b", "c", a, sizeof(a)) > 0);
+    assert_string_equal(a, b);
+    /* Long parts: bounded, and different pairs with one prefix differ. */
+    memset(name, 'y', 253);
+    name[253] = '\0';
+    assert_int_equal(vs_rest_tag_name("ns", name, a, sizeof(a)), VS_REST_TAG_NAME_MAX);
+    name[252] = 'z';
+    assert_int_equal(vs_rest_tag_name("ns", name, b, sizeof(b)), VS_REST_TAG_NAME_MAX);
+    assert_string_not_equal(a, b);
+    assert_memory_equal(a, b, VS_REST_TAG_NAME_MAX - VS_REST_TAG_HASH_LEN);
+}
+
+static void test_tag_name_bad_args(void **state)
+{
+    char buf[VS_REST_TAG_NAME_MAX + 1];
+
+    (void)state;
+    assert_int_equal(vs_rest_tag_name(NULL, "a", buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(vs_rest_tag_name("a", NULL, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(vs_rest_tag_name("", "a", buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(vs_rest_tag_name("a", "", buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(vs_rest_tag_name("a", "b", buf, VS_REST_TAG_NAME_MAX), -EINVAL);
+}
+
+static void test_valid_id(void **state)
+{
+    char long_id[VS_REST_ID_MAX + 2];
+
+    (void)state;
+    assert_true(vs_rest_valid_id(TAG_ID));
+    assert_true(vs_rest_valid_id(SESSION_ID));
+    assert_false(vs_rest_valid_id(NULL));
+    assert_false(vs_rest_valid_id(""));
+    assert_false(vs_rest_valid_id("a/b"));
+    assert_false(vs_rest_valid_id("a?~action=x"));
+    assert_false(vs_rest_valid_id("a b"));
+    assert_false(vs_rest_valid_id("a%2f"));
+    memset(long_id, 'a', sizeof(long_id));
+    long_id[VS_REST_ID_MAX] = '\0';
+    assert_true(vs_rest_valid_id(long_id));
+    long_id[VS_REST_ID_MAX] = 'a';
+    long_id[VS_REST_ID_MAX + 1] = '\0';
+    assert_false(vs_rest_valid_id(long_id));
+}
+
+static void test_bodies(void **state)
+{
+    struct vs_rest_object vm = {"VirtualMachine", "vm-41"};
+    char *s = NULL;
+
+    (void)state;
+    assert_int_equal(vs_rest_body_category("vmgroup-operator",
+                                           "VmGroups of vmgroup-operator: one tag per group", false,
+                                           &s),
+                     0);
+    assert_string_equal(s, BODY_CATEGORY);
+    free(s);
+    assert_int_equal(vs_rest_body_category("c", "d \"q\"", true, &s), 0);
+    assert_string_equal(s,
+                        "{\"create_spec\":{\"name\":\"c\",\"description\":\"d \\\"q\\\"\","
+                        "\"cardinality\":\"MULTIPLE\",\"associable_types\":[\"VirtualMachine\"]}}");
+    free(s);
+    assert_int_equal(vs_rest_body_tag("ns1/g1", "VMs of VmGroup ns1/g1", CAT_ID, &s), 0);
+    assert_string_equal(s, BODY_TAG);
+    free(s);
+    assert_int_equal(vs_rest_body_object(&vm, &s), 0);
+    assert_string_equal(s, BODY_VM41);
+    free(s);
+    assert_int_equal(vs_rest_body_list_tags(CAT_ID, &s), 0);
+    assert_string_equal(s, BODY_LIST_TAGS);
+    free(s);
+
+    s = NULL;
+    assert_int_equal(vs_rest_body_category("", "d", false, &s), -EINVAL);
+    assert_int_equal(vs_rest_body_tag("t", "d", "bad id", &s), -EINVAL);
+    vm.id[0] = '\0';
+    assert_int_equal(vs_rest_body_object(&vm, &s), -EINVAL);
+    assert_null(s);
+}
+
+static void test_parse_fixtures(void **state)
+{
+    char id[VS_REST_ID_MAX + 1];
+    struct vs_rest_category c;
+    struct vs_rest_tag t;
+    struct vs_rest_object *objs = NULL;
+    char **ids = NULL;
+    size_t len, n = 99;
+    char *b;
+
+    (void)state;
+    b = load("session.json", &len);
+    assert_int_equal(vs_rest_parse_string(b, len, id, sizeof(id)), 0);
+    assert_string_equal(id, SESSION_ID);
+    free(b);
+    b = load("category_create.json", &len);
+    assert_int_equal(vs_rest_parse_string(b, len, id, sizeof(id)), 0);
+    assert_string_equal(id, CAT_ID);
+    /* A buffer too small is refused, not cut. */
+    assert_int_equal(vs_rest_parse_string(b, len, id, 10), VMG_EPARSE);
+    free(b);
+
+    b = load("category_list.json", &len);
+    assert_int_equal(vs_rest_parse_ids(b, len, &ids, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(ids[0], OTHER_ID);
+    assert_string_equal(ids[1], CAT_ID);
+    vs_rest_ids_free(ids, n);
+    free(b);
+    b = load("category_list_empty.json", &len);
+    assert_int_equal(vs_rest_parse_ids(b, len, &ids, &n), 0);
+    assert_int_equal(n, 0);
+    vs_rest_ids_free(ids, n);
+    free(b);
+    b = load("vcenter_list_empty.json", &len);
+    assert_int_equal(vs_rest_parse_ids(b, len, &ids, &n), 0);
+    assert_int_equal(n, 0);
+    vs_rest_ids_free(ids, n);
+    free(b);
+    b = load("tag_list.json", &len);
+    assert_int_equal(vs_rest_parse_ids(b, len, &ids, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(ids[0], TAG_ID);
+    vs_rest_ids_free(ids, n);
+    free(b);
+
+    b = load("category_get_vmgroup-operator.json", &len);
+    assert_int_equal(vs_rest_parse_category(b, len, &c), 0);
+    assert_string_equal(c.id, CAT_ID);
+    assert_string_equal(c.name, "vmgroup-operator");
+    assert_string_equal(c.cardinality, "SINGLE");
+    assert_true(c.vm_associable);
+    free(b);
+    b = load("category_get_other.json", &len);
+    assert_int_equal(vs_rest_parse_category(b, len, &c), 0);
+    assert_string_equal(c.name, "other");
+    assert_string_equal(c.cardinality, "MULTIPLE");
+    assert_false(c.vm_associable);
+    free(b);
+    /* No associable types means every type. */
+    assert_int_equal(vs_rest_parse_category(S("{\"value\":{\"id\":\"c-1\",\"name\":\"n\","
+                                              "\"associable_types\":[]}}"),
+                                            &c),
+                     0);
+    assert_true(c.vm_associable);
+
+    b = load("tag_get.json", &len);
+    assert_int_equal(vs_rest_parse_tag(b, len, &t), 0);
+    assert_string_equal(t.id, TAG_ID);
+    assert_string_equal(t.name, "ns1/g1");
+    assert_string_equal(t.category_id, CAT_ID);
+    free(b);
+
+    b = load("attached_objects.json", &len);
+    assert_int_equal(vs_rest_parse_objects(b, len, &objs, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(objs[0].type, "VirtualMachine");
+    assert_string_equal(objs[0].id, "vm-41");
+    assert_string_equal(objs[1].id, "vm-44");
+    free(objs);
+    free(b);
+    b = load("attached_objects_empty.json", &len);
+    assert_int_equal(vs_rest_parse_objects(b, len, &objs, &n), 0);
+    assert_int_equal(n, 0);
+    free(objs);
+    free(b);
+}
+
+static void test_parse_refuses(void **state)
+{
+    char id[VS_REST_ID_MAX + 1] = "untouched";
+    struct vs_rest_category c;
+    struct vs_rest_tag t;
+    struct vs_rest_object *objs = NULL;
+    char **ids = NULL;
+    size_t n = 7;
+    char big[600];
+
+    (void)state;
+    assert_int_equal(vs_rest_parse_string(S("not json"), id, sizeof(id)), VMG_EPARSE);
+    assert_int_equal(vs_rest_parse_string(S("[\"x\"]"), id, sizeof(id)), VMG_EPARSE);
+    assert_int_equal(vs_rest_parse_string(S("{\"value\":1}"), id, sizeof(id)), VMG_EPARSE);
+    assert_int_equal(vs_rest_parse_string(S("{}"), id, sizeof(id)), VMG_EPARSE);
+    /* An id that could change the URL it goes into. */
+    assert_int_equal(vs_rest_parse_string(S("{\"value\":\"a/../b\"}"), id, sizeof(id)), VMG_EPARSE);
+    assert_string_equal(id, "untouched");
+    /* Length is honoured: the text is cut before its end. */
+    assert_int_equal(vs_rest_parse_string("{\"value\":\"abc\"}", 10, id, sizeof(id)), VMG_EPARSE);
+    snprintf(big, sizeof(big), "{\"value\":\"%0*d\"}", 300, 0);
+    assert_int_equal(vs_rest_parse_string(big, strlen(big), id, sizeof(id)), VMG_EPARSE);
+
+    assert_int_equal(vs_rest_parse_ids(S("{\"value\":\"x\"}"), &ids, &n), VMG_EPARSE);
+    assert_int_equal(vs_rest_parse_ids(S("{\"value\":[\"a\",2]}"), &ids, &n), VMG_EPARSE);
+    assert_int_equal(vs_rest_parse_ids(S("{\"value\":[\"a b\"]}"), &ids, &n), VMG_EPARSE);
+    assert_null(ids);
+    assert_int_equal(n, 7);
+    assert_int_equal(vs_rest_parse_category(S("{\"value\":{\"name\":\"n\"}}"), &c), VMG_EPARSE);
+    assert_int_equal(vs_rest_parse_category(S("{\"value\":{\"id\":\"c\",\"name\":\"n\","
+                                              "\"associable_types\":\"VirtualMachine\"}}"),
+                                            &c),
+                     VMG_EPARSE);
+    assert_int_equal(vs_rest_parse_tag(S("{\"value\":{\"id\":\"t\",\"name\":\"n\"}}"), &t),
+                     VMG_EPARSE);
+    assert_int_equal(
+        vs_rest_parse_objects(S("{\"value\":[{\"type\":\"VirtualMachine\"}]}"), &objs, &n),
+        VMG_EPARSE);
+    assert_null(objs);
+    assert_int_equal(vs_rest_parse_objects(NULL, 0, &objs, &n), VMG_EPARSE);
+}
+
+static void test_parse_error(void **state)
+{
+    char type[64], msg[128];
+    size_t len;
+    char *b;
+
+    (void)state;
+    b = load("already_exists.json", &len);
+    vs_rest_parse_error(b, len, type, sizeof(type), msg, sizeof(msg));
+    assert_string_equal(type, "already_exists");
+    assert_string_equal(msg, "");
+    free(b);
+    b = load("vcenter_already_exists.json", &len);
+    vs_rest_parse_error(b, len, type, sizeof(type), msg, sizeof(msg));
+    assert_string_equal(type, "already_exists");
+    assert_string_equal(msg, "An object with the same name already exists.");
+    free(b);
+    vs_rest_parse_error("404 page not found\n", 19, type, sizeof(type), msg, sizeof(msg));
+    assert_string_equal(type, "");
+    assert_string_equal(msg, "");
+    vs_rest_parse_error(NULL, 0, type, sizeof(type), msg, sizeof(msg));
+    assert_string_equal(type, "");
+    /* Cut to fit. */
+    b = load("vcenter_already_exists.json", &len);
+    vs_rest_parse_error(b, len, type, 4, msg, 6);
+    assert_string_equal(type, "alr");
+    assert_string_equal(msg, "An ob");
+    free(b);
+}
+
+/* ---- a scripted HTTP/1.1 server ---- */
+
+struct exch {
+    const char *method;
+    const char *target; /* path and query */
+    const char *body;   /* the request body expected; NULL: not checked */
+    int status;         /* 0: never answered */
+    const char *resp;   /* the answer's body; "@name" loads a fixture */
+};
+
+struct seen {
+    char method[16];
+    char target[512];
+    char session[300];
+    char auth[300];
+    char content_type[64];
+    char *body;
+};
+
+#define MAX_SEEN 64
+
+struct server;
+
+struct conn {
+    uv_tcp_t tcp;
+    struct server *srv;
+    struct conn *prev, *next;
+    char buf[32768];
+    size_t len;
+    bool closing;
+};
+
+struct server {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    int port;
+    struct conn *conns;
+    const struct exch *script;
+    size_t n_script, next;
+    struct seen seen[MAX_SEEN];
+    size_t n_seen;
+    int mismatches;
+    char mismatch[512];
+};
+
+struct wbuf {
+    uv_write_t req;
+    char data[];
+};
+
+static void conn_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    struct server *s = c->srv;
+
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    free(c);
+}
+
+static void conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    if (status < 0)
+        conn_close(req->data);
+    free(req);
+}
+
+static void conn_send(struct conn *c, const char *data, size_t len)
+{
+    struct wbuf *w;
+    uv_buf_t b;
+
+    if (c->closing)
+        return;
+    w = malloc(sizeof(*w) + len);
+    assert_non_null(w);
+    memcpy(w->data, data, len);
+    w->req.data = c;
+    b = uv_buf_init(w->data, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
+        free(w);
+        conn_close(c);
+    }
+}
+
+static void respond(struct conn *c, int status, const char *body)
+{
+    char head[256];
+    char *loaded = NULL;
+    size_t len;
+
+    if (body && body[0] == '@') {
+        loaded = load(body + 1, &len);
+        body = loaded;
+    } else {
+        body = body ? body : "";
+        len = strlen(body);
+    }
+    snprintf(head, sizeof(head),
+             "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+             status, len);
+    conn_send(c, head, strlen(head));
+    conn_send(c, body, len);
+    free(loaded);
+}
+
+/* header_value copies the value of header name from the request head. */
+static void header_value(const char *head, const char *name, char *out, size_t size)
+{
+    size_t nlen = strlen(name);
+
+    out[0] = '\0';
+    for (const char *p = strstr(head, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
+        const char *line = p + 2;
+
+        if (strncasecmp(line, name, nlen) == 0 && line[nlen] == ':') {
+            const char *v = line + nlen + 1, *end = strstr(v, "\r\n");
+
+            while (*v == ' ')
+                v++;
+            snprintf(out, size, "%.*s", (int)(end - v), v);
+            return;
+        }
+    }
+}
+
+static void handle(struct conn *c, const char *head, const char *body, size_t body_len)
+{
+    struct server *s = c->srv;
+    struct seen *sn;
+    const struct exch *e;
+
+    assert_true(s->n_seen < MAX_SEEN);
+    sn = &s->seen[s->n_seen++];
+    assert_int_equal(sscanf(head, "%15s %511s", sn->method, sn->target), 2);
+    header_value(head, "vmware-api-session-id", sn->session, sizeof(sn->session));
+    header_value(head, "Authorization", sn->auth, sizeof(sn->auth));
+    header_value(head, "Content-Type", sn->content_type, sizeof(sn->content_type));
+    sn->body = strndup(body, body_len);
+    assert_non_null(sn->body);
+    e = s->next < s->n_script ? &s->script[s->next] : NULL;
+    if (!e || strcmp(e->method, sn->method) != 0 || strcmp(e->target, sn->target) != 0 ||
+        (e->body && strcmp(e->body, sn->body) != 0)) {
+        s->mismatches++;
+        snprintf(s->mismatch, sizeof(s->mismatch), "request %zu: got %s %s %s, expected %s %s %s",
+                 s->n_seen, sn->method, sn->target, sn->body, e ? e->method : "nothing",
+                 e ? e->target : "", e && e->body ? e->body : "");
+        respond(c, 500, "{}");
+        return;
+    }
+    s->next++;
+    uv_stop(s->loop);
+    if (e->status)
+        respond(c, e->status, e->resp);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+
+    (void)suggested;
+    buf->base = c->buf + c->len;
+    buf->len = sizeof(c->buf) - 1 - c->len;
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = stream->data;
+    char *end;
+
+    (void)buf;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    c->len += (size_t)nread;
+    c->buf[c->len] = '\0';
+    while (!c->closing && (end = strstr(c->buf, "\r\n\r\n")) != NULL) {
+        size_t head_len = (size_t)(end + 4 - c->buf), body_len = 0, used;
+        char cl[32], head[8192];
+
+        assert_true(head_len < sizeof(head));
+        memcpy(head, c->buf, head_len);
+        head[head_len] = '\0';
+        header_value(head, "Content-Length", cl, sizeof(cl));
+        if (cl[0])
+            body_len = strtoul(cl, NULL, 10);
+        if (c->len < head_len + body_len)
+            return; /* the rest of the body is on its way */
+        handle(c, head, c->buf + head_len, body_len);
+        used = head_len + body_len;
+        memmove(c->buf, c->buf + used, c->len - used + 1);
+        c->len -= used;
+    }
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    struct server *s = listener->data;
+    struct conn *c;
+
+    assert_int_equal(status, 0);
+    c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->srv = s;
+    assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
+    c->tcp.data = c;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    assert_int_equal(uv_accept(listener, (uv_stream_t *)&c->tcp), 0);
+    /* Head and body go in two writes: without this, Nagle and delayed ACKs
+     * hold the body back 40 ms. */
+    assert_int_equal(uv_tcp_nodelay(&c->tcp, 1), 0);
+    assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read), 0);
+}
+
+static int bind_loopback(uv_tcp_t *tcp)
+{
+    struct sockaddr_in addr;
+    struct sockaddr_storage name;
+    int len = sizeof(name);
+
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
+    assert_int_equal(uv_tcp_bind(tcp, (const struct sockaddr *)&addr, 0), 0);
+    assert_int_equal(uv_tcp_getsockname(tcp, (struct sockaddr *)&name, &len), 0);
+    return ntohs(((struct sockaddr_in *)&name)->sin_port);
+}
+
+/* ---- the fixture: a loop, the server, a vmg_http and a client ---- */
+
+struct fx {
+    uv_loop_t loop;
+    struct server srv;
+    vmg_http *http;
+    vs_rest *rest;
+    uv_timer_t watchdog;
+    bool timed_out;
+    int prepared;
+    int closed_calls;
+    int http_closed;
+};
+
+static void on_watchdog(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+
+    f->timed_out = true;
+}
+
+/* The loop of the running test: callbacks that a test waits for stop it,
+ * so that uv_run returns to look at the count at once. */
+static uv_loop_t *cur_loop;
+
+#define run_until(f, c, w) run_until_(f, c, w, __LINE__)
+static void run_until_(struct fx *f, const int *count, int want, int line)
+{
+    assert_int_equal(uv_timer_start(&f->watchdog, on_watchdog, 10000, 0), 0);
+    while (*count < want && !f->timed_out)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_timer_stop(&f->watchdog);
+    if (f->timed_out)
+        fprintf(stderr, "# timed out at line %d: %d of %d (seen %zu, next %zu, %s)\n", line, *count,
+                want, f->srv.n_seen, f->srv.next, f->srv.mismatch);
+    assert_false(f->timed_out);
+}
+
+static void prepare(void *data, CURL *easy)
+{
+    struct fx *f = data;
+
+    f->prepared++;
+    assert_int_equal(curl_easy_setopt(easy, CURLOPT_NOPROXY, "*"), CURLE_OK);
+}
+
+static vs_rest *client(struct fx *f, const char *base, const char *password, size_t max_body)
+{
+    char url[64];
+    struct vs_rest_options o = {0};
+    vs_rest *r;
+    int err = 0;
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", f->srv.port);
+    o.base_url = base ? base : url;
+    o.user = USER;
+    o.password = password ? password : PASS;
+    o.prepare = prepare;
+    o.prepare_data = f;
+    o.timeout_ms = 5000;
+    o.max_body = max_body;
+    r = vs_rest_new(&f->loop, f->http, &o, &err);
+    assert_non_null(r);
+    return r;
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    int err = 0;
+
+    assert_non_null(f);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    cur_loop = &f->loop;
+    f->srv.loop = &f->loop;
+    assert_int_equal(uv_tcp_init(&f->loop, &f->srv.listener), 0);
+    f->srv.listener.data = &f->srv;
+    f->srv.port = bind_loopback(&f->srv.listener);
+    assert_int_equal(uv_listen((uv_stream_t *)&f->srv.listener, 64, on_connection), 0);
+    f->http = vmg_http_new(&f->loop, &err);
+    assert_non_null(f->http);
+    assert_int_equal(uv_timer_init(&f->loop, &f->watchdog), 0);
+    f->watchdog.data = f;
+    f->rest = client(f, NULL, NULL, 0);
+    *state = f;
+    return 0;
+}
+
+static void on_rest_closed(void *data)
+{
+    struct fx *f = data;
+
+    f->closed_calls++;
+    uv_stop(&f->loop);
+}
+
+static void on_http_closed(void *data)
+{
+    struct fx *f = data;
+
+    f->http_closed++;
+}
+
+static void script(struct fx *f, const struct exch *e, size_t n)
+{
+    f->srv.script = e;
+    f->srv.n_script = n;
+    f->srv.next = 0;
+}
+
+/* finish closes the client, lets the logout through (answering a DELETE
+ * of the session when one is expected), and checks the script ran whole. */
+static void finish_script(struct fx *f)
+{
+    assert_int_equal(f->srv.mismatches, 0);
+    assert_int_equal(f->srv.next, f->srv.n_script);
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+
+    if (f->rest) {
+        /* Whatever the test left: a DELETE of the session, if any, is
+         * answered by the catch-all below. */
+        static const struct exch bye[] = {{"DELETE", P_SESSION, NULL, 200, ""}};
+
+        script(f, bye, 1);
+        vs_rest_close(f->rest, on_rest_closed, f);
+        f->rest = NULL;
+        run_until(f, &f->closed_calls, 1);
+    }
+    vmg_http_close(f->http, on_http_closed, f);
+    uv_close((uv_handle_t *)&f->srv.listener, NULL);
+    for (struct conn *c = f->srv.conns; c; c = c->next)
+        conn_close(c);
+    uv_close((uv_handle_t *)&f->watchdog, NULL);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f->http_closed, 1);
+    assert_int_equal(f->closed_calls, 1);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    for (size_t i = 0; i < f->srv.n_seen; i++)
+        free(f->srv.seen[i].body);
+    free(f);
+    vmg_log_clear_secrets();
+    return 0;
+}
+
+/* ---- what an operation got ---- */
+
+struct got {
+    int calls;
+    int err;
+    char msg[VS_REST_MSG_MAX];
+    char id[VS_REST_ID_MAX + 1];
+    struct vs_rest_object objs[8];
+    size_t n_objs;
+};
+
+static void on_result(void *data, const struct vs_rest_result *res)
+{
+    struct got *g = data;
+
+    g->calls++;
+    uv_stop(cur_loop);
+    g->err = res->err;
+    assert_non_null(res->msg);
+    snprintf(g->msg, sizeof(g->msg), "%s", res->msg);
+    snprintf(g->id, sizeof(g->id), "%s", res->id ? res->id : "");
+    g->n_objs = res->n_objects;
+    for (size_t i = 0; i < res->n_objects && i < 8; i++)
+        g->objs[i] = res->objects[i];
+    if (res->err == 0)
+        assert_string_equal(res->msg, "");
+    else
+        assert_string_not_equal(res->msg, "");
+}
+
+/* ---- flows ---- */
+
+static void test_ensure_creates_then_caches(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, "", 200, "@session.json"},
+        {"POST", P_CATEGORY, BODY_CATEGORY, 200, "@category_create.json"},
+        {"POST", P_TAG, BODY_TAG, 200, "@tag_create.json"},
+    };
+    struct got a = {0}, b = {0}, c = {0};
+
+    script(f, ex, 3);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    assert_int_equal(a.calls, 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_string_equal(a.id, TAG_ID);
+    finish_script(f);
+    /* The login: basic auth, no session; then the session id on each call. */
+    assert_string_equal(f->srv.seen[0].auth, BASIC_AUTH);
+    assert_string_equal(f->srv.seen[0].session, "");
+    assert_string_equal(f->srv.seen[1].session, SESSION_ID);
+    assert_string_equal(f->srv.seen[1].auth, "");
+    assert_string_equal(f->srv.seen[1].content_type, "application/json");
+    assert_string_equal(f->srv.seen[2].session, SESSION_ID);
+    assert_int_equal(f->prepared, 3);
+    assert_int_equal(vs_rest_logins(f->rest), 1);
+
+    /* Again: from memory, no request, and still never from inside the call. */
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &c), 0);
+    assert_int_equal(b.calls + c.calls, 0);
+    run_until(f, &c.calls, 1);
+    run_until(f, &b.calls, 1);
+    assert_string_equal(b.id, TAG_ID);
+    assert_string_equal(c.id, CAT_ID);
+    assert_int_equal(f->srv.n_seen, 3);
+    assert_true(vs_rest_available(f->rest));
+    assert_string_equal(vs_rest_disabled_reason(f->rest), "");
+}
+
+static void test_ensure_finds_existing(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, BODY_CATEGORY, 400, "@already_exists.json"},
+        {"GET", P_CATEGORY, "", 200, "@category_list.json"},
+        {"GET", P_CATEGORY "/id:" OTHER_ID, NULL, 200, "@category_get_other.json"},
+        {"GET", P_CATEGORY "/id:" CAT_ID, NULL, 200, "@category_get_vmgroup-operator.json"},
+        {"POST", P_TAG, BODY_TAG, 400, "@vcenter_already_exists.json"},
+        {"POST", P_TAG "/id:" CAT_ID "?~action=list-tags-for-category", BODY_LIST_TAGS, 200,
+         "@tag_list.json"},
+        {"GET", P_TAG "/id:" TAG_ID, NULL, 200, "@tag_get.json"},
+    };
+    struct got a = {0};
+
+    script(f, ex, 8);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_string_equal(a.id, TAG_ID);
+    finish_script(f);
+}
+
+static void test_tags_read_are_remembered(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 200, "@category_create.json"},
+        {"POST", P_TAG, NULL, 400, "@already_exists.json"},
+        {"POST", P_TAG "/id:" CAT_ID "?~action=list-tags-for-category", BODY_LIST_TAGS, 200,
+         "{\"value\":[\"" TAG_ID "\",\"tag-g2\"]}"},
+        {"GET", P_TAG "/id:" TAG_ID, NULL, 200, "@tag_get.json"},
+        {"GET", P_TAG "/id:tag-g2", NULL, 200,
+         "{\"value\":{\"id\":\"tag-g2\",\"name\":\"ns1/g2\",\"category_id\":\"" CAT_ID "\"}}"},
+    };
+    struct got a = {0}, b = {0};
+
+    script(f, ex, 6);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g2", on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_string_equal(a.id, "tag-g2");
+    /* ns1/g1 was read on the way: no request for it. */
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    run_until(f, &b.calls, 1);
+    assert_string_equal(b.id, TAG_ID);
+    assert_int_equal(f->srv.n_seen, 6);
+    finish_script(f);
+}
+
+static void test_attach_list_detach_delete(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 200, "@category_create.json"},
+        {"POST", P_TAG, NULL, 200, "@tag_create.json"},
+        {"POST", P_ASSOC "/id:" TAG_ID "?~action=attach", BODY_VM41, 200, ""},
+        {"POST", P_ASSOC "/id:" TAG_ID "?~action=list-attached-objects", "{}", 200,
+         "@attached_objects.json"},
+        {"POST", P_ASSOC "/id:" TAG_ID "?~action=detach", BODY_VM41, 200, ""},
+        {"DELETE", P_TAG "/id:" TAG_ID, "", 200, ""},
+        /* Deleting again: not remembered, looked up, absent: done. */
+        {"POST", P_TAG "/id:" CAT_ID "?~action=list-tags-for-category", BODY_LIST_TAGS, 200,
+         "@vcenter_list_empty.json"},
+        /* Listing a tag that does not exist: no objects. */
+        {"POST", P_TAG "/id:" CAT_ID "?~action=list-tags-for-category", BODY_LIST_TAGS, 200,
+         "@category_list_empty.json"},
+    };
+    struct got a = {0}, l = {0}, d = {0}, del = {0}, del2 = {0}, l2 = {0};
+
+    script(f, ex, 9);
+    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-41", on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_int_equal(vs_rest_list_attached(f->rest, "ns1", "g1", on_result, &l), 0);
+    run_until(f, &l.calls, 1);
+    assert_int_equal(l.err, 0);
+    assert_int_equal(l.n_objs, 2);
+    assert_string_equal(l.objs[0].type, "VirtualMachine");
+    assert_string_equal(l.objs[0].id, "vm-41");
+    assert_string_equal(l.objs[1].id, "vm-44");
+    assert_int_equal(vs_rest_detach(f->rest, "ns1", "g1", "vm-41", on_result, &d), 0);
+    run_until(f, &d.calls, 1);
+    assert_int_equal(d.err, 0);
+    assert_int_equal(vs_rest_delete_tag(f->rest, "ns1", "g1", on_result, &del), 0);
+    run_until(f, &del.calls, 1);
+    assert_int_equal(del.err, 0);
+    assert_int_equal(vs_rest_delete_tag(f->rest, "ns1", "g1", on_result, &del2), 0);
+    run_until(f, &del2.calls, 1);
+    assert_int_equal(del2.err, 0);
+    assert_int_equal(vs_rest_list_attached(f->rest, "ns1", "g1", on_result, &l2), 0);
+    run_until(f, &l2.calls, 1);
+    assert_int_equal(l2.err, 0);
+    assert_int_equal(l2.n_objs, 0);
+    finish_script(f);
+}
+
+static void test_detach_without_category(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"GET", P_CATEGORY, NULL, 200, "@category_list.json"},
+        {"GET", P_CATEGORY "/id:" OTHER_ID, NULL, 200, "@category_get_other.json"},
+        {"GET", P_CATEGORY "/id:" CAT_ID, NULL, 404, "404 page not found\n"},
+    };
+    struct got d = {0};
+
+    /* Nothing is made to detach: no category means nothing is attached. */
+    script(f, ex, 4);
+    assert_int_equal(vs_rest_detach(f->rest, "ns1", "g1", "vm-41", on_result, &d), 0);
+    run_until(f, &d.calls, 1);
+    assert_int_equal(d.err, 0);
+    finish_script(f);
+}
+
+static void test_stale_tag_is_made_again(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 200, "@category_create.json"},
+        {"POST", P_TAG, NULL, 200, "{\"value\":\"tag-old\"}"},
+        /* Deleted behind the client's back. */
+        {"POST", P_ASSOC "/id:tag-old?~action=attach", BODY_VM41, 404, "404 page not found\n"},
+        {"POST", P_TAG, BODY_TAG, 200, "@tag_create.json"},
+        {"POST", P_ASSOC "/id:" TAG_ID "?~action=attach", BODY_VM41, 200, ""},
+    };
+    struct got t = {0}, a = {0};
+
+    script(f, ex, 6);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &t), 0);
+    run_until(f, &t.calls, 1);
+    assert_string_equal(t.id, "tag-old");
+    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-41", on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, 0);
+    finish_script(f);
+}
+
+static void test_relogin_on_401(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, BODY_CATEGORY, 401, ""},
+        {"POST", P_SESSION, NULL, 200, "{\"value\":\"second-session\"}"},
+        {"POST", P_CATEGORY, BODY_CATEGORY, 200, "@category_create.json"},
+    };
+    struct got c = {0};
+
+    script(f, ex, 4);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &c), 0);
+    run_until(f, &c.calls, 1);
+    assert_int_equal(c.err, 0);
+    assert_string_equal(c.id, CAT_ID);
+    finish_script(f);
+    assert_string_equal(f->srv.seen[1].session, SESSION_ID);
+    assert_string_equal(f->srv.seen[2].auth, BASIC_AUTH);
+    assert_string_equal(f->srv.seen[3].session, "second-session");
+    assert_true(vs_rest_available(f->rest));
+    assert_int_equal(vs_rest_logins(f->rest), 2);
+}
+
+static void test_401_after_relogin_disables(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_SESSION "?~action=get", "", 401, ""},
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_SESSION "?~action=get", "", 401, ""},
+    };
+    struct got c = {0}, again = {0};
+
+    script(f, ex, 4);
+    assert_int_equal(vs_rest_login(f->rest, on_result, &c), 0);
+    run_until(f, &c.calls, 1);
+    assert_int_equal(c.err, VS_REST_EUNAVAILABLE);
+    assert_non_null(strstr(c.msg, "tagging unavailable"));
+    assert_non_null(strstr(c.msg, "401"));
+    assert_false(vs_rest_available(f->rest));
+    assert_non_null(strstr(vs_rest_disabled_reason(f->rest), "401"));
+    finish_script(f);
+    /* Sticky: refused at once, the callback never called. */
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &again), VS_REST_EUNAVAILABLE);
+    assert_int_equal(vs_rest_attach(f->rest, "a", "b", "vm-1", on_result, &again),
+                     VS_REST_EUNAVAILABLE);
+    /* Until reset. */
+    vs_rest_reset(f->rest);
+    assert_true(vs_rest_available(f->rest));
+    assert_string_equal(vs_rest_disabled_reason(f->rest), "");
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(again.calls, 0);
+}
+
+static void test_login_checks_session(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, "", 200, "@session.json"},
+        {"POST", P_SESSION "?~action=get", "", 200, "@session_get.json"},
+    };
+    struct got c = {0};
+
+    script(f, ex, 2);
+    assert_int_equal(vs_rest_login(f->rest, on_result, &c), 0);
+    run_until(f, &c.calls, 1);
+    assert_int_equal(c.err, 0);
+    finish_script(f);
+    assert_string_equal(f->srv.seen[1].session, SESSION_ID);
+}
+
+static void test_wrong_password(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, "", 401, ""},
+    };
+    struct got a = {0}, b = {0};
+
+    script(f, ex, 1);
+    /* Two ops wait for one login, and both learn of its refusal. */
+    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-1", on_result, &a), 0);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &b), 0);
+    run_until(f, &a.calls, 1);
+    run_until(f, &b.calls, 1);
+    assert_int_equal(a.err, VS_REST_EUNAVAILABLE);
+    assert_int_equal(b.err, VS_REST_EUNAVAILABLE);
+    assert_non_null(strstr(a.msg, "wrong user name or password"));
+    assert_non_null(strstr(a.msg, USER));
+    assert_null(strstr(a.msg, PASS));
+    assert_non_null(strstr(vs_rest_disabled_reason(f->rest), "HTTP 401"));
+    assert_false(vs_rest_available(f->rest));
+    finish_script(f);
+}
+
+static void test_no_endpoint(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", "/nowhere" P_SESSION, "", 404, "404 page not found\n"},
+    };
+    struct got a = {0};
+    char base[64];
+
+    vs_rest_close(f->rest, on_rest_closed, f);
+    run_until(f, &f->closed_calls, 1);
+    f->closed_calls = 0;
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d/nowhere", f->srv.port);
+    f->rest = client(f, base, NULL, 0);
+    script(f, ex, 1);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, VS_REST_EUNAVAILABLE);
+    assert_non_null(strstr(a.msg, "no vSphere Automation REST endpoint"));
+    assert_non_null(strstr(a.msg, "/nowhere/rest"));
+    assert_non_null(strstr(a.msg, "404"));
+    finish_script(f);
+}
+
+static void test_connection_refused(void **state)
+{
+    struct fx *f = *state;
+    struct got a = {0};
+    uv_tcp_t tmp;
+    char base[64];
+    int port;
+
+    /* A port that was free a moment ago, and has nothing listening. */
+    assert_int_equal(uv_tcp_init(&f->loop, &tmp), 0);
+    port = bind_loopback(&tmp);
+    uv_close((uv_handle_t *)&tmp, NULL);
+    vs_rest_close(f->rest, on_rest_closed, f);
+    run_until(f, &f->closed_calls, 1);
+    f->closed_calls = 0;
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", port);
+    f->rest = client(f, base, NULL, 0);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, VS_REST_EUNAVAILABLE);
+    assert_non_null(strstr(vs_rest_disabled_reason(f->rest), "cannot reach"));
+    assert_false(vs_rest_available(f->rest));
+    assert_int_equal(f->srv.n_seen, 0);
+}
+
+static void test_403_on_category_disables(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 403, ""},
+    };
+    struct got a = {0};
+
+    script(f, ex, 2);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, VS_REST_EUNAVAILABLE);
+    assert_non_null(strstr(vs_rest_disabled_reason(f->rest), "403"));
+    finish_script(f);
+}
+
+static void test_403_on_attach_is_not_sticky(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 200, "@category_create.json"},
+        {"POST", P_TAG, NULL, 200, "@tag_create.json"},
+        {"POST", P_ASSOC "/id:" TAG_ID "?~action=attach", NULL, 403, ""},
+    };
+    struct got a = {0};
+
+    script(f, ex, 4);
+    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-41", on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, VMG_EFORBIDDEN);
+    assert_non_null(strstr(a.msg, "vm-41"));
+    assert_true(vs_rest_available(f->rest));
+    finish_script(f);
+}
+
+static void test_category_not_for_vms(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 400, "@already_exists.json"},
+        {"GET", P_CATEGORY, NULL, 200, "@category_list.json"},
+        {"GET", P_CATEGORY "/id:" OTHER_ID, NULL, 200, "@category_get_other.json"},
+    };
+    struct vs_rest_options o = {0};
+    struct got a = {0};
+    char base[64];
+    int err = 0;
+
+    vs_rest_close(f->rest, on_rest_closed, f);
+    run_until(f, &f->closed_calls, 1);
+    f->closed_calls = 0;
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", f->srv.port);
+    o.base_url = base;
+    o.user = USER;
+    o.password = PASS;
+    o.category = "other";
+    o.multiple = true;
+    f->rest = vs_rest_new(&f->loop, f->http, &o, &err);
+    assert_non_null(f->rest);
+    script(f, ex, 4);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, VS_REST_EUNAVAILABLE);
+    assert_non_null(strstr(a.msg, "cannot be attached to VMs"));
+    finish_script(f);
+    /* The category asked for was MULTIPLE. */
+    assert_non_null(strstr(f->srv.seen[1].body, "\"MULTIPLE\""));
+}
+
+static void test_server_error_is_not_sticky(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 503, "@vcenter_service_unavailable.json"},
+        {"POST", P_CATEGORY, NULL, 200, "@category_create.json"},
+    };
+    struct got a = {0}, b = {0};
+
+    script(f, ex, 3);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, VMG_EHTTP);
+    assert_non_null(strstr(a.msg, "503"));
+    assert_non_null(strstr(a.msg, "The tagging service is not running."));
+    assert_true(vs_rest_available(f->rest));
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &b), 0);
+    run_until(f, &b.calls, 1);
+    assert_int_equal(b.err, 0);
+    finish_script(f);
+}
+
+static void test_response_too_big(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 400, "@already_exists.json"},
+        {"GET", P_CATEGORY, NULL, 200, "@category_list.json"},
+    };
+    struct got a = {0};
+
+    vs_rest_close(f->rest, on_rest_closed, f);
+    run_until(f, &f->closed_calls, 1);
+    f->closed_calls = 0;
+    f->rest = client(f, NULL, NULL, 100);
+    script(f, ex, 3);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &a), 0);
+    run_until(f, &a.calls, 1);
+    assert_int_equal(a.err, VMG_ETOOBIG);
+    assert_true(vs_rest_available(f->rest));
+    finish_script(f);
+}
+
+static void test_close_cancels_and_logs_out(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 0, NULL}, /* never answered */
+        {"DELETE", P_SESSION, "", 200, ""},
+    };
+    struct got a = {0}, b = {0};
+
+    script(f, ex, 3);
+    assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &a), 0);
+    assert_int_equal(uv_timer_start(&f->watchdog, on_watchdog, 10000, 0), 0);
+    while (f->srv.n_seen < 2 && !f->timed_out)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_timer_stop(&f->watchdog);
+    assert_false(f->timed_out);
+    assert_int_equal(a.calls, 0);
+    /* One in flight, one not yet started. */
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    vs_rest_close(f->rest, on_rest_closed, f);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, VMG_ECANCELED);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.err, VMG_ECANCELED);
+    f->rest = NULL;
+    assert_int_equal(f->closed_calls, 0);
+    run_until(f, &f->closed_calls, 1);
+    finish_script(f);
+    assert_string_equal(f->srv.seen[2].session, SESSION_ID);
+}
+
+/* Closing from a callback: the other op is canceled, nothing is used after
+ * it is freed (ASan watches). */
+struct closer {
+    struct fx *f;
+    int calls;
+};
+
+static void close_in_cb(void *data, const struct vs_rest_result *res)
+{
+    struct closer *c = data;
+
+    (void)res;
+    c->calls++;
+    uv_stop(cur_loop);
+    vs_rest_close(c->f->rest, on_rest_closed, c->f);
+    c->f->rest = NULL;
+}
+
+static void test_close_from_callback(void **state)
+{
+    struct fx *f = *state;
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 401, ""},
+    };
+    struct closer c = {f, 0};
+    struct got b = {0};
+
+    script(f, ex, 1);
+    assert_int_equal(vs_rest_ensure_category(f->rest, close_in_cb, &c), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    run_until(f, &c.calls, 1);
+    run_until(f, &f->closed_calls, 1);
+    assert_int_equal(b.calls, 1);
+    assert_true(b.err == VMG_ECANCELED || b.err == VS_REST_EUNAVAILABLE);
+    finish_script(f);
+}
+
+static void test_bad_arguments(void **state)
+{
+    struct fx *f = *state;
+    struct vs_rest_options o = {0};
+    struct got g = {0};
+    char longname[300];
+    int err = 0;
+
+    assert_null(vs_rest_new(&f->loop, f->http, &o, &err));
+    assert_int_equal(err, -EINVAL);
+    o.base_url = "ftp://x";
+    o.user = USER;
+    o.password = PASS;
+    err = 0;
+    assert_null(vs_rest_new(&f->loop, f->http, &o, &err));
+    assert_int_equal(err, -EINVAL);
+    o.base_url = "https://vc.example:443";
+    o.user = NULL;
+    assert_null(vs_rest_new(&f->loop, f->http, &o, &err));
+    o.user = USER;
+    assert_null(vs_rest_new(NULL, f->http, &o, &err));
+    assert_null(vs_rest_new(&f->loop, NULL, &o, &err));
+
+    assert_int_equal(vs_rest_ensure_tag(f->rest, NULL, "a", on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "a", "", on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "a", "b", NULL, &g), -EINVAL);
+    assert_int_equal(vs_rest_attach(f->rest, "a", "b", "", on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_attach(f->rest, "a", "b", NULL, on_result, &g), -EINVAL);
+    memset(longname, 'a', sizeof(longname));
+    longname[299] = '\0';
+    assert_int_equal(vs_rest_delete_tag(f->rest, "a", longname, on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_login(NULL, on_result, &g), -EINVAL);
+    vs_rest_close(NULL, NULL, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(g.calls, 0);
+    assert_int_equal(f->srv.n_seen, 0);
+}
+
+static void test_password_registered_as_secret(void **state)
+{
+    struct fx *f = *state;
+    char out[128];
+
+    (void)f;
+    vmg_log_redact(out, sizeof(out), "user " USER " password " PASS);
+    assert_null(strstr(out, PASS));
+    assert_non_null(strstr(out, "[REDACTED]"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tag_name_plain),
+        cmocka_unit_test(test_tag_name_hashed),
+        cmocka_unit_test(test_tag_name_bad_args),
+        cmocka_unit_test(test_valid_id),
+        cmocka_unit_test(test_bodies),
+        cmocka_unit_test(test_parse_fixtures),
+        cmocka_unit_test(test_parse_refuses),
+        cmocka_unit_test(test_parse_error),
+        cmocka_unit_test_setup_teardown(test_ensure_creates_then_caches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ensure_finds_existing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tags_read_are_remembered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attach_list_detach_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_detach_without_category, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_tag_is_made_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relogin_on_401, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_401_after_relogin_disables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_login_checks_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_password, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_403_on_category_disables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_403_on_attach_is_not_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_category_not_for_vms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_error_is_not_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_response_too_big, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_cancels_and_logs_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_from_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_password_registered_as_secret, setup, teardown),
+    };
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
