@@ -61,7 +61,8 @@ launch() {
 	local name=$1
 	shift
 	mkdir -p "$D/logs" "$D/run"
-	setsid "$@" </dev/null >>"$D/logs/$name.log" 2>&1 &
+	# Not inheriting the caller's other descriptors (bats holds fds 3 and 4 open).
+	setsid "$@" </dev/null >>"$D/logs/$name.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	echo $! >"$D/run/$name.pid"
 }
 
