@@ -15,6 +15,7 @@
 #define LOGGER "reconciler"
 #define MAX_VMS 4096
 #define MSG_MAX 512
+#define AWAIT_MS 30000 /* longest wait for the inventory to show a finished operation */
 
 struct gstate;
 
@@ -26,6 +27,12 @@ struct op {
     enum plan_action_kind kind;
     int slot;
     char vm[96];
+    int cpu, memory_mb; /* RECONFIGURE: what was asked */
+    /* Done in vCenter but not yet seen in the inventory cache: it still
+     * counts as in flight, so that nothing is done twice meanwhile
+     * (client-go's "expectations"), until seen or until the deadline. */
+    bool awaiting;
+    uint64_t deadline;
 };
 
 /* What the reconciler remembers of a group between passes: only what the
@@ -231,13 +238,9 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     char text[MSG_MAX];
     bool retry_later = false;
 
-    while (*pp && *pp != op)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = op->next;
-    gs->n_ops--;
-    r->inflight--;
+    bool keep = false;
 
+    r->inflight--;
     if (err == VMG_ECANCELED) {
         /* Shutting down: nothing to report. */
     } else if (err == 0 || benign(op->kind, err, fault)) {
@@ -261,6 +264,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
                       kind_verb(op->kind), op->vm[0] ? op->vm : gs->folder, fault ? fault : "");
         }
         gs->failures = 0;
+        keep = true;
         if (op->kind == PLAN_CLONE && gs->block == PLAN_BLOCK_TEMPLATE && err == 0) {
             gs->block = PLAN_BLOCK_NONE;
             set_str(&gs->block_msg, NULL);
@@ -285,7 +289,17 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         note_transient(r, gs, text);
         retry_later = true;
     }
-    free(op);
+    if (keep && err != VMG_ECANCELED) {
+        op->awaiting = true;
+        op->deadline = r->clock(NULL) + AWAIT_MS;
+    } else {
+        while (*pp && *pp != op)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = op->next;
+        gs->n_ops--;
+        free(op);
+    }
 
     if (err == VMG_ECANCELED)
         return;
@@ -309,6 +323,8 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     op->slot = a->slot;
     if (a->vm)
         snprintf(op->vm, sizeof(op->vm), "%s", a->vm);
+    op->cpu = a->cpu;
+    op->memory_mb = a->memory_mb;
 
     switch (a->kind) {
     case PLAN_CREATE_FOLDER:
@@ -423,6 +439,71 @@ static bool has_vm_op(const struct gstate *gs, const char *vm)
     return false;
 }
 
+static const struct plan_vm *find_vm(const struct rec_folder *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_vms; i++)
+        if (f->vms[i].name && strcmp(f->vms[i].name, name) == 0)
+            return &f->vms[i];
+    return NULL;
+}
+
+/* seen tells whether the inventory now shows what op did. */
+static bool seen(const struct op *op, const struct rec_folder *f)
+{
+    const struct plan_vm *v = op->vm[0] ? find_vm(f, op->vm) : NULL;
+
+    switch (op->kind) {
+    case PLAN_CREATE_FOLDER:
+        return f->state == PLAN_FOLDER_PRESENT;
+    case PLAN_DESTROY_FOLDER:
+        return f->state == PLAN_FOLDER_ABSENT;
+    case PLAN_CLONE:
+        return v != NULL;
+    case PLAN_DESTROY_VM:
+        return f->state != PLAN_FOLDER_UNKNOWN && v == NULL;
+    case PLAN_POWER_ON:
+        return !v || v->powered_on;
+    case PLAN_POWER_OFF:
+        return !v || !v->powered_on;
+    case PLAN_RECONFIGURE:
+        return !v || (v->num_cpu == op->cpu && v->memory_mb == op->memory_mb);
+    default:
+        return true;
+    }
+}
+
+/* sweep drops the finished operations that the inventory now shows, or
+ * that waited too long; returns the time to the next deadline (0: none). */
+static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder *f, uint64_t t)
+{
+    struct op **pp = &gs->ops;
+    uint64_t next = 0;
+
+    while (*pp) {
+        struct op *op = *pp;
+        if (op->awaiting && (f->state == PLAN_FOLDER_UNKNOWN ? false : seen(op, f))) {
+            *pp = op->next;
+            gs->n_ops--;
+            free(op);
+            continue;
+        }
+        if (op->awaiting && t >= op->deadline) {
+            vmg_log_v(1, LOGGER, gs->ns, gs->name,
+                      "the inventory did not show the end of %s %s in time; planning again",
+                      kind_verb(op->kind), op->vm[0] ? op->vm : gs->folder);
+            *pp = op->next;
+            gs->n_ops--;
+            free(op);
+            continue;
+        }
+        if (op->awaiting && (next == 0 || op->deadline - t < next))
+            next = op->deadline - t;
+        pp = &op->next;
+    }
+    (void)r;
+    return next;
+}
+
 static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup *g,
                          const struct plan *p)
 {
@@ -471,6 +552,7 @@ static const char *reconcile(reconciler *r, const char *key)
     size_t n = 0, ns = 0;
     bool transient_now = false, blocked = false;
     const char *result = "success";
+    uint64_t await_ms = 0;
 
     if (!g) {
         if (gs) {
@@ -503,6 +585,7 @@ static const char *reconcile(reconciler *r, const char *key)
 
     if (f.n_vms > MAX_VMS)
         f.n_vms = MAX_VMS;
+    await_ms = sweep(r, gs, &f, t);
     vms = f.n_vms ? calloc(f.n_vms, sizeof(*vms)) : NULL;
     slots = gs->n_ops ? calloc(gs->n_ops, sizeof(*slots)) : NULL;
     if ((f.n_vms && !vms) || (gs->n_ops && !slots))
@@ -614,6 +697,8 @@ static const char *reconcile(reconciler *r, const char *key)
     } else {
         wq_forget(r->q, key);
     }
+    if (await_ms)
+        wq_add_after(r->q, key, await_ms);
     goto out;
 
 oom:
