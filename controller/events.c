@@ -459,11 +459,16 @@ static void dropped(struct events *ev, enum events_drop why, const struct events
         ev->on_drop(ev->drop_data, why, obj, reason);
 }
 
-/* Takes a token of obj's bucket; false when empty. */
-static int take_token(struct events *ev, const struct events_object *obj, bool *ret_ok)
+/* Takes a token of the bucket of obj and type; false when empty. Warnings
+ * have buckets of their own, so that a burst of routine Normal events never
+ * silences the Warning that follows it. */
+static int take_token(struct events *ev, const struct events_object *obj, enum events_type type,
+                      bool *ret_ok)
 {
-    const char *f[] = {obj->api_version, obj->kind, obj->ns, obj->name, nz(obj->uid)};
-    char *key = make_key(f, 5);
+    const char *f[] = {obj->api_version, obj->kind,
+                       obj->ns,          obj->name,
+                       nz(obj->uid),     type == EVENTS_WARNING ? "Warning" : "Normal"};
+    char *key = make_key(f, 6);
     if (!key)
         return -ENOMEM;
     uint64_t h = fnv1a(key), now = now_ms(ev);
@@ -600,7 +605,7 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
         return -EINVAL;
 
     bool ok = false;
-    r = take_token(ev, obj, &ok);
+    r = take_token(ev, obj, type, &ok);
     if (r < 0)
         return r;
     if (!ok) {

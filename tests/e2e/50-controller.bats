@@ -8,7 +8,7 @@ load manager
 setup_file() {
 	kubectl apply -k "$VMG_TOP/crds" >/dev/null
 	kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
-	kubectl create namespace ctl >/dev/null
+	kubectl create namespace ctl --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 	start_manager ctl-manager --sync-period=3s
 }
 
@@ -48,14 +48,20 @@ setup() {
 @test "controller: kubectl scale up, down (newest first) and to zero" {
 	kubectl scale vg web -n ctl --replicas=5
 	wait_running ctl web 5
+	run vms ctl web
+	[ "$output" = "$(printf 'web-0\nweb-1\nweb-2\nweb-3\nweb-4')" ]
+	# The two VMs the scale-up made are the newest: they go first.
+	kubectl scale vg web -n ctl --replicas=3
+	wait_running ctl web 3
+	run vms ctl web
+	[ "$output" = "$(printf 'web-0\nweb-1\nweb-2')" ]
+	kubectl scale vg web -n ctl --replicas=0
+	wait_running ctl web 0
+	# Scaling up again fills the lowest slots.
 	kubectl scale vg web -n ctl --replicas=2
 	wait_running ctl web 2
 	run vms ctl web
 	[ "$output" = "$(printf 'web-0\nweb-1')" ]
-	kubectl scale vg web -n ctl --replicas=0
-	wait_running ctl web 0
-	kubectl scale vg web -n ctl --replicas=2
-	wait_running ctl web 2
 }
 
 @test "controller: cpu and memory changes reconfigure the VMs in place" {
@@ -132,7 +138,7 @@ setup() {
 	kubectl delete vg notmpl -n ctl --timeout=90s
 	run kubectl get vg notmpl -n ctl
 	[ "$status" -ne 0 ]
-	run GOVC_PERSIST_SESSION=false govc ls "$(folder_of ctl notmpl)"
+	run env GOVC_PERSIST_SESSION=false govc ls "$(folder_of ctl notmpl)"
 	[ -z "$output" ]
 	run bash -c "GOVC_PERSIST_SESSION=false govc ls /DC0/vm/vm-operator | grep ctl_notmpl"
 	[ -z "$output" ]

@@ -3,11 +3,12 @@
 # shellcheck disable=SC1091
 . "$ENV_DIR/env"
 
-# retry SECONDS CMD...: runs CMD every 0.2 s until it succeeds or time is up.
+# retry SECONDS CMD...: runs CMD every 0.2 s until it succeeds or SECONDS
+# have passed (measured on the clock, however long CMD takes).
 retry() {
-	local secs=$1 i
+	local end=$((SECONDS + $1))
 	shift
-	for i in $(seq 1 $((secs * 5))); do
+	while [ "$SECONDS" -lt "$end" ]; do
 		"$@" && return 0
 		sleep 0.2
 	done

@@ -29,7 +29,7 @@ start_manager() {
 	setsid "$VMG_BIN" --kubeconfig "$KUBECONFIG" --vc-ca-file "$VC_CA_FILE" \
 		--metrics-bind-address "127.0.0.1:$mport" --metrics-secure=false \
 		--health-probe-bind-address "127.0.0.1:$pport" "$@" \
-		</dev/null >>"$ENV_DIR/logs/$name.log" 2>&1 &
+		</dev/null >>"$ENV_DIR/logs/$name.log" 2>&1 3>&- 4>&- &
 	echo $! >"$ENV_DIR/run/$name.pid"
 	retry 20 curl -sf "$PROBE_URL/healthz" >/dev/null
 }
