@@ -2,16 +2,17 @@
 # controller suites, and reading vCenter the way a user would (govc).
 # Loaded after helpers.bash.
 
-# A port on 127.0.0.1 that nothing listens on.
-free_port() {
+# pick_port VAR [EXCEPT]: sets VAR to a port on 127.0.0.1 that nothing
+# listens on (and that is not EXCEPT). Not a $(...) function: subshells
+# would all draw the same $RANDOM.
+pick_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 40000))
-		ss -Htln "sport = :$p" | grep -q . || {
-			echo "$p"
-			return
-		}
+		p=$((20000 + RANDOM % 12000)) # below the ephemeral range
+		[ "$p" != "${2:-}" ] || continue
+		ss -Htln "sport = :$p" | grep -q . || break
 	done
+	printf -v "$1" '%s' "$p"
 }
 
 # start_manager NAME [FLAGS...]: runs the manager in the background against
@@ -20,8 +21,8 @@ free_port() {
 start_manager() {
 	local name=$1 mport pport
 	shift
-	mport=$(free_port)
-	pport=$(free_port)
+	pick_port mport
+	pick_port pport "$mport"
 	export METRICS_URL="http://127.0.0.1:$mport/metrics"
 	export PROBE_URL="http://127.0.0.1:$pport"
 	echo "$mport" >"$ENV_DIR/run/$name.metrics-port"

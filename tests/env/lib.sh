@@ -28,7 +28,7 @@ tool() { "$envlib_here/tools" path "$1"; }
 free_port() {
 	local p i
 	for i in $(seq 1 200); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((20000 + RANDOM % 12000)) # below the ephemeral range
 		if ! ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then
 			if ! grep -qx "$p" "$D/ports.used" 2>/dev/null; then
 				echo "$p" >>"$D/ports.used"

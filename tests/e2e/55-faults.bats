@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# The operator under faults: vCenter sessions terminated, kube-apiserver and
+# vcsim restarted mid-run, the manager killed while scaling. It must end
+# with exactly the declared VMs, never more.
+
+load helpers
+load manager
+
+setup_file() {
+	kubectl apply -k "$VMG_TOP/crds" >/dev/null
+	kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
+	kubectl create namespace faults --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+	start_manager faults-manager
+}
+
+teardown_file() {
+	stop_manager faults-manager
+	stop_manager faults-watch KILL
+}
+
+setup() {
+	manager_urls faults-manager
+}
+
+# The operator's vCenter sessions (its User-Agent names it).
+operator_sessions() {
+	GOVC_PERSIST_SESSION=false govc session.ls -json |
+		jq -r '(.sessionList // .SessionList // [])[] | select(((.userAgent // .UserAgent) // "") | test("vmgroup-operator")) | (.key // .Key)'
+}
+
+@test "faults: vCenter sessions terminated mid-run: the operator logs in again and goes on" {
+	apply_vg faults sess 1 1 vm-operator-template 1
+	wait_running faults sess 1
+	keys=$(operator_sessions)
+	[ -n "$keys" ]
+	removed=0
+	for k in $keys; do
+		# Sessions of managers stopped earlier may be gone already.
+		GOVC_PERSIST_SESSION=false govc session.rm "$k" && removed=$((removed + 1)) || true
+	done
+	[ "$removed" -ge 1 ]
+	kubectl scale vg sess -n faults --replicas=3
+	wait_running faults sess 3 60
+	[ "$(metric vmgroup_vcenter_logins_total)" -ge 2 ]
+}
+
+@test "faults: kube-apiserver restarted mid-run: scaling completes" {
+	kubectl scale vg sess -n faults --replicas=5
+	"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver
+	wait_running faults sess 5 90
+}
+
+@test "faults: vcsim restarted mid-run: the watch recovers and scaling completes" {
+	kubectl scale vg sess -n faults --replicas=2
+	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim
+	wait_running faults sess 2 120
+	# The watch is live again: an out-of-band power-off is repaired.
+	GOVC_PERSIST_SESSION=false govc vm.power -off "$(folder_of faults sess)/sess-0" >/dev/null
+	retry 30 bash -c "[ \"\$(GOVC_PERSIST_SESSION=false govc object.collect -s $(folder_of faults sess)/sess-0 runtime.powerState)\" = poweredOn ]"
+}
+
+@test "faults: /readyz turns unready while vCenter is down, and ready again" {
+	retry 10 curl -sf "$PROBE_URL/readyz"
+	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim stop
+	retry 30 bash -c "! curl -sf '$PROBE_URL/readyz' >/dev/null"
+	run curl -s "$PROBE_URL/readyz"
+	[[ "$output" == *"not ready"* ]]
+	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	retry 60 curl -sf "$PROBE_URL/readyz"
+	wait_running faults sess 2 60
+	kubectl delete vg sess -n faults --timeout=90s
+}
+
+# watch_max NS NAME FILE: samples the group's VM count every 0.2 s into FILE.
+watch_max() {
+	(
+		while :; do
+			vm_count "$1" "$2" >>"$3"
+			sleep 0.2
+		done
+	) 3>&- 4>&- &
+	echo $! >"$ENV_DIR/run/faults-watch.pid"
+}
+
+@test "faults: SIGKILL of the manager while scaling, again and again: never more VMs than asked, and exactly that many at the end" {
+	apply_vg faults kill 1 1 vm-operator-template 2
+	wait_running faults kill 2
+	prev=2
+	for target in 6 3 8 4; do
+		samples=$BATS_TEST_TMPDIR/counts-$target
+		: >"$samples"
+		watch_max faults kill "$samples"
+		kubectl scale vg kill -n faults --replicas=$target
+		sleep "0.$((RANDOM % 9 + 1))"
+		stop_manager faults-manager KILL
+		start_manager faults-manager
+		sleep "0.$((RANDOM % 9 + 1))"
+		stop_manager faults-manager KILL
+		start_manager faults-manager
+		wait_running faults kill "$target" 90
+		stop_manager faults-watch KILL
+		# While going from prev to target, the group never held more VMs
+		# than the larger of the two.
+		bound=$((prev > target ? prev : target))
+		max=$(sort -n "$samples" | tail -1)
+		echo "scale $prev -> $target: at most $max VMs seen (bound $bound)"
+		[ -n "$max" ]
+		[ "$max" -le "$bound" ]
+		prev=$target
+	done
+	[ "$(vm_count faults kill)" = 4 ]
+	run vms faults kill
+	for vm in $output; do
+		[[ "$vm" == kill-* ]]
+	done
+	kubectl delete vg kill -n faults --timeout=90s
+	[ "$(GOVC_PERSIST_SESSION=false govc ls /DC0/vm/vm-operator | grep -c faults_kill || true)" = 0 ]
+}
