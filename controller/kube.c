@@ -1,0 +1,1336 @@
+/* kube.c: the Kubernetes API client: a queue of requests in front of
+ * lib/http, a token bucket, retries with backoff, exec credential refresh,
+ * and the decoding of Status errors.
+ *
+ * A request lives in exactly one of three lists until its callback: ready
+ * (waiting for a token or a credential), delayed (waiting for its retry
+ * time, sorted by due time) or in flight (a transfer of lib/http). One
+ * timer, the pump, moves delayed requests to ready and sends ready ones as
+ * tokens allow; it is the only place that sends, so no callback ever runs
+ * from inside the call that queued a request. */
+#include "controller/kube.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/err.h"
+
+#ifndef VMG_VERSION
+#define VMG_VERSION "dev"
+#endif
+
+#define DEFAULT_PAGE_LIMIT 500u
+#define MIN_REFRESH_INTERVAL_MS 1000u /* between two exec refreshes */
+#define UA_MAX 256
+#define HOST_MAX 300
+
+enum where { W_NONE = 0, W_READY, W_DELAYED, W_INFLIGHT, W_DONE };
+
+struct req_list {
+    kube_req *head, *tail;
+};
+
+/* The context of one exec refresh: detached from the client when the
+ * client closes first, freed by the refresh's callback. */
+struct refresh_ctx {
+    kube_client *c;
+};
+
+struct kube_client {
+    uv_loop_t *loop;
+    vmg_http *http;
+    kcfg *cfg;
+    char ua[UA_MAX];
+    char host[HOST_MAX];
+    size_t max_response;
+    unsigned timeout_ms, connect_timeout_ms;
+    int retries;
+    unsigned backoff_base_ms, backoff_max_ms;
+    size_t max_queued;
+    kube_observer observe;
+    void *observe_data;
+
+    struct kube_bucket bucket;
+    uint32_t rnd; /* xorshift32 state, for jitter */
+
+    struct req_list ready, delayed, inflight;
+    size_t pending; /* requests not yet called back */
+
+    uv_timer_t timer;
+    uint64_t timer_due; /* when the armed timer fires; UINT64_MAX: not armed */
+
+    struct refresh_ctx *refresh; /* the exec refresh running, or NULL */
+    bool refreshed;              /* a refresh ended at last_refresh_ms */
+    bool invalidated;            /* a 401 since the last refresh began */
+    uint64_t last_refresh_ms;
+
+    bool closing;
+    void (*closed)(void *data);
+    void *closed_data;
+};
+
+struct kube_req {
+    kube_client *c;
+    kube_req *prev, *next;
+    enum where where;
+    char method[8];
+    char *path; /* as given */
+    char *content_type;
+    char *body;
+    size_t body_len;
+    unsigned timeout_ms;
+    int retries; /* negative: none */
+    kube_line_cb on_line;
+    kube_cb cb;
+    void *data;
+
+    /* Lists. */
+    bool is_list;
+    unsigned limit;
+    kube_page_cb on_page;
+    char *cont;   /* the continue token of the next page, or NULL */
+    cJSON *acc;   /* gathered items (no on_page) */
+    size_t total; /* bytes of the pages so far */
+
+    unsigned attempts; /* exchanges made */
+    unsigned retried;  /* retries used (reset per page) */
+    bool auth_retried;
+    bool lines_seen;
+    bool canceling;      /* kube_cancel is stopping the transfer */
+    bool in_page;        /* on_page is running */
+    bool cancel_pending; /* kube_cancel was called from on_page */
+    uint64_t due_ms;
+    unsigned retry_after_s;
+    vmg_http_xfer *xfer;
+    struct curl_slist *hdrs;
+};
+
+/* ---- small helpers ---- */
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n;
+
+    if (!size)
+        return;
+    if (!src)
+        src = "";
+    n = strlen(src);
+    if (n >= size) {
+        n = size - 1;
+        /* Do not cut a UTF-8 sequence in two. */
+        while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+
+    if (!p)
+        return NULL;
+    if (n)
+        memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static uint32_t next_rnd(kube_client *c)
+{
+    uint32_t x = c->rnd;
+
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    c->rnd = x;
+    return x;
+}
+
+static bool idempotent(const char *method)
+{
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
+           strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
+           strcmp(method, "OPTIONS") == 0;
+}
+
+static void list_push(struct req_list *l, kube_req *r)
+{
+    r->prev = l->tail;
+    r->next = NULL;
+    if (l->tail)
+        l->tail->next = r;
+    else
+        l->head = r;
+    l->tail = r;
+}
+
+static void list_unlink(struct req_list *l, kube_req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        l->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        l->tail = r->prev;
+    r->prev = r->next = NULL;
+}
+
+static struct req_list *list_of(kube_client *c, enum where w)
+{
+    switch (w) {
+    case W_READY:
+        return &c->ready;
+    case W_DELAYED:
+        return &c->delayed;
+    case W_INFLIGHT:
+        return &c->inflight;
+    default:
+        return NULL;
+    }
+}
+
+static void req_detach(kube_req *r)
+{
+    struct req_list *l = list_of(r->c, r->where);
+
+    if (l)
+        list_unlink(l, r);
+    r->where = W_NONE;
+}
+
+/* ---- the token bucket ---- */
+
+void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now_ms)
+{
+    b->qps = qps;
+    b->burst = burst ? burst : 1;
+    b->tokens = b->burst;
+    b->last_ms = now_ms;
+}
+
+uint64_t kube_bucket_take(struct kube_bucket *b, uint64_t now_ms)
+{
+    double need;
+
+    if (b->qps <= 0)
+        return 0;
+    if (now_ms > b->last_ms) {
+        b->tokens += (double)(now_ms - b->last_ms) * b->qps / 1000.0;
+        if (b->tokens > b->burst)
+            b->tokens = b->burst;
+        b->last_ms = now_ms;
+    }
+    if (b->tokens >= 1.0) {
+        b->tokens -= 1.0;
+        return 0;
+    }
+    need = (1.0 - b->tokens) * 1000.0 / b->qps;
+    return need < 1.0 ? 1 : (uint64_t)need + 1;
+}
+
+uint64_t kube_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempt, double jitter,
+                         uint32_t rnd)
+{
+    uint64_t d = base_ms;
+
+    for (unsigned i = 0; i < attempt && d < max_ms; i++)
+        d = d > UINT64_MAX / 2 ? UINT64_MAX : d * 2;
+    if (d > max_ms)
+        d = max_ms;
+    if (jitter < 0)
+        jitter = 0;
+    if (jitter > 1)
+        jitter = 1;
+    return d - (uint64_t)((double)d * jitter * ((double)rnd / 4294967296.0));
+}
+
+int kube_parse_retry_after(const char *value, time_t now, unsigned *ret_s)
+{
+    const char *p = value, *end;
+    unsigned long long v = 0;
+    size_t n;
+
+    if (!value || !ret_s)
+        return -EINVAL;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    end = p + strlen(p);
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    n = (size_t)(end - p);
+    if (n == 0)
+        return -EINVAL;
+    if (isdigit((unsigned char)*p)) {
+        for (const char *q = p; q < end; q++) {
+            if (!isdigit((unsigned char)*q))
+                return -EINVAL;
+            if (v < 1000000)
+                v = v * 10 + (unsigned)(*q - '0');
+        }
+        *ret_s = v > KUBE_RETRY_AFTER_MAX_S ? KUBE_RETRY_AFTER_MAX_S : (unsigned)v;
+        return 0;
+    }
+    if (!isalpha((unsigned char)*p) || n > 64)
+        return -EINVAL;
+    {
+        char buf[65];
+        time_t t;
+
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        t = curl_getdate(buf, NULL);
+        if (t == -1)
+            return -EINVAL;
+        if (t <= now)
+            *ret_s = 0;
+        else if (t - now > KUBE_RETRY_AFTER_MAX_S)
+            *ret_s = KUBE_RETRY_AFTER_MAX_S;
+        else
+            *ret_s = (unsigned)(t - now);
+    }
+    return 0;
+}
+
+/* ---- Status ---- */
+
+struct reason_map {
+    const char *reason;
+    int code;
+    int err;
+};
+
+static const struct reason_map reasons[] = {
+    {"BadRequest", 400, -EINVAL},
+    {"Unauthorized", 401, VMG_EAUTH},
+    {"Forbidden", 403, VMG_EFORBIDDEN},
+    {"NotFound", 404, VMG_ENOTFOUND},
+    {"MethodNotAllowed", 405, -EOPNOTSUPP},
+    {"NotAcceptable", 406, -EOPNOTSUPP},
+    {"Conflict", 409, VMG_ECONFLICT},
+    {"AlreadyExists", 409, VMG_ECONFLICT},
+    {"Gone", 410, VMG_EGONE},
+    {"Expired", 410, VMG_EGONE},
+    {"RequestEntityTooLarge", 413, VMG_ETOOBIG},
+    {"UnsupportedMediaType", 415, -EOPNOTSUPP},
+    {"Invalid", 422, -EINVAL},
+    {"TooManyRequests", 429, VMG_ETHROTTLED},
+    {"InternalError", 500, VMG_EHTTP},
+    {"ServerTimeout", 500, -ETIMEDOUT},
+    {"ServiceUnavailable", 503, -EAGAIN},
+    {"Timeout", 504, -ETIMEDOUT},
+};
+
+#define N_REASONS (sizeof(reasons) / sizeof(reasons[0]))
+
+int kube_status_err(const char *reason, long code)
+{
+    if (reason && *reason) {
+        for (size_t i = 0; i < N_REASONS; i++)
+            if (strcmp(reasons[i].reason, reason) == 0)
+                return reasons[i].err;
+    }
+    if (code >= 200 && code < 300)
+        return 0;
+    /* The first entry of a code is its usual reason. */
+    for (size_t i = 0; i < N_REASONS; i++)
+        if (reasons[i].code == code)
+            return reasons[i].err;
+    return VMG_EHTTP;
+}
+
+static const char *default_reason(long code)
+{
+    for (size_t i = 0; i < N_REASONS; i++)
+        if (reasons[i].code == code)
+            return reasons[i].reason;
+    return "";
+}
+
+static const char *json_str(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+}
+
+int kube_status_decode(const cJSON *obj, long http_status, struct kube_status *ret)
+{
+    const char *kind, *st = NULL;
+
+    memset(ret, 0, sizeof(*ret));
+    ret->code = (int)http_status;
+    kind = cJSON_IsObject(obj) ? json_str(obj, "kind") : NULL;
+    if (kind && strcmp(kind, "Status") == 0) {
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+        const cJSON *details = cJSON_GetObjectItemCaseSensitive(obj, "details");
+
+        st = json_str(obj, "status");
+        if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
+            ret->code = (int)code->valuedouble;
+        copy_str(ret->reason, sizeof(ret->reason), json_str(obj, "reason"));
+        copy_str(ret->message, sizeof(ret->message), json_str(obj, "message"));
+        if (cJSON_IsObject(details)) {
+            const cJSON *causes = cJSON_GetObjectItemCaseSensitive(details, "causes");
+            const cJSON *ra = cJSON_GetObjectItemCaseSensitive(details, "retryAfterSeconds");
+
+            if (cJSON_IsArray(causes)) {
+                int n = cJSON_GetArraySize(causes);
+                const cJSON *first = cJSON_GetArrayItem(causes, 0);
+
+                ret->n_causes = n > 0 ? (unsigned)n : 0;
+                if (cJSON_IsObject(first))
+                    copy_str(ret->cause_field, sizeof(ret->cause_field), json_str(first, "field"));
+            }
+            if (cJSON_IsNumber(ra) && ra->valuedouble > 0)
+                ret->retry_after_s = ra->valuedouble > KUBE_RETRY_AFTER_MAX_S
+                                         ? KUBE_RETRY_AFTER_MAX_S
+                                         : (unsigned)ra->valuedouble;
+        }
+    }
+    if (!ret->reason[0])
+        copy_str(ret->reason, sizeof(ret->reason), default_reason(ret->code));
+    if (st && strcmp(st, "Success") == 0)
+        ret->err = 0;
+    else
+        ret->err = kube_status_err(ret->reason, ret->code);
+    /* A Failure never counts as success, whatever its code says. */
+    if (ret->err == 0 && ((st && strcmp(st, "Failure") == 0) || http_status >= 300))
+        ret->err = VMG_EHTTP;
+    return ret->err;
+}
+
+/* ---- paths ---- */
+
+static bool segment_ok(const char *s)
+{
+    if (!s || !*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (const char *p = s; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+
+        if (!isalnum(ch) && ch != '.' && ch != '-' && ch != '_' && ch != ':')
+            return false;
+    }
+    return true;
+}
+
+int kube_path(char *buf, size_t len, const char *group, const char *version, const char *ns,
+              const char *plural, const char *name, const char *sub)
+{
+    int n;
+    bool has_ns = ns && *ns, has_name = name && *name, has_sub = sub && *sub;
+    bool core = !group || !*group;
+
+    if (!buf || !segment_ok(version) || !segment_ok(plural) || (!core && !segment_ok(group)) ||
+        (has_ns && !segment_ok(ns)) || (has_name && !segment_ok(name)) ||
+        (has_sub && (!has_name || !segment_ok(sub))))
+        return -EINVAL;
+    n = snprintf(buf, len, "%s%s/%s%s%s/%s%s%s%s%s", core ? "/api" : "/apis/", core ? "" : group,
+                 version, has_ns ? "/namespaces/" : "", has_ns ? ns : "", plural,
+                 has_name ? "/" : "", has_name ? name : "", has_sub ? "/" : "", has_sub ? sub : "");
+    if (n < 0 || (size_t)n >= len) {
+        if (len)
+            buf[0] = '\0';
+        return VMG_ETOOBIG;
+    }
+    return n;
+}
+
+int kube_query_add(char *buf, size_t len, const char *key, const char *value)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n, start;
+
+    if (!buf || !key || !value)
+        return -EINVAL;
+    n = start = strnlen(buf, len);
+    if (n >= len)
+        return VMG_ETOOBIG;
+#define PUT(ch)                                                                                    \
+    do {                                                                                           \
+        if (n + 1 >= len)                                                                          \
+            goto toobig;                                                                           \
+        buf[n++] = (ch);                                                                           \
+    } while (0)
+    PUT(strchr(buf, '?') ? '&' : '?');
+    for (const char *p = key; *p; p++)
+        PUT(*p);
+    PUT('=');
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        if (isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+            PUT((char)*p);
+        } else {
+            PUT('%');
+            PUT(hex[*p >> 4]);
+            PUT(hex[*p & 15]);
+        }
+    }
+#undef PUT
+    buf[n] = '\0';
+    return (int)n;
+toobig:
+    buf[start] = '\0';
+    return VMG_ETOOBIG;
+}
+
+/* ---- the queue and the pump ---- */
+
+static void pump_cb(uv_timer_t *t);
+
+/* arm makes the pump run at due (loop milliseconds) at the latest. */
+static void arm(kube_client *c, uint64_t due)
+{
+    uint64_t now;
+
+    if (c->closing || due >= c->timer_due)
+        return;
+    now = uv_now(c->loop);
+    c->timer_due = due;
+    uv_timer_start(&c->timer, pump_cb, due > now ? due - now : 0, 0);
+}
+
+cJSON *kube_result_take_body(const struct kube_result *res)
+{
+    struct kube_result *r = (struct kube_result *)res;
+    cJSON *b;
+
+    if (!r)
+        return NULL;
+    b = r->body;
+    r->body = NULL;
+    return b;
+}
+
+/* The outcome of a request, gathered before its callback. */
+struct outcome {
+    int err;
+    long status;
+    cJSON *body; /* owned; freed after the callback unless taken */
+    const char *raw;
+    size_t raw_len;
+    int code;
+    const char *reason;
+    const char *message;
+};
+
+static void req_free(kube_req *r)
+{
+    if (!r)
+        return;
+    curl_slist_free_all(r->hdrs);
+    free(r->path);
+    free(r->content_type);
+    free(r->body);
+    free(r->cont);
+    cJSON_Delete(r->acc);
+    free(r);
+}
+
+/* finish calls r back with o and frees r. */
+static void finish(kube_req *r, struct outcome *o)
+{
+    kube_client *c = r->c;
+    struct kube_result res;
+
+    req_detach(r);
+    r->where = W_DONE;
+    memset(&res, 0, sizeof(res));
+    res.err = o->err;
+    res.status = o->status;
+    res.body = o->body;
+    res.raw = o->raw ? o->raw : "";
+    res.raw_len = o->raw ? o->raw_len : 0;
+    res.code = o->code;
+    res.reason = o->reason ? o->reason : "";
+    res.message = o->message ? o->message : "";
+    res.retry_after_s = r->retry_after_s;
+    res.attempts = r->attempts;
+    res.method = r->method;
+    res.path = r->path;
+    if (o->body == r->acc)
+        r->acc = NULL;
+    c->pending--;
+    r->cb(r->data, &res);
+    cJSON_Delete(res.body);
+    req_free(r);
+}
+
+static void finish_err(kube_req *r, int err, const char *message)
+{
+    struct outcome o = {.err = err, .message = message ? message : vmg_strerror(err)};
+
+    finish(r, &o);
+}
+
+static void insert_delayed(kube_client *c, kube_req *r)
+{
+    kube_req *p = c->delayed.tail;
+
+    /* Sorted by due time; equal times keep their order. */
+    while (p && p->due_ms > r->due_ms)
+        p = p->prev;
+    r->where = W_DELAYED;
+    if (!p) {
+        r->prev = NULL;
+        r->next = c->delayed.head;
+        if (c->delayed.head)
+            c->delayed.head->prev = r;
+        else
+            c->delayed.tail = r;
+        c->delayed.head = r;
+    } else {
+        r->prev = p;
+        r->next = p->next;
+        if (p->next)
+            p->next->prev = r;
+        else
+            c->delayed.tail = r;
+        p->next = r;
+    }
+    arm(c, c->delayed.head->due_ms);
+}
+
+static void make_ready(kube_client *c, kube_req *r)
+{
+    r->where = W_READY;
+    list_push(&c->ready, r);
+    arm(c, uv_now(c->loop));
+}
+
+static int max_retries(const kube_req *r)
+{
+    return r->retries < 0 ? 0 : r->retries;
+}
+
+/* retry puts r back after delay_ms, when it has retries left. */
+static bool retry(kube_req *r, uint64_t delay_ms)
+{
+    kube_client *c = r->c;
+
+    if (c->closing || (int)r->retried >= max_retries(r))
+        return false;
+    r->retried++;
+    r->due_ms = uv_now(c->loop) + delay_ms;
+    insert_delayed(c, r);
+    return true;
+}
+
+static uint64_t backoff(kube_req *r)
+{
+    kube_client *c = r->c;
+
+    return kube_backoff_ms(c->backoff_base_ms, c->backoff_max_ms, r->retried, 0.5, next_rnd(c));
+}
+
+/* ---- sending ---- */
+
+static void on_done(void *data, const struct vmg_http_result *res);
+
+static int on_stream_line(void *data, const char *line, size_t len)
+{
+    kube_req *r = data;
+
+    r->lines_seen = true;
+    /* r may be gone when this returns (the callback may cancel it). */
+    return r->on_line(r->data, line, len);
+}
+
+/* url_of builds the URL of r's next exchange: server, path, and for a list
+ * its limit and continue. */
+static char *url_of(kube_req *r)
+{
+    const char *server = kcfg_server(r->c->cfg);
+    size_t cap = strlen(server) + KUBE_PATH_MAX + 64 + (r->cont ? 3 * strlen(r->cont) : 0);
+    char *url = malloc(cap), lim[16];
+    int n;
+
+    if (!url)
+        return NULL;
+    n = snprintf(url, cap, "%s%s", server, r->path);
+    if (n < 0 || (size_t)n >= cap)
+        goto toobig;
+    if (r->is_list) {
+        snprintf(lim, sizeof(lim), "%u", r->limit);
+        if (kube_query_add(url, cap, "limit", lim) < 0)
+            goto toobig;
+        if (r->cont && kube_query_add(url, cap, "continue", r->cont) < 0)
+            goto toobig;
+    }
+    return url;
+toobig:
+    free(url);
+    return NULL;
+}
+
+/* send_req starts r's next exchange; on failure returns a negative code and
+ * r is where it was (nowhere). */
+static int send_req(kube_req *r, const char **errmsg)
+{
+    kube_client *c = r->c;
+    CURL *easy = NULL;
+    struct curl_slist *h = NULL, *n;
+    char *url = NULL, ct[160];
+    int err;
+
+    *errmsg = NULL;
+    easy = curl_easy_init();
+    url = url_of(r);
+    if (!easy || !url) {
+        err = easy ? VMG_ETOOBIG : -ENOMEM;
+        goto fail;
+    }
+    err = kcfg_apply(c->cfg, easy, &h);
+    if (err == -EAGAIN) {
+        err = VMG_EAUTH;
+        *errmsg = "the exec credential plugin has given no credential";
+        goto fail;
+    }
+    if (err < 0)
+        goto fail;
+    err = -ENOMEM;
+    if (!(n = curl_slist_append(h, "Accept: application/json")))
+        goto fail;
+    h = n;
+    if (!(n = curl_slist_append(h, "Expect:")))
+        goto fail;
+    h = n;
+    if (r->content_type) {
+        snprintf(ct, sizeof(ct), "Content-Type: %s", r->content_type);
+        if (!(n = curl_slist_append(h, ct)))
+            goto fail;
+        h = n;
+    }
+    err = VMG_ETRANSPORT;
+    if (curl_easy_setopt(easy, CURLOPT_URL, url) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_USERAGENT, c->ua) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms) !=
+            CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)r->timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK)
+        goto fail;
+    if (strcmp(r->method, "GET") == 0) {
+        if (curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L) != CURLE_OK)
+            goto fail;
+    } else if (strcmp(r->method, "HEAD") == 0) {
+        if (curl_easy_setopt(easy, CURLOPT_NOBODY, 1L) != CURLE_OK)
+            goto fail;
+    } else {
+        if (strcmp(r->method, "POST") != 0 &&
+            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, r->method) != CURLE_OK)
+            goto fail;
+        if (r->body || strcmp(r->method, "POST") == 0) {
+            if (curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len) !=
+                    CURLE_OK ||
+                curl_easy_setopt(easy, CURLOPT_POSTFIELDS, r->body ? r->body : "") != CURLE_OK)
+                goto fail;
+        }
+    }
+    free(url);
+    url = NULL;
+    r->attempts++;
+    r->hdrs = h;
+    r->where = W_INFLIGHT;
+    list_push(&c->inflight, r);
+    err = vmg_http_start(c->http, easy, c->max_response, r->on_line ? on_stream_line : NULL,
+                         on_done, r, &r->xfer);
+    easy = NULL; /* taken over in every case */
+    if (err < 0) {
+        req_detach(r);
+        r->hdrs = NULL;
+        r->xfer = NULL;
+        goto fail;
+    }
+    return 0;
+fail:
+    curl_slist_free_all(h);
+    curl_easy_cleanup(easy);
+    free(url);
+    return err;
+}
+
+static void on_refreshed(void *data, int err, const char *msg);
+
+/* start_refresh runs the exec plugin; the ready requests wait for it. */
+static int start_refresh(kube_client *c)
+{
+    struct refresh_ctx *ctx = malloc(sizeof(*ctx));
+    int r;
+
+    if (!ctx)
+        return -ENOMEM;
+    ctx->c = c;
+    r = kcfg_exec_refresh(c->cfg, c->loop, on_refreshed, ctx);
+    if (r < 0) {
+        free(ctx);
+        return r;
+    }
+    c->refresh = ctx;
+    return 0;
+}
+
+static void fail_ready(kube_client *c, int err, const char *msg)
+{
+    while (c->ready.head)
+        finish_err(c->ready.head, err, msg);
+}
+
+static void on_refreshed(void *data, int err, const char *msg)
+{
+    struct refresh_ctx *ctx = data;
+    kube_client *c = ctx->c;
+
+    free(ctx);
+    if (!c)
+        return;
+    c->refresh = NULL;
+    c->refreshed = true;
+    c->last_refresh_ms = uv_now(c->loop);
+    if (err < 0) {
+        char m[KUBE_MESSAGE_MAX];
+
+        copy_str(m, sizeof(m), msg ? msg : vmg_strerror(err));
+        fail_ready(c, err, m);
+    }
+    arm(c, uv_now(c->loop));
+}
+
+static void pump(kube_client *c)
+{
+    uint64_t now = uv_now(c->loop);
+
+    while (c->delayed.head && c->delayed.head->due_ms <= now) {
+        kube_req *r = c->delayed.head;
+
+        req_detach(r);
+        r->where = W_READY;
+        list_push(&c->ready, r);
+    }
+    if (c->ready.head && !c->refresh && kcfg_has_exec(c->cfg) &&
+        kcfg_needs_refresh(c->cfg, time(NULL)) &&
+        (!c->refreshed || c->invalidated || now - c->last_refresh_ms >= MIN_REFRESH_INTERVAL_MS)) {
+        int err;
+
+        c->invalidated = false;
+        err = start_refresh(c);
+
+        if (err < 0)
+            fail_ready(c, err, "cannot run the exec credential plugin");
+    }
+    while (c->ready.head && !c->refresh && !c->closing) {
+        kube_req *r = c->ready.head;
+        uint64_t wait = kube_bucket_take(&c->bucket, now);
+        const char *msg;
+        int err;
+
+        if (wait) {
+            arm(c, now + wait);
+            break;
+        }
+        req_detach(r);
+        err = send_req(r, &msg);
+        if (err < 0)
+            finish_err(r, err, msg);
+    }
+    if (c->delayed.head)
+        arm(c, c->delayed.head->due_ms);
+}
+
+static void pump_cb(uv_timer_t *t)
+{
+    kube_client *c = t->data;
+
+    c->timer_due = UINT64_MAX;
+    pump(c);
+}
+
+/* ---- completion ---- */
+
+static bool sent_nothing(const struct vmg_http_result *res)
+{
+    curl_off_t pre = 0;
+    CURL *easy = vmg_http_xfer_easy(res->xfer);
+
+    if (!easy || curl_easy_getinfo(easy, CURLINFO_PRETRANSFER_TIME_T, &pre) != CURLE_OK)
+        return false;
+    return pre == 0;
+}
+
+/* cert_refused tells whether TLS verification failed: trying again cannot
+ * help. */
+static bool cert_refused(const struct vmg_http_result *res)
+{
+    long v = 0;
+    CURL *easy = vmg_http_xfer_easy(res->xfer);
+
+    return easy && curl_easy_getinfo(easy, CURLINFO_SSL_VERIFYRESULT, &v) == CURLE_OK && v != 0;
+}
+
+static bool is_json(const struct vmg_http_result *res)
+{
+    const char *ct = vmg_http_xfer_header(res->xfer, "Content-Type");
+
+    if (ct)
+        return strstr(ct, "json") != NULL;
+    return res->body_len > 0 && (res->body[0] == '{' || res->body[0] == '[');
+}
+
+/* next_page handles one page of a list; returns true when r went on. */
+static bool next_page(kube_req *r, struct outcome *o)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o->body, "metadata");
+    const char *cont = cJSON_IsObject(meta) ? json_str(meta, "continue") : NULL;
+    cJSON *items;
+
+    r->total += o->raw_len;
+    if (!cJSON_IsObject(o->body)) {
+        o->err = VMG_EPARSE;
+        o->message = "a page of the list is not an object";
+        return false;
+    }
+    if (r->on_page) {
+        int rc;
+
+        r->in_page = true;
+        rc = r->on_page(r->data, o->body);
+        r->in_page = false;
+        if (rc != 0 || r->cancel_pending || r->c->closing) {
+            o->err = rc < 0 ? rc : VMG_ECANCELED;
+            o->message = vmg_strerror(o->err);
+            return false;
+        }
+    } else {
+        if (r->total > KUBE_LIST_MAX_TOTAL) {
+            o->err = VMG_ETOOBIG;
+            o->message = "the list is larger than the client's bound";
+            return false;
+        }
+        items = cJSON_GetObjectItemCaseSensitive(o->body, "items");
+        if (!r->acc) {
+            if (!cJSON_IsArray(items) && !cJSON_AddArrayToObject(o->body, "items")) {
+                o->err = -ENOMEM;
+                return false;
+            }
+            r->acc = o->body;
+            o->body = NULL;
+        } else if (cJSON_IsArray(items)) {
+            cJSON *dst = cJSON_GetObjectItemCaseSensitive(r->acc, "items");
+            cJSON *it;
+
+            while ((it = cJSON_DetachItemFromArray(items, 0)) != NULL)
+                cJSON_AddItemToArray(dst, it);
+        }
+    }
+    if (!cont || !*cont) {
+        if (!r->on_page) {
+            cJSON *m = cJSON_GetObjectItemCaseSensitive(r->acc, "metadata");
+
+            cJSON_Delete(o->body);
+            o->body = r->acc;
+            cJSON_DeleteItemFromObjectCaseSensitive(m, "continue");
+            cJSON_DeleteItemFromObjectCaseSensitive(m, "remainingItemCount");
+        }
+        return false;
+    }
+    free(r->cont);
+    r->cont = strdup(cont);
+    if (!r->cont) {
+        o->err = -ENOMEM;
+        return false;
+    }
+    cJSON_Delete(o->body);
+    o->body = NULL;
+    r->retried = 0;
+    r->auth_retried = false;
+    make_ready(r->c, r);
+    return true;
+}
+
+static void on_done(void *data, const struct vmg_http_result *res)
+{
+    kube_req *r = data;
+    kube_client *c = r->c;
+    struct outcome o = {.status = res->status, .raw = res->body, .raw_len = res->body_len};
+    struct kube_status st;
+    const char *ra;
+    char msg[KUBE_MESSAGE_MAX];
+
+    req_detach(r);
+    r->xfer = NULL;
+    curl_slist_free_all(r->hdrs);
+    r->hdrs = NULL;
+    if (c->observe)
+        c->observe(c->observe_data, r->method, c->host, res->status, res->err, res->seconds);
+    r->retry_after_s = 0;
+    ra = res->status ? vmg_http_xfer_header(res->xfer, "Retry-After") : NULL;
+    if (ra && kube_parse_retry_after(ra, time(NULL), &r->retry_after_s) < 0)
+        r->retry_after_s = 0;
+
+    if (res->err) {
+        bool safe = idempotent(r->method) || sent_nothing(res);
+
+        if (res->err == VMG_ETRANSPORT && !c->closing && !r->canceling && !r->on_line && safe &&
+            !cert_refused(res) && retry(r, backoff(r)))
+            return;
+        copy_str(msg, sizeof(msg), res->errmsg);
+        o.err = res->err;
+        o.message = msg;
+        o.raw = NULL;
+        finish(r, &o);
+        return;
+    }
+    if (res->status == 401 && !r->auth_retried && !c->closing) {
+        kcfg_invalidate(c->cfg);
+        c->invalidated = true;
+        r->auth_retried = true;
+        make_ready(c, r);
+        return;
+    }
+    if ((res->status == 429 || (res->status >= 500 && res->status < 600)) && !r->lines_seen) {
+        /* A stream is retried on 429 only: its caller has its own policy. */
+        bool may = res->status == 429 || (!r->on_line && (ra || idempotent(r->method)));
+
+        if (may && retry(r, r->retry_after_s ? r->retry_after_s * 1000ull : backoff(r)))
+            return;
+    }
+    if (res->body_len > 0 && (is_json(res) || res->status >= 300))
+        o.body = cJSON_ParseWithLength(res->body, res->body_len);
+    if (res->status >= 200 && res->status < 300) {
+        if (res->body_len > 0 && !o.body && is_json(res)) {
+            o.err = VMG_EPARSE;
+            o.message = "the response is not valid JSON";
+        } else if (r->is_list) {
+            if (next_page(r, &o))
+                return;
+        }
+        finish(r, &o);
+        return;
+    }
+    kube_status_decode(o.body, res->status, &st);
+    if (st.retry_after_s && !r->retry_after_s)
+        r->retry_after_s = st.retry_after_s;
+    o.err = st.err ? st.err : VMG_EHTTP;
+    o.code = st.code;
+    o.reason = st.reason;
+    o.message = st.message;
+    if (!st.message[0]) {
+        snprintf(msg, sizeof(msg), "HTTP status %ld", res->status);
+        o.message = msg;
+    }
+    finish(r, &o);
+}
+
+/* ---- the public side ---- */
+
+int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kube_client_opts *opts,
+                    kube_client **ret)
+{
+    struct kube_client_opts o;
+    kube_client *c;
+    CURLU *u;
+
+    if (!loop || !http || !cfg || !ret)
+        return -EINVAL;
+    if (opts)
+        o = *opts;
+    else
+        memset(&o, 0, sizeof(o));
+    if (o.backoff_base_ms && o.backoff_max_ms && o.backoff_max_ms < o.backoff_base_ms)
+        return -EINVAL;
+    if (o.user_agent && strlen(o.user_agent) >= UA_MAX)
+        return -EINVAL;
+    if (o.max_response >= SIZE_MAX / 4)
+        return -EINVAL;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->loop = loop;
+    c->http = http;
+    c->cfg = cfg;
+    if (o.user_agent)
+        copy_str(c->ua, sizeof(c->ua), o.user_agent);
+    else
+        snprintf(c->ua, sizeof(c->ua), "vmgroup-operator/%s", VMG_VERSION);
+    c->max_response = o.max_response ? o.max_response : KUBE_DEFAULT_MAX_RESPONSE;
+    c->timeout_ms = o.timeout_ms ? o.timeout_ms : KUBE_DEFAULT_TIMEOUT_MS;
+    c->connect_timeout_ms =
+        o.connect_timeout_ms ? o.connect_timeout_ms : KUBE_DEFAULT_CONNECT_TIMEOUT_MS;
+    c->retries = o.retries == 0 ? KUBE_DEFAULT_RETRIES : o.retries < 0 ? -1 : o.retries;
+    c->backoff_base_ms = o.backoff_base_ms ? o.backoff_base_ms : KUBE_DEFAULT_BACKOFF_BASE_MS;
+    c->backoff_max_ms = o.backoff_max_ms ? o.backoff_max_ms : KUBE_DEFAULT_BACKOFF_MAX_MS;
+    if (c->backoff_max_ms < c->backoff_base_ms)
+        c->backoff_max_ms = c->backoff_base_ms;
+    c->max_queued = o.max_queued ? o.max_queued : KUBE_DEFAULT_MAX_QUEUED;
+    c->observe = o.observe;
+    c->observe_data = o.observe_data;
+    kube_bucket_init(&c->bucket, o.qps == 0 ? KUBE_DEFAULT_QPS : o.qps,
+                     o.burst ? o.burst : KUBE_DEFAULT_BURST, uv_now(loop));
+    c->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
+    c->timer_due = UINT64_MAX;
+
+    u = curl_url();
+    if (u && curl_url_set(u, CURLUPART_URL, kcfg_server(cfg), 0) == CURLUE_OK) {
+        char *host = NULL, *port = NULL;
+
+        if (curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host) {
+            if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK && port)
+                snprintf(c->host, sizeof(c->host), "%s:%s", host, port);
+            else
+                copy_str(c->host, sizeof(c->host), host);
+        }
+        curl_free(host);
+        curl_free(port);
+    }
+    curl_url_cleanup(u);
+
+    if (uv_timer_init(loop, &c->timer) < 0) {
+        free(c);
+        return -ENOMEM;
+    }
+    c->timer.data = c;
+    *ret = c;
+    return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    kube_client *c = h->data;
+    void (*closed)(void *data) = c->closed;
+    void *data = c->closed_data;
+
+    free(c);
+    if (closed)
+        closed(data);
+}
+
+void kube_client_close(kube_client *c, void (*closed)(void *data), void *data)
+{
+    if (!c || c->closing)
+        return;
+    c->closing = true;
+    c->closed = closed;
+    c->closed_data = data;
+    if (c->refresh) {
+        c->refresh->c = NULL;
+        c->refresh = NULL;
+    }
+    for (;;) {
+        kube_req *r = c->inflight.head ? c->inflight.head
+                      : c->ready.head  ? c->ready.head
+                                       : c->delayed.head;
+
+        if (!r)
+            break;
+        kube_cancel(r);
+    }
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+const char *kube_client_host(const kube_client *c)
+{
+    return c ? c->host : "";
+}
+
+size_t kube_client_pending(const kube_client *c)
+{
+    return c ? c->pending : 0;
+}
+
+void kube_cancel(kube_req *r)
+{
+    if (!r || r->where == W_DONE)
+        return;
+    if (r->in_page) {
+        r->cancel_pending = true;
+        return;
+    }
+    switch (r->where) {
+    case W_INFLIGHT:
+        r->canceling = true;
+        /* Its done callback runs now and finishes it. */
+        vmg_http_cancel(r->xfer);
+        break;
+    case W_READY:
+    case W_DELAYED:
+        finish_err(r, VMG_ECANCELED, NULL);
+        break;
+    default:
+        /* Between two steps of its own completion: nothing to stop. */
+        break;
+    }
+}
+
+static bool method_ok(const char *m)
+{
+    size_t n = 0;
+
+    for (; m[n]; n++)
+        if (m[n] < 'A' || m[n] > 'Z')
+            return false;
+    return n > 0 && n < 8;
+}
+
+static int submit(kube_client *c, const char *method, const char *path, const char *content_type,
+                  const char *body, size_t body_len, const struct kube_req_opts *o, kube_cb cb,
+                  void *data, bool is_list, unsigned limit, kube_page_cb on_page,
+                  kube_req **ret_req)
+{
+    kube_req *r;
+    size_t plen;
+
+    if (!c || !method || !path || !cb || !method_ok(method) || path[0] != '/')
+        return -EINVAL;
+    plen = strlen(path);
+    if (plen > KUBE_PATH_MAX || (body_len && !body) || (content_type && strlen(content_type) > 128))
+        return -EINVAL;
+    if (body_len > c->max_response)
+        return VMG_ETOOBIG;
+    if (c->closing)
+        return VMG_ECANCELED;
+    if (c->pending >= c->max_queued)
+        return -ENOSPC;
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->c = c;
+    copy_str(r->method, sizeof(r->method), method);
+    r->path = dup_n(path, plen);
+    if (content_type)
+        r->content_type = strdup(content_type);
+    if (body)
+        r->body = dup_n(body, body_len);
+    if (!r->path || (content_type && !r->content_type) || (body && !r->body)) {
+        req_free(r);
+        return -ENOMEM;
+    }
+    r->body_len = body_len;
+    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : c->timeout_ms;
+    r->retries = o && o->retries ? (o->retries < 0 ? -1 : o->retries) : c->retries;
+    r->on_line = o ? o->on_line : NULL;
+    r->cb = cb;
+    r->data = data;
+    r->is_list = is_list;
+    r->limit = limit ? limit : DEFAULT_PAGE_LIMIT;
+    r->on_page = on_page;
+    c->pending++;
+    make_ready(c, r);
+    if (ret_req)
+        *ret_req = r;
+    return 0;
+}
+
+int kube_request_ex(kube_client *c, const char *method, const char *path, const char *content_type,
+                    const char *body, size_t body_len, const struct kube_req_opts *o, kube_cb cb,
+                    void *data, kube_req **ret_req)
+{
+    return submit(c, method, path, content_type, body, body_len, o, cb, data, false, 0, NULL,
+                  ret_req);
+}
+
+int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
+                 const char *body, kube_cb cb, void *data)
+{
+    return submit(c, method, path, content_type, body, body ? strlen(body) : 0, NULL, cb, data,
+                  false, 0, NULL, NULL);
+}
+
+int kube_get(kube_client *c, const char *path, kube_cb cb, void *data)
+{
+    return kube_request(c, "GET", path, NULL, NULL, cb, data);
+}
+
+/* send_json encodes obj and sends it with method and content type. */
+static int send_json(kube_client *c, const char *method, const char *path, const char *sub,
+                     const char *content_type, const cJSON *obj, kube_cb cb, void *data)
+{
+    char full[KUBE_PATH_MAX + 16];
+    char *text;
+    int r;
+
+    if (!c || !path || (!obj && strcmp(method, "DELETE") != 0))
+        return -EINVAL;
+    if (sub) {
+        if (strchr(path, '?'))
+            return -EINVAL;
+        r = snprintf(full, sizeof(full), "%s/%s", path, sub);
+        if (r < 0 || (size_t)r >= sizeof(full))
+            return -EINVAL;
+        path = full;
+    }
+    if (!obj)
+        return kube_request(c, method, path, NULL, NULL, cb, data);
+    text = cJSON_PrintUnformatted(obj);
+    if (!text)
+        return -ENOMEM;
+    r = submit(c, method, path, content_type, text, strlen(text), NULL, cb, data, false, 0, NULL,
+               NULL);
+    cJSON_free(text);
+    return r;
+}
+
+int kube_create(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)
+{
+    return send_json(c, "POST", path, NULL, "application/json", obj, cb, data);
+}
+
+int kube_update(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)
+{
+    return send_json(c, "PUT", path, NULL, "application/json", obj, cb, data);
+}
+
+int kube_merge_patch(kube_client *c, const char *path, const cJSON *patch, kube_cb cb, void *data)
+{
+    return send_json(c, "PATCH", path, NULL, "application/merge-patch+json", patch, cb, data);
+}
+
+int kube_json_patch(kube_client *c, const char *path, const cJSON *ops, kube_cb cb, void *data)
+{
+    if (!cJSON_IsArray(ops))
+        return -EINVAL;
+    return send_json(c, "PATCH", path, NULL, "application/json-patch+json", ops, cb, data);
+}
+
+int kube_delete(kube_client *c, const char *path, const cJSON *options, kube_cb cb, void *data)
+{
+    return send_json(c, "DELETE", path, NULL, "application/json", options, cb, data);
+}
+
+int kube_update_status(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)
+{
+    return send_json(c, "PUT", path, "status", "application/json", obj, cb, data);
+}
+
+int kube_merge_patch_status(kube_client *c, const char *path, const cJSON *patch, kube_cb cb,
+                            void *data)
+{
+    return send_json(c, "PATCH", path, "status", "application/merge-patch+json", patch, cb, data);
+}
+
+int kube_list(kube_client *c, const char *path, unsigned limit, kube_page_cb on_page, kube_cb cb,
+              void *data, kube_req **ret_req)
+{
+    return submit(c, "GET", path, NULL, NULL, 0, NULL, cb, data, true, limit, on_page, ret_req);
+}
+
+int kube_watch(kube_client *c, const char *path, unsigned timeout_ms, kube_line_cb on_line,
+               kube_cb cb, void *data, kube_req **ret_req)
+{
+    struct kube_req_opts o = {.timeout_ms = timeout_ms, .on_line = on_line};
+
+    if (!on_line)
+        return -EINVAL;
+    return submit(c, "GET", path, NULL, NULL, 0, &o, cb, data, false, 0, NULL, ret_req);
+}
