@@ -1,0 +1,247 @@
+#!/usr/bin/env bats
+# The vCenter side against the environment's vcsim, through the vsdrv
+# driver (tests/e2e/drivers/vsdrv.c): session and TLS modes, placement,
+# operations with task tracking, the inventory watch and its recovery, the
+# bound on tasks in flight. Test VMs live in folders of this file's own under
+# /DC0/vm/vm-operator, removed at the end.
+
+load helpers
+
+vsd() {
+	"$VMG_DRIVERS/vsdrv" --ca-file "$VC_CA_FILE" "$@"
+}
+
+# collect PATH PROPERTY: one property of an object, as govc sees it.
+collect() {
+	govc object.collect -s "/DC0/vm/vm-operator/$1" "$2"
+}
+
+# SHA-256 fingerprint of the certificate vcsim presents, "AA:BB:...".
+served_fingerprint() {
+	openssl s_client -connect "$VC_HOST" </dev/null 2>/dev/null |
+		openssl x509 -noout -fingerprint -sha256 | cut -d= -f2
+}
+
+setup_file() {
+	export FOLDER="vs-e2e-$$"
+	export BOUND="vs-e2e-bound-$$"
+	govc folder.create "/DC0/vm/vm-operator/$FOLDER" >/dev/null
+	govc folder.create "/DC0/vm/vm-operator/$BOUND" >/dev/null
+}
+
+teardown_file() {
+	govc object.destroy "/DC0/vm/vm-operator/$FOLDER" "/DC0/vm/vm-operator/$BOUND" >/dev/null 2>&1 || true
+}
+
+# watch_start FILE [OPTION...]: a watch in the background, its output in
+# FILE, once it has synced; WATCH_PID is its process.
+watch_start() {
+	local out=$1
+	shift
+	vsd "$@" watch >"$out" 2>"$out.err" 3>&- &
+	WATCH_PID=$!
+	retry 10 grep -q '"event":"synced"' "$out"
+}
+
+watch_stop() {
+	kill -TERM "$WATCH_PID" 2>/dev/null || true
+	wait "$WATCH_PID" || true
+}
+
+@test "vsphere: login verified against VC_CA_FILE" {
+	run vsd login
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"state":"ready"'* ]]
+	[[ "$output" == *'"logins":1'* ]]
+}
+
+@test "vsphere: vcsim's certificate is refused without its CA" {
+	run "$VMG_DRIVERS/vsdrv" --attempts 1 login
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"state":"backoff"'* ]]
+	[[ "$output" == *'"error":"ETRANSPORT"'* ]]
+	[[ "$output" == *certificate* ]]
+	[[ "$output" != *'"state":"ready"'* ]]
+}
+
+@test "vsphere: a pinned thumbprint is accepted when right and refused when wrong" {
+	local tp wrong sha1
+	tp=$(served_fingerprint)
+	[ ${#tp} -eq 95 ]
+	run "$VMG_DRIVERS/vsdrv" --thumbprint "$tp" login
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"state":"ready"'* ]]
+	# Lower case and without colons is the same fingerprint.
+	run "$VMG_DRIVERS/vsdrv" --thumbprint "$(echo "$tp" | tr -d : | tr A-F a-f)" login
+	[ "$status" -eq 0 ]
+	if [ "${tp:0:1}" = 0 ]; then wrong="1${tp:1}"; else wrong="0${tp:1}"; fi
+	run "$VMG_DRIVERS/vsdrv" --thumbprint "$wrong" --attempts 1 login
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"error":"ETRANSPORT"'* ]]
+	[[ "$output" == *"certificate"* ]]
+	sha1=$(openssl s_client -connect "$VC_HOST" </dev/null 2>/dev/null |
+		openssl x509 -noout -fingerprint -sha1 | cut -d= -f2)
+	run "$VMG_DRIVERS/vsdrv" --thumbprint "$sha1" login
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"SHA-1"* ]]
+}
+
+@test "vsphere: insecure skips verification" {
+	run "$VMG_DRIVERS/vsdrv" --insecure login
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"state":"ready"'* ]]
+}
+
+@test "vsphere: a wrong password is refused clearly and the login is retried with backoff" {
+	run vsd --password "not-$VC_PASS" --attempts 3 login
+	[ "$status" -eq 1 ]
+	echo "$output"
+	[ "$(grep -c '"state":"backoff"' <<<"$output")" -eq 3 ]
+	[ "$(grep -c '"state":"connecting"' <<<"$output")" -eq 3 ]
+	grep -q "\"error\":\"EAUTH\",\"message\":\"vCenter refused the login for user $VC_USER: incorrect user name or password\"" <<<"$output"
+	grep -q '"attempts":1,"retry_in_ms":1000' <<<"$output"
+	grep -q '"attempts":2,"retry_in_ms":2000' <<<"$output"
+	grep -q '"attempts":3,"retry_in_ms":4000' <<<"$output"
+	# The password never shows.
+	[[ "$output" != *"not-$VC_PASS"* ]]
+}
+
+@test "vsphere: placement defaults, and errors that say where they looked" {
+	run vsd placement
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"datacenter":"/DC0","root":"/DC0/vm/vm-operator"'* ]]
+	[[ "$output" == *'"pool":"/DC0/host/DC0_C0/Resources"'* ]]
+	run vsd --datacenter /DC0 --root-folder /DC0/vm/vm-operator --resource-pool DC0_C0/Resources \
+		--datastore LocalDS_0 placement
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"datastore":"LocalDS_0"'* ]]
+	run vsd --datacenter NoDC placement
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'datacenter \"NoDC\" not found (found: DC0)'* ]]
+	run vsd --root-folder no-such-root placement
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"error":"ENOTFOUND"'* ]]
+	[[ "$output" == *'root folder \"no-such-root\" not found in /DC0/vm'* ]]
+	run vsd --resource-pool nopool placement
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'resource pool \"nopool\" not found in /DC0/host (found: DC0_C0/Resources)'* ]]
+}
+
+@test "vsphere: create-folder twice gives the same folder" {
+	run vsd mkfolder "$FOLDER"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"kind":"create-folder","err":0'* ]]
+	[[ "$output" == *'"existed":true'* ]]
+	ref=$(govc find -i /DC0/vm/vm-operator -type f -name "$FOLDER")
+	[[ "$ref" == Folder:* ]]
+	[[ "$output" == *"\"result\":\"${ref#Folder:}\""* ]]
+}
+
+@test "vsphere: clone with 2 CPUs and 2048 MB, powered on, with the marks" {
+	run vsd --cpu 2 --mem 2048 --uid e2e-uid-1 clone "$FOLDER" vm-a
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"kind":"clone","err":0'* ]]
+	[[ "$output" == *'"result":"vm-'* ]]
+	[[ "$output" == *'"task":"task-'* ]]
+	[ "$(collect "$FOLDER/vm-a" config.hardware.numCPU)" = 2 ]
+	[ "$(collect "$FOLDER/vm-a" config.hardware.memoryMB)" = 2048 ]
+	[ "$(collect "$FOLDER/vm-a" runtime.powerState)" = poweredOn ]
+	run govc vm.info -e "/DC0/vm/vm-operator/$FOLDER/vm-a"
+	[[ "$output" == *"vmgroup.codeconnect.vmworld.com.uid:"*"e2e-uid-1"* ]]
+	[[ "$output" == *"vmgroup.codeconnect.vmworld.com.template:"*"vm-operator-template"* ]]
+}
+
+@test "vsphere: power off, reconfigure, power on, destroy" {
+	vsd --cpu 1 --mem 1024 clone "$FOLDER" vm-b >/dev/null
+	run vsd poweroff "$FOLDER/vm-b"
+	[ "$status" -eq 0 ]
+	[ "$(collect "$FOLDER/vm-b" runtime.powerState)" = poweredOff ]
+	# Powering off what is off: the task's fault comes back.
+	run vsd poweroff "$FOLDER/vm-b"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"fault":"InvalidPowerState"'* ]]
+	run vsd --cpu 3 --mem 3072 reconfigure "$FOLDER/vm-b"
+	[ "$status" -eq 0 ]
+	[ "$(collect "$FOLDER/vm-b" config.hardware.numCPU)" = 3 ]
+	[ "$(collect "$FOLDER/vm-b" config.hardware.memoryMB)" = 3072 ]
+	run vsd poweron "$FOLDER/vm-b"
+	[ "$status" -eq 0 ]
+	[ "$(collect "$FOLDER/vm-b" runtime.powerState)" = poweredOn ]
+	vsd poweroff "$FOLDER/vm-b" >/dev/null
+	run vsd destroy "$FOLDER/vm-b"
+	[ "$status" -eq 0 ]
+	run govc ls "/DC0/vm/vm-operator/$FOLDER/vm-b"
+	[ -z "$output" ]
+}
+
+@test "vsphere: a missing template is not found, and the error names it" {
+	run vsd --template no-such-template clone "$FOLDER" vm-c
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"error":"ENOTFOUND"'* ]]
+	[[ "$output" == *'template \"no-such-template\" not found in /DC0/vm'* ]]
+	run vsd --template /DC0/vm/no-such-template clone "$FOLDER" vm-c
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'template \"/DC0/vm/no-such-template\" not found'* ]]
+	# By inventory path it is found too.
+	run vsd --template /DC0/vm/vm-operator-template clone "$FOLDER" vm-c
+	[ "$status" -eq 0 ]
+}
+
+@test "vsphere: changes made with govc reach the inventory callback within 2 s" {
+	local out=$BATS_TEST_TMPDIR/watch.out
+	vsd --cpu 1 --mem 1024 --uid e2e-uid-w clone "$FOLDER" vm-w >/dev/null
+	watch_start "$out"
+	grep -q "\"change\":\"added\",\"kind\":\"vm\",.*\"name\":\"vm-w\",.*\"group\":\"$FOLDER\".*\"uid\":\"e2e-uid-w\"" "$out"
+	govc vm.power -off "/DC0/vm/vm-operator/$FOLDER/vm-w" >/dev/null
+	retry 2 grep -q '"change":"updated","kind":"vm",.*"name":"vm-w",.*"power":"poweredOff"' "$out"
+	govc vm.change -vm "/DC0/vm/vm-operator/$FOLDER/vm-w" -c 4 -m 4096
+	retry 2 grep -q '"change":"updated","kind":"vm",.*"name":"vm-w",.*"cpu":4,"mem":4096' "$out"
+	govc vm.destroy "/DC0/vm/vm-operator/$FOLDER/vm-w"
+	retry 2 grep -q "\"change\":\"removed\",\"kind\":\"vm\",.*\"name\":\"vm-w\",.*\"group\":\"$FOLDER\"" "$out"
+	govc folder.create "/DC0/vm/vm-operator/$FOLDER-x" >/dev/null
+	retry 2 grep -q "\"change\":\"added\",\"kind\":\"folder\",.*\"group\":\"$FOLDER-x\"" "$out"
+	govc object.destroy "/DC0/vm/vm-operator/$FOLDER-x" >/dev/null
+	retry 2 grep -q "\"change\":\"removed\",\"kind\":\"folder\",.*\"group\":\"$FOLDER-x\"" "$out"
+	watch_stop
+	! grep -q '"event":"unsynced"' "$out"
+}
+
+@test "vsphere: after the session is terminated, the next call logs in again" {
+	local out=$BATS_TEST_TMPDIR/relogin.out go=$BATS_TEST_TMPDIR/go key
+	vsd relogin "$go" >"$out" 2>&1 3>&- &
+	local pid=$!
+	retry 10 grep -q '"event":"key"' "$out"
+	key=$(sed -n 's/.*"event":"key","key":"\([^"]*\)".*/\1/p' "$out")
+	govc session.ls | grep -q "$key"
+	govc session.rm "$key"
+	! govc session.ls | grep -q "$key"
+	touch "$go"
+	wait "$pid"
+	cat "$out"
+	grep -q '"event":"call","err":0,"error":"","message":"","logins":2' "$out"
+}
+
+@test "vsphere: the task bound queues: 20 clones, never more than 4 in flight" {
+	run vsd --max-tasks 4 --uid e2e-bound clones "$BOUND" 20
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"count":20,"ok":20,"max_tasks":4,"max_inflight":4,'* ]]
+	[ "$(govc ls "/DC0/vm/vm-operator/$BOUND" | wc -l)" -eq 20 ]
+}
+
+@test "vsphere: the inventory watch recovers after vcsim restarts" {
+	local out=$BATS_TEST_TMPDIR/restart.out
+	vsd --cpu 1 --mem 1024 clone "$FOLDER" vm-r >/dev/null
+	# (Retries at most every 2 s, so that the test need not wait long.)
+	watch_start "$out" --backoff-max 2000
+	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim >/dev/null
+	# It notices, rebuilds and syncs again, with the state as it is: the VM
+	# that was there is not reported gone.
+	retry 30 grep -q '"event":"unsynced"' "$out"
+	retry 30 test "$(grep -c '"event":"synced"' "$out")" -ge 2
+	! grep -q '"change":"removed","kind":"vm",.*"name":"vm-r"' "$out"
+	# And it sees later changes.
+	govc vm.power -off "/DC0/vm/vm-operator/$FOLDER/vm-r" >/dev/null
+	retry 5 grep -q '"change":"updated","kind":"vm",.*"name":"vm-r",.*"power":"poweredOff"' "$out"
+	watch_stop
+}

@@ -1,0 +1,959 @@
+/* test_ops.c: vCenter operations against a fake vCenter (lib/server over
+ * TLS on the same loop) that runs tasks the test ends when it wants, keeps
+ * PropertyCollectors and filters, and holds WaitForUpdatesEx until there is
+ * something to report: the bound on operations in flight and the FIFO
+ * queue, task success and failure learned from the long poll, a task that
+ * ended before its filter existed (as vcsim never reports it), the
+ * collector lost with a session, CreateFolder's DuplicateName, clones with
+ * their spec and marks, a missing template, cancelation and close. */
+#include "tests/unit/unit.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "controller/naming.h"
+#include "lib/err.h"
+#include "lib/http.h"
+#include "lib/server.h"
+#include "lib/tlsgen.h"
+#include "vsphere/ops.h"
+
+#define FIXTURES "tests/unit/fixtures/soap/"
+#define MAXT 32
+#define MAXCALLS 256
+#define MAXDONE 32
+
+static char *load(const char *name, size_t *len)
+{
+    char path[256];
+    FILE *f;
+    char *buf;
+    long n;
+
+    snprintf(path, sizeof(path), FIXTURES "%s", name);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+struct task {
+    char state[16]; /* running, success, error */
+    char fault[64];
+    char result[32];
+    int filter; /* filter number, 0 when none */
+    char reported[16];
+};
+
+struct fake {
+    uv_loop_t loop;
+    vmg_server *srv;
+    vmg_http *http;
+    vs_session *s;
+    vs_ops *ops;
+    char *cert_pem, *key_pem;
+    char host[64];
+    uv_timer_t guard;
+    bool timed_out;
+
+    /* behaviour */
+    bool instant;           /* tasks end as they are made */
+    bool quiet_new_filters; /* like vcsim: a new filter's state is not reported */
+    bool folder_exists;     /* CreateFolder: DuplicateName */
+    bool template_missing;  /* FindChild and the VM listing find nothing */
+    bool stale_after_end;   /* like vcsim: an older "running" follows the end */
+    /* state */
+    struct task tasks[MAXT];
+    int ntasks;
+    int nfilters;
+    int pc_gen; /* the collector is "pc-<gen>" */
+    vmg_server_req *held;
+    int version;
+    /* what the server saw */
+    char calls[MAXCALLS][48]; /* "Method target" */
+    int ncalls;
+    int destroyed_filters;
+    int destroys_during_wait; /* vcsim panics on those */
+    char clone_body[8192];
+    /* what the client saw */
+    struct vs_op_result_copy {
+        int err;
+        char fault[64];
+        char message[512];
+        char result[VS_REF_MAX];
+        char task[VS_REF_MAX];
+        bool existed;
+        int tag;
+    } done[MAXDONE];
+    int ndone;
+    int inflight, max_inflight;
+    int client_reads; /* RetrievePropertiesEx replies the client has handled */
+};
+
+/* ---- Responses ---- */
+
+#define ENV_HEAD                                                                                   \
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><soapenv:Envelope "                                 \
+    "xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" "                                 \
+    "xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" "                                              \
+    "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"><soapenv:Body>"
+#define ENV_TAIL "</soapenv:Body></soapenv:Envelope>"
+
+static void reply(vmg_server_req *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply(vmg_server_req *r, int status, const char *fmt, ...)
+{
+    char body[16384];
+    int n = snprintf(body, sizeof(body), "%s", ENV_HEAD);
+    va_list ap;
+
+    va_start(ap, fmt);
+    n += vsnprintf(body + n, sizeof(body) - (size_t)n, fmt, ap);
+    va_end(ap);
+    n += snprintf(body + n, sizeof(body) - (size_t)n, "%s", ENV_TAIL);
+    assert_true((size_t)n < sizeof(body));
+    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, (size_t)n);
+}
+
+static void reply_fault(vmg_server_req *r, const char *type)
+{
+    reply(r, 500,
+          "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>%s "
+          "happened</faultstring><detail><%sFault xmlns=\"urn:vim25\" xsi:type=\"%s\">"
+          "</%sFault></detail></soapenv:Fault>",
+          type, type, type, type);
+}
+
+static void reply_fixture(vmg_server_req *r, int status, const char *name)
+{
+    size_t len;
+    char *body = load(name, &len);
+
+    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, len);
+    free(body);
+}
+
+/* between copies the text between a and b in body into buf. */
+static const char *between(const char *body, const char *a, const char *b, char *buf, size_t size)
+{
+    const char *p = strstr(body, a), *q;
+
+    buf[0] = '\0';
+    if (!p)
+        return buf;
+    p += strlen(a);
+    q = strstr(p, b);
+    if (!q || (size_t)(q - p) >= size)
+        return buf;
+    memcpy(buf, p, (size_t)(q - p));
+    buf[q - p] = '\0';
+    return buf;
+}
+
+static int task_of(const char *body)
+{
+    char id[32];
+
+    between(body, "type=\"Task\">task-", "<", id, sizeof(id));
+    return id[0] ? (int)strtol(id, NULL, 10) : -1;
+}
+
+/* task_xml writes the changes of task t. */
+static int task_xml(char *buf, size_t size, const struct task *t)
+{
+    int n = snprintf(buf, size,
+                     "<changeSet><name>info.state</name><op>assign</op>"
+                     "<val xsi:type=\"TaskInfoState\">%s</val></changeSet>",
+                     t->state);
+    if (strcmp(t->state, "error") == 0)
+        n += snprintf(buf + n, size - (size_t)n,
+                      "<changeSet><name>info.error</name><op>assign</op>"
+                      "<val xsi:type=\"LocalizedMethodFault\"><fault xsi:type=\"%s\"></fault>"
+                      "<localizedMessage>the %s message</localizedMessage></val></changeSet>",
+                      t->fault, t->fault);
+    if (t->result[0])
+        n += snprintf(buf + n, size - (size_t)n,
+                      "<changeSet><name>info.result</name><op>assign</op>"
+                      "<val type=\"VirtualMachine\" xsi:type=\"ManagedObjectReference\">%s</val>"
+                      "</changeSet>",
+                      t->result);
+    return n;
+}
+
+/* try_wait answers the held long poll when a filter has news. */
+static void try_wait(struct fake *f)
+{
+    char sets[12000];
+    int n = 0;
+
+    if (!f->held)
+        return;
+    for (int i = 0; i < f->ntasks; i++) {
+        struct task *t = &f->tasks[i];
+        if (!t->filter || strcmp(t->state, t->reported) == 0)
+            continue;
+        n += snprintf(sets + n, sizeof(sets) - (size_t)n,
+                      "<filterSet><filter type=\"PropertyFilter\">filter-%d</filter><objectSet>"
+                      "<kind>%s</kind><obj type=\"Task\">task-%d</obj>",
+                      t->filter, t->reported[0] ? "modify" : "enter", i);
+        n += task_xml(sets + n, sizeof(sets) - (size_t)n, t);
+        n += snprintf(sets + n, sizeof(sets) - (size_t)n, "</objectSet>");
+        if (f->stale_after_end && strcmp(t->state, "running") != 0)
+            n += snprintf(sets + n, sizeof(sets) - (size_t)n,
+                          "<objectSet><kind>modify</kind><obj type=\"Task\">task-%d</obj>"
+                          "<changeSet><name>info.state</name><op>assign</op>"
+                          "<val xsi:type=\"TaskInfoState\">running</val></changeSet></objectSet>",
+                          i);
+        n += snprintf(sets + n, sizeof(sets) - (size_t)n, "</filterSet>");
+        memcpy(t->reported, t->state, sizeof(t->reported));
+    }
+    if (n == 0)
+        return;
+    f->version++;
+    reply(f->held, 200,
+          "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"><returnval><version>%d</version>%s"
+          "</returnval></WaitForUpdatesExResponse>",
+          f->version, sets);
+    f->held = NULL;
+}
+
+static void on_abort(void *data, vmg_server_req *r)
+{
+    struct fake *f = data;
+
+    if (f->held == r)
+        f->held = NULL;
+    vmg_server_respond(r, 500, "text/plain", "gone", 4);
+}
+
+static void record(struct fake *f, const char *method, const char *target)
+{
+    if (f->ncalls < MAXCALLS)
+        snprintf(f->calls[f->ncalls++], sizeof(f->calls[0]), "%s %s", method, target);
+}
+
+static bool stale_pc(const struct fake *f, const char *body)
+{
+    char pc[32], want[32];
+
+    between(body, "<_this type=\"PropertyCollector\">", "<", pc, sizeof(pc));
+    snprintf(want, sizeof(want), "pc-%d", f->pc_gen);
+    return pc[0] && strcmp(pc, "propertyCollector") != 0 && strcmp(pc, want) != 0;
+}
+
+static void handler(void *data, vmg_server_req *r)
+{
+    static const char *const task_methods[] = {"PowerOnVM_Task", "PowerOffVM_Task",
+                                               "ReconfigVM_Task", "Destroy_Task", "CloneVM_Task"};
+    struct fake *f = data;
+    size_t len;
+    const char *body = vmg_server_req_body(r, &len);
+    char tag[64], target[64], buf[4096];
+
+    if (strstr(body, "<RetrieveServiceContent>")) {
+        reply_fixture(r, 200, "service_content.resp.xml");
+        return;
+    }
+    if (strstr(body, "<Login>")) {
+        vmg_server_req_add_header(r, "Set-Cookie", "vmware_soap_session=s1; Path=/");
+        reply_fixture(r, 200, "login.resp.xml");
+        return;
+    }
+    if (strstr(body, "<Logout>")) {
+        reply_fixture(r, 200, "logout.resp.xml");
+        return;
+    }
+    if (strstr(body, "<CurrentTime>")) {
+        reply_fixture(r, 200, "current_time.resp.xml");
+        return;
+    }
+    between(body, "<_this type=\"", "</_this>", target, sizeof(target));
+    {
+        char *gt = strchr(target, '>');
+        if (gt)
+            memmove(target, gt + 1, strlen(gt));
+    }
+    for (size_t i = 0; i < sizeof(task_methods) / sizeof(task_methods[0]); i++) {
+        snprintf(tag, sizeof(tag), "<%s>", task_methods[i]);
+        if (!strstr(body, tag))
+            continue;
+        record(f, task_methods[i], target);
+        if (i == 4)
+            snprintf(f->clone_body, sizeof(f->clone_body), "%s", body);
+        assert_true(f->ntasks < MAXT);
+        struct task *t = &f->tasks[f->ntasks];
+        memset(t, 0, sizeof(*t));
+        snprintf(t->state, sizeof(t->state), "%s", f->instant ? "success" : "running");
+        if (i == 4)
+            snprintf(t->result, sizeof(t->result), "vm-9%d", f->ntasks);
+        reply(r, 200,
+              "<%sResponse xmlns=\"urn:vim25\"><returnval type=\"Task\">task-%d</returnval>"
+              "</%sResponse>",
+              task_methods[i], f->ntasks, task_methods[i]);
+        f->ntasks++;
+        return;
+    }
+    if (strstr(body, "<CreateFolder>")) {
+        record(f, "CreateFolder", target);
+        if (f->folder_exists)
+            reply_fixture(r, 500, "fault_duplicate_name.resp.xml");
+        else
+            reply(r, 200,
+                  "<CreateFolderResponse xmlns=\"urn:vim25\"><returnval type=\"Folder\">group-77"
+                  "</returnval></CreateFolderResponse>");
+        return;
+    }
+    if (strstr(body, "<FindChild>")) {
+        between(body, "<name>", "</name>", tag, sizeof(tag));
+        record(f, "FindChild", tag);
+        if (strcmp(tag, "web") == 0)
+            reply(r, 200,
+                  "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"Folder\">group-41"
+                  "</returnval></FindChildResponse>");
+        else if (strcmp(tag, "tmpl") == 0 && !f->template_missing)
+            reply(r, 200,
+                  "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"VirtualMachine\">"
+                  "vm-40</returnval></FindChildResponse>");
+        else
+            reply(r, 200, "<FindChildResponse xmlns=\"urn:vim25\"></FindChildResponse>");
+        return;
+    }
+    if (strstr(body, "<CreateContainerView>")) {
+        record(f, "CreateContainerView", target);
+        reply(r, 200,
+              "<CreateContainerViewResponse xmlns=\"urn:vim25\"><returnval type=\"ContainerView\">"
+              "view-1</returnval></CreateContainerViewResponse>");
+        return;
+    }
+    if (strstr(body, "<DestroyView>")) {
+        record(f, "DestroyView", target);
+        reply(r, 200, "<DestroyViewResponse xmlns=\"urn:vim25\"></DestroyViewResponse>");
+        return;
+    }
+    if (strstr(body, "<CreatePropertyCollector>")) {
+        record(f, "CreatePropertyCollector", target);
+        reply(r, 200,
+              "<CreatePropertyCollectorResponse xmlns=\"urn:vim25\"><returnval "
+              "type=\"PropertyCollector\">pc-%d</returnval></CreatePropertyCollectorResponse>",
+              f->pc_gen);
+        return;
+    }
+    if (strstr(body, "<CreateFilter>")) {
+        int id = task_of(body);
+        record(f, "CreateFilter", target);
+        if (stale_pc(f, body) || id < 0 || id >= f->ntasks) {
+            reply_fault(r, "ManagedObjectNotFound");
+            return;
+        }
+        f->tasks[id].filter = ++f->nfilters;
+        if (f->quiet_new_filters)
+            memcpy(f->tasks[id].reported, f->tasks[id].state, sizeof(f->tasks[id].reported));
+        else
+            f->tasks[id].reported[0] = '\0';
+        reply(r, 200,
+              "<CreateFilterResponse xmlns=\"urn:vim25\"><returnval type=\"PropertyFilter\">"
+              "filter-%d</returnval></CreateFilterResponse>",
+              f->nfilters);
+        try_wait(f);
+        return;
+    }
+    if (strstr(body, "<DestroyPropertyFilter>")) {
+        f->destroyed_filters++;
+        f->destroys_during_wait += f->held != NULL;
+        reply(
+            r, 200,
+            "<DestroyPropertyFilterResponse xmlns=\"urn:vim25\"></DestroyPropertyFilterResponse>");
+        return;
+    }
+    if (strstr(body, "<DestroyPropertyCollector>")) {
+        reply(r, 200,
+              "<DestroyPropertyCollectorResponse xmlns=\"urn:vim25\">"
+              "</DestroyPropertyCollectorResponse>");
+        return;
+    }
+    if (strstr(body, "<RetrievePropertiesEx>")) {
+        int id = task_of(body);
+        if (strstr(body, "ContainerView")) {
+            record(f, "RetrievePropertiesEx", "view");
+            reply(r, 200,
+                  "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+                  "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
+                  "<val xsi:type=\"xsd:string\">%s</val></propSet><propSet><name>config.template"
+                  "</name><val xsi:type=\"xsd:boolean\">true</val></propSet></objects>"
+                  "</returnval></RetrievePropertiesExResponse>",
+                  f->template_missing ? "other" : "tmpl");
+            return;
+        }
+        record(f, "RetrievePropertiesEx", "task");
+        if (id < 0 || id >= f->ntasks) {
+            reply_fault(r, "ManagedObjectNotFound");
+            return;
+        }
+        task_xml(buf, sizeof(buf), &f->tasks[id]);
+        /* A RetrieveResult holds propSets, not changeSets. */
+        for (char *p; (p = strstr(buf, "changeSet>")) != NULL;)
+            memcpy(p, "propSet>  ", 10);
+        for (char *p; (p = strstr(buf, "<op>assign</op>")) != NULL;)
+            memmove(p, p + 15, strlen(p + 15) + 1);
+        reply(r, 200,
+              "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+              "<obj type=\"Task\">task-%d</obj>%s</objects></returnval>"
+              "</RetrievePropertiesExResponse>",
+              id, buf);
+        return;
+    }
+    if (strstr(body, "<WaitForUpdatesEx>")) {
+        record(f, "WaitForUpdatesEx", target);
+        if (stale_pc(f, body)) {
+            reply_fault(r, "ManagedObjectNotFound");
+            return;
+        }
+        assert_null(f->held); /* one long poll at a time */
+        f->held = r;
+        vmg_server_req_on_abort(r, on_abort, f);
+        try_wait(f);
+        return;
+    }
+    vmg_server_respond(r, 404, "text/plain", "no", 2);
+}
+
+/* ---- Set-up ---- */
+
+static void on_guard(uv_timer_t *t)
+{
+    struct fake *f = t->data;
+
+    f->timed_out = true;
+    uv_stop(&f->loop);
+}
+
+static const struct vs_placement placement = {
+    .datacenter = {"Datacenter", "datacenter-2"},
+    .datacenter_path = "/DC0",
+    .vm_folder = {"Folder", "group-3"},
+    .root_folder = {"Folder", "group-38"},
+    .pool = {"ResourcePool", "resgroup-9"},
+};
+
+static void observer(void *data, const vs_op *op, enum vs_op_phase phase,
+                     const struct vs_op_result *r)
+{
+    struct fake *f = data;
+
+    (void)op;
+    (void)r;
+    if (phase == VS_OP_STARTED && ++f->inflight > f->max_inflight)
+        f->max_inflight = f->inflight;
+    if (phase == VS_OP_DONE && f->inflight > 0)
+        f->inflight--;
+}
+
+/* The session's observer runs just before a reply is handled, in the
+ * same turn of the loop: once spin sees the count, the reply is handled. */
+static void sess_obs(void *data, const char *method, int err, const char *fault_type,
+                     double seconds)
+{
+    struct fake *f = data;
+
+    (void)err;
+    (void)fault_type;
+    (void)seconds;
+    if (strcmp(method, "RetrievePropertiesEx") == 0)
+        f->client_reads++;
+}
+
+static void setup(struct fake *f, int max_inflight, size_t max_queued)
+{
+    static const char *const sans[] = {"localhost"};
+    struct vmg_server_opts o = {0};
+    struct vs_session_config cfg = {0};
+    struct vs_ops_config ocfg = {.max_inflight = max_inflight, .max_queued = max_queued};
+    char err[256];
+    int e = 0;
+
+    memset(f, 0, sizeof(*f));
+    f->pc_gen = 1;
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(vmg_tls_selfsigned("fake", sans, 1, &f->cert_pem, &f->key_pem), 0);
+    o.addr = "127.0.0.1:0";
+    o.cert_pem = f->cert_pem;
+    o.key_pem = f->key_pem;
+    o.handler = handler;
+    o.data = f;
+    o.request_timeout_ms = 60000;
+    f->srv = vmg_server_new(&f->loop, &o, &e);
+    assert_non_null(f->srv);
+    snprintf(f->host, sizeof(f->host), "127.0.0.1:%d", vmg_server_port(f->srv));
+    f->http = vmg_http_new(&f->loop, &e);
+    assert_non_null(f->http);
+    cfg.host = f->host;
+    cfg.user = "u";
+    cfg.password = "secret-pw";
+    cfg.insecure = true;
+    cfg.keepalive_ms = UINT64_MAX;
+    f->s = vs_session_new(&f->loop, f->http, &cfg, &e, err, sizeof(err));
+    assert_non_null(f->s);
+    vs_session_set_observer(f->s, sess_obs, f);
+    f->ops = vs_ops_new(&f->loop, f->s, NULL, &ocfg, &e);
+    assert_non_null(f->ops);
+    vs_ops_set_placement(f->ops, &placement);
+    vs_ops_set_observer(f->ops, observer, f);
+    uv_timer_init(&f->loop, &f->guard);
+    f->guard.data = f;
+}
+
+static void teardown(struct fake *f)
+{
+    vs_ops_close(f->ops, NULL, NULL);
+    vs_session_close(f->s, NULL, NULL);
+    vmg_http_close(f->http, NULL, NULL);
+    vmg_server_close(f->srv, NULL, NULL);
+    uv_close((uv_handle_t *)&f->guard, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    free(f->cert_pem);
+    free(f->key_pem);
+}
+
+/* spin runs the loop until cond(f) holds, failing after 10 s. */
+static void spin(struct fake *f, bool (*cond)(const struct fake *f))
+{
+    uv_timer_start(&f->guard, on_guard, 10000, 0);
+    while (!cond(f) && !f->timed_out)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_timer_stop(&f->guard);
+    if (f->timed_out)
+        for (int i = 0; i < f->ncalls; i++)
+            fprintf(stderr, "# call %d: %s\n", i, f->calls[i]);
+    assert_false(f->timed_out);
+}
+
+static int want_done, want_tasks, want_held_tasks;
+
+static bool done_enough(const struct fake *f)
+{
+    return f->ndone >= want_done;
+}
+
+/* tracked: want_tasks tasks exist, want_held_tasks of them were read
+ * after their filter was made (the client handled the answers), and the
+ * long poll is held: nothing more happens until a task ends. */
+static bool tracked(const struct fake *f)
+{
+    int filtered = 0;
+
+    for (int i = 0; i < f->ntasks; i++)
+        filtered += f->tasks[i].filter != 0;
+    return f->ntasks >= want_tasks && filtered >= want_held_tasks &&
+           f->client_reads >= want_held_tasks && f->held != NULL;
+}
+
+/* A callback context: the fake and a tag. */
+struct ctx {
+    struct fake *f;
+    int tag;
+};
+
+static void on_done(void *data, const struct vs_op_result *r)
+{
+    const struct ctx *x = data;
+    struct fake *f = x->f;
+    struct vs_op_result_copy *c;
+
+    assert_true(f->ndone < MAXDONE);
+    c = &f->done[f->ndone++];
+    c->err = r->err;
+    c->tag = x->tag;
+    snprintf(c->fault, sizeof(c->fault), "%s", r->fault_type);
+    snprintf(c->message, sizeof(c->message), "%s", r->message);
+    snprintf(c->result, sizeof(c->result), "%s", r->result ? r->result->value : "");
+    snprintf(c->task, sizeof(c->task), "%s", r->task ? r->task->value : "");
+    c->existed = r->existed;
+    if (r->err == 0)
+        assert_string_equal(r->message, "");
+    else
+        assert_true(strlen(r->message) > 0);
+}
+
+static void end_task(struct fake *f, int id, const char *state, const char *fault)
+{
+    snprintf(f->tasks[id].state, sizeof(f->tasks[id].state), "%s", state);
+    snprintf(f->tasks[id].fault, sizeof(f->tasks[id].fault), "%s", fault ? fault : "");
+    try_wait(f);
+}
+
+static struct vim_moref vmref(int i)
+{
+    struct vim_moref r;
+    char v[16];
+
+    snprintf(v, sizeof(v), "vm-%d", i);
+    assert_int_equal(vim_moref_set(&r, "VirtualMachine", v), 0);
+    return r;
+}
+
+/* ---- Tests ---- */
+
+static void test_bound_and_fifo(void **state)
+{
+    struct fake f;
+    struct ctx c[5];
+
+    (void)state;
+    setup(&f, 2, 0);
+    for (int i = 0; i < 5; i++) {
+        struct vim_moref vm = vmref(i + 1);
+        c[i] = (struct ctx){&f, i};
+        assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[i], NULL), 0);
+    }
+    assert_int_equal(vs_ops_queued(f.ops), 5); /* started from the loop, not here */
+    assert_int_equal(vs_ops_inflight(f.ops), 0);
+    want_tasks = 2;
+    want_held_tasks = 2;
+    spin(&f, tracked);
+    assert_int_equal(vs_ops_inflight(f.ops), 2);
+    assert_int_equal(vs_ops_queued(f.ops), 3);
+    assert_int_equal(f.ntasks, 2);
+    assert_int_equal(f.ndone, 0);
+    /* Each end lets the next one in, in order. */
+    for (int k = 0; k < 5; k++) {
+        end_task(&f, k, "success", NULL);
+        want_done = k + 1;
+        spin(&f, done_enough);
+        assert_int_equal(f.done[k].err, 0);
+        assert_int_equal(f.done[k].tag, k);
+        if (k + 2 < 5) {
+            want_tasks = k + 3;
+            want_held_tasks = k + 3;
+            spin(&f, tracked);
+        }
+        assert_true(vs_ops_inflight(f.ops) <= 2);
+    }
+    assert_int_equal(f.max_inflight, 2);
+    {
+        int n = 0;
+        for (int i = 0; i < f.ncalls; i++)
+            if (strncmp(f.calls[i], "PowerOnVM_Task ", 15) == 0) {
+                char want[32];
+                snprintf(want, sizeof(want), "PowerOnVM_Task vm-%d", n + 1);
+                assert_string_equal(f.calls[i], want);
+                n++;
+            }
+        assert_int_equal(n, 5);
+    }
+    /* One collector served all; every filter was destroyed. */
+    {
+        int pcs = 0;
+        for (int i = 0; i < f.ncalls; i++)
+            pcs += strncmp(f.calls[i], "CreatePropertyCollector", 23) == 0;
+        assert_int_equal(pcs, 1);
+    }
+    want_done = 0;
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    teardown(&f);
+    assert_true(f.destroyed_filters >= 4);
+    assert_int_equal(f.destroys_during_wait, 0);
+}
+
+static void test_task_error(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(7);
+
+    (void)state;
+    setup(&f, 8, 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_power_off(f.ops, &vm, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    end_task(&f, 0, "error", "InvalidPowerState");
+    want_done = 1;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[0].err, VMG_EFAULT);
+    assert_string_equal(f.done[0].fault, "InvalidPowerState");
+    assert_non_null(strstr(f.done[0].message, "the InvalidPowerState message"));
+    assert_non_null(strstr(f.done[0].message, "PowerOffVM_Task"));
+    assert_string_equal(f.done[0].task, "task-0");
+    teardown(&f);
+}
+
+static bool is_done1(const struct fake *f)
+{
+    return f->ndone >= 1;
+}
+
+static void test_task_ended_before_filter(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(3);
+
+    (void)state;
+    /* vcsim: the task is over before the filter exists, and a new
+     * filter's object is not reported: only the read after CreateFilter
+     * can tell. */
+    setup(&f, 8, 0);
+    f.instant = true;
+    f.quiet_new_filters = true;
+    c.f = &f;
+    assert_int_equal(vs_ops_destroy(f.ops, &vm, on_done, &c, NULL), 0);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    teardown(&f);
+}
+
+static void test_quiet_filter_then_end(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(3);
+
+    (void)state;
+    /* The same server, the task ending later: the long poll reports it. */
+    setup(&f, 8, 0);
+    f.quiet_new_filters = true;
+    c.f = &f;
+    assert_int_equal(vs_ops_reconfigure(f.ops, &vm, 2, 2048, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    teardown(&f);
+}
+
+static void test_stale_state_after_end(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(3);
+
+    (void)state;
+    /* An end is final, whatever comes after it in the same UpdateSet. */
+    setup(&f, 8, 0);
+    f.stale_after_end = true;
+    c.f = &f;
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    teardown(&f);
+}
+
+static void test_collector_lost(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(5);
+    vmg_server_req *held;
+
+    (void)state;
+    /* The tracker's collector vanishes (a new session, a restart) while a
+     * task runs, and the task ends meanwhile: the tasks are registered
+     * again on a new collector, whose first read sees the end. */
+    setup(&f, 8, 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    f.pc_gen = 2;
+    f.tasks[0].filter = 0;
+    snprintf(f.tasks[0].state, sizeof(f.tasks[0].state), "success");
+    held = f.held;
+    f.held = NULL;
+    reply_fault(held, "ManagedObjectNotFound");
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    {
+        int pcs = 0;
+        for (int i = 0; i < f.ncalls; i++)
+            pcs += strncmp(f.calls[i], "CreatePropertyCollector", 23) == 0;
+        assert_int_equal(pcs, 2);
+    }
+    teardown(&f);
+}
+
+static void test_create_folder(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+
+    (void)state;
+    setup(&f, 8, 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_create_folder(f.ops, &placement.root_folder, "web", on_done, &c, NULL),
+                     0);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    assert_string_equal(f.done[0].result, "group-77");
+    assert_false(f.done[0].existed);
+    assert_string_equal(f.done[0].task, "");
+    /* It exists: DuplicateName is success, with the folder that exists. */
+    f.folder_exists = true;
+    assert_int_equal(vs_ops_create_folder(f.ops, &placement.root_folder, "web", on_done, &c, NULL),
+                     0);
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[1].err, 0);
+    assert_string_equal(f.done[1].result, "group-41");
+    assert_true(f.done[1].existed);
+    teardown(&f);
+}
+
+static void test_clone(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_clone_spec spec = {.template_name = "tmpl",
+                                 .folder = &folder,
+                                 .name = "web-0",
+                                 .num_cpus = 2,
+                                 .memory_mb = 2048,
+                                 .mark_uid = "uid-123",
+                                 .mark_template = "tmpl"};
+
+    (void)state;
+    setup(&f, 8, 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    assert_non_null(strstr(f.clone_body, "<_this type=\"VirtualMachine\">vm-40</_this>"));
+    assert_non_null(strstr(f.clone_body, "<folder type=\"Folder\">group-41</folder>"));
+    assert_non_null(strstr(f.clone_body, "<name>web-0</name>"));
+    assert_non_null(strstr(f.clone_body, "<pool type=\"ResourcePool\">resgroup-9</pool>"));
+    assert_non_null(strstr(f.clone_body, "<numCPUs>2</numCPUs>"));
+    assert_non_null(strstr(f.clone_body, "<memoryMB>2048</memoryMB>"));
+    assert_non_null(strstr(f.clone_body, "<key>" NAMING_MARK_UID_KEY "</key>"));
+    assert_non_null(strstr(f.clone_body, ">uid-123</value>"));
+    assert_non_null(strstr(f.clone_body, "<key>" NAMING_MARK_TEMPLATE_KEY "</key>"));
+    assert_non_null(strstr(f.clone_body, "<powerOn>true</powerOn>"));
+    assert_null(strstr(f.clone_body, "<datastore"));
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    assert_string_equal(f.done[0].result, "vm-90");
+    /* A second clone of the same template does not look it up again. */
+    spec.name = "web-1";
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+    want_tasks = 2;
+    want_held_tasks = 2;
+    spin(&f, tracked);
+    {
+        int finds = 0;
+        for (int i = 0; i < f.ncalls; i++)
+            finds += strcmp(f.calls[i], "FindChild tmpl") == 0;
+        assert_int_equal(finds, 1);
+    }
+    end_task(&f, 1, "success", NULL);
+    want_done = 2;
+    spin(&f, done_enough);
+    teardown(&f);
+}
+
+static void test_clone_template_missing(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_clone_spec spec = {.template_name = "tmpl", .folder = &folder, .name = "web-0"};
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.template_missing = true;
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, VMG_ENOTFOUND);
+    assert_non_null(strstr(f.done[0].message, "template \"tmpl\" not found in /DC0/vm"));
+    assert_int_equal(f.ntasks, 0); /* no clone was tried */
+    teardown(&f);
+}
+
+static void test_queue_bound_and_close(void **state)
+{
+    struct fake f;
+    struct ctx c[4];
+    vs_op *op = NULL;
+
+    (void)state;
+    setup(&f, 1, 3);
+    for (int i = 0; i < 3; i++) {
+        struct vim_moref vm = vmref(i);
+        c[i] = (struct ctx){&f, i};
+        assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[i], i == 2 ? &op : NULL), 0);
+    }
+    {
+        struct vim_moref vm = vmref(9);
+        c[3] = (struct ctx){&f, 3};
+        assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[3], NULL), -ENOSPC);
+        assert_int_equal(vs_ops_power_on(f.ops, NULL, on_done, &c[3], NULL), -EINVAL);
+        assert_int_equal(vs_ops_reconfigure(f.ops, &vm, 0, 0, on_done, &c[3], NULL), -EINVAL);
+    }
+    assert_string_equal(vs_op_kind_name(vs_op_kind(op)), "power-on");
+    assert_string_equal(vs_op_target(op), "vm-2");
+    /* A queued operation canceled: its callback runs now. */
+    vs_op_cancel(op);
+    assert_int_equal(f.ndone, 1);
+    assert_int_equal(f.done[0].err, VMG_ECANCELED);
+    assert_int_equal(f.done[0].tag, 2);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    assert_int_equal(vs_ops_inflight(f.ops), 1);
+    assert_int_equal(vs_ops_queued(f.ops), 1);
+    /* Closing ends the running one and the queued one, now. */
+    vs_ops_close(f.ops, NULL, NULL);
+    assert_int_equal(f.ndone, 3);
+    assert_int_equal(f.done[1].err, VMG_ECANCELED);
+    assert_int_equal(f.done[2].err, VMG_ECANCELED);
+    f.ops = NULL;
+    teardown(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bound_and_fifo),
+        cmocka_unit_test(test_task_error),
+        cmocka_unit_test(test_task_ended_before_filter),
+        cmocka_unit_test(test_quiet_filter_then_end),
+        cmocka_unit_test(test_stale_state_after_end),
+        cmocka_unit_test(test_collector_lost),
+        cmocka_unit_test(test_create_folder),
+        cmocka_unit_test(test_clone),
+        cmocka_unit_test(test_clone_template_missing),
+        cmocka_unit_test(test_queue_bound_and_close),
+    };
+    int r;
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    r = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return r;
+}

@@ -1,0 +1,737 @@
+/* test_session.c: the vCenter session: VC_HOST forms, thumbprints, the
+ * backoff schedule, and the session's behaviour against a fake vCenter (a
+ * lib/server HTTPS server on the same loop answering with the SOAP
+ * fixtures recorded from vcsim): login and cookie, a wrong password and
+ * the retries, re-login after NotAuthenticated (once per call, one login
+ * for many calls), keep-alive, logout, and the TLS modes (CA file, pinned
+ * thumbprint, system roots refused). */
+#include "tests/unit/unit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <uv.h>
+
+#include "lib/err.h"
+#include "lib/http.h"
+#include "lib/server.h"
+#include "lib/tlsgen.h"
+#include "vsphere/session.h"
+
+#define FIXTURES "tests/unit/fixtures/soap/"
+
+static char *load(const char *name, size_t *len)
+{
+    char path[256];
+    FILE *f;
+    char *buf;
+    long n;
+
+    snprintf(path, sizeof(path), FIXTURES "%s", name);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* ---- Pure helpers ---- */
+
+static void url_ok(const char *in, const char *want)
+{
+    char buf[VS_URL_MAX], err[256];
+
+    assert_int_equal(vs_url_build(in, buf, sizeof(buf), err, sizeof(err)), 0);
+    assert_string_equal(buf, want);
+}
+
+static void url_bad(const char *in, const char *needle)
+{
+    char buf[VS_URL_MAX], err[256] = "";
+
+    assert_int_equal(vs_url_build(in, buf, sizeof(buf), err, sizeof(err)), VMG_ECONFIG);
+    if (needle && !strstr(err, needle))
+        fail_msg("error for \"%s\" is \"%s\", lacks \"%s\"", in ? in : "(null)", err, needle);
+}
+
+static void test_url_forms(void **state)
+{
+    (void)state;
+    url_ok("vc.example.com", "https://vc.example.com:443/sdk");
+    url_ok("vc.example.com:8443", "https://vc.example.com:8443/sdk");
+    url_ok("127.0.0.1:37266", "https://127.0.0.1:37266/sdk");
+    url_ok("https://vc.example.com", "https://vc.example.com:443/sdk");
+    url_ok("https://vc.example.com/", "https://vc.example.com:443/sdk");
+    url_ok("HTTPS://vc.example.com:9443/sdk", "https://vc.example.com:9443/sdk");
+    url_ok("https://vc:1/custom/sdk", "https://vc:1/custom/sdk");
+    url_ok("vc.example.com/sdk", "https://vc.example.com:443/sdk");
+    url_ok("[::1]:8443", "https://[::1]:8443/sdk");
+    url_ok("[fe80::1]", "https://[fe80::1]:443/sdk");
+    url_ok("fe80::1", "https://[fe80::1]:443/sdk");
+    url_ok("https://[::1]/sdk", "https://[::1]:443/sdk");
+
+    url_bad(NULL, "empty");
+    url_bad("", "no host");
+    url_bad("http://vc.example.com", "only https");
+    url_bad("ftp://vc", "only https");
+    url_bad("https://user:pw@vc.example.com", "VC_USER");
+    url_bad("vc.example.com:0", "port");
+    url_bad("vc.example.com:65536", "port");
+    url_bad("vc.example.com:12x", "port");
+    url_bad("vc.example.com:", "port");
+    url_bad(":443", "no host");
+    url_bad("vc example", "blank");
+    url_bad("vc\x01", "control");
+    url_bad("v$c", "invalid host");
+    url_bad("[::1", "IPv6");
+    url_bad("[::1]x", "IPv6");
+    url_bad("https://vc/sdk?x=1", "query");
+}
+
+static void test_url_too_long(void **state)
+{
+    char host[2000], buf[64], err[128];
+
+    (void)state;
+    memset(host, 'a', sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    assert_int_equal(vs_url_build(host, buf, sizeof(buf), err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "too long"));
+    assert_int_equal(vs_url_build("vc.example.com", buf, 10, err, sizeof(err)), VMG_ECONFIG);
+}
+
+static void test_thumbprints(void **state)
+{
+    unsigned char out[VS_SHA256_LEN], want[VS_SHA256_LEN];
+    char err[512];
+    const char *colons = "63:38:AA:2E:EB:40:C3:50:A3:61:47:D8:55:D3:97:49:3A:9E:86:7D:3D:12:57:40:"
+                         "99:33:E1:A0:E6:86:38:AD";
+    const char *plain = "6338aa2eeb40c350a36147d855d397493a9e867d3d1257409933e1a0e68638ad";
+
+    (void)state;
+    for (size_t i = 0; i < VS_SHA256_LEN; i++)
+        want[i] = 0;
+    assert_int_equal(vs_thumbprint_parse(colons, out, err, sizeof(err)), 0);
+    assert_int_equal(out[0], 0x63);
+    assert_int_equal(out[31], 0xad);
+    memcpy(want, out, sizeof(want));
+    memset(out, 0, sizeof(out));
+    assert_int_equal(vs_thumbprint_parse(plain, out, err, sizeof(err)), 0);
+    assert_memory_equal(out, want, sizeof(want));
+
+    /* SHA-1 is named as such. */
+    assert_int_equal(vs_thumbprint_parse("6C:52:5A:AD:01:36:60:92:06:D4:01:48:2A:43:65:4E:27:"
+                                         "28:35:2D",
+                                         out, err, sizeof(err)),
+                     VMG_ECONFIG);
+    assert_non_null(strstr(err, "SHA-1"));
+    /* Malformed ones. */
+    const char *bad[] = {"",
+                         "zz",
+                         "63:38:AA",
+                         "6:338:AA:2E",
+                         "63::38",
+                         ":63",
+                         "63:",
+                         "6338aa2eeb40c350a36147d855d397493a9e867d3d1257409933e1a0e68638ad00",
+                         "6338aa2eeb40c350a36147d855d397493a9e867d3d1257409933e1a0e68638a"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memcpy(out, want, sizeof(out));
+        assert_int_equal(vs_thumbprint_parse(bad[i], out, err, sizeof(err)), VMG_ECONFIG);
+        assert_memory_equal(out, want, sizeof(out)); /* untouched */
+    }
+    assert_int_equal(vs_thumbprint_parse(NULL, out, err, sizeof(err)), VMG_ECONFIG);
+}
+
+static void test_backoff_schedule(void **state)
+{
+    const uint64_t want[] = {1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000};
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        assert_int_equal(vs_backoff_ms(i + 1, 1000, 60000), want[i]);
+    assert_int_equal(vs_backoff_ms(0, 1000, 60000), 1000);
+    assert_int_equal(vs_backoff_ms(1000000, 1000, 60000), 60000);
+    assert_int_equal(vs_backoff_ms(UINT32_MAX, 1000, 60000), 60000);
+    assert_int_equal(vs_backoff_ms(3, 10, 25), 25);
+    assert_string_equal(vs_state_name(VS_STATE_BACKOFF), "backoff");
+    assert_string_equal(vs_state_name(VS_STATE_READY), "ready");
+}
+
+/* ---- A fake vCenter ---- */
+
+#define MAX_STATES 64
+
+struct fake {
+    uv_loop_t loop;
+    vmg_server *srv;
+    vmg_http *http;
+    vs_session *s;
+    char *cert_pem, *key_pem;
+    char host[64];
+    char ca_path[64];
+    /* behaviour */
+    bool wrong_password;
+    bool always_not_auth; /* CurrentTime refused even with the cookie */
+    int session_no;       /* the valid cookie is "sess-<n>" */
+    /* what the server saw */
+    int contents, logins, logouts, current_times, refused;
+    char last_action[128];
+    /* what the client saw */
+    enum vs_state states[MAX_STATES];
+    uint64_t retry[MAX_STATES];
+    int state_errs[MAX_STATES];
+    char last_msg[512];
+    size_t nstates;
+    int replies, reply_err[16];
+    char reply_fault[16][64];
+    char reply_msg[16][512];
+    int closed;
+    bool timed_out;
+    uv_timer_t guard;
+};
+
+static void respond_fixture(vmg_server_req *r, int status, const char *name)
+{
+    size_t len;
+    char *body = load(name, &len);
+
+    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, len);
+    free(body);
+}
+
+static void fake_handler(void *data, vmg_server_req *r)
+{
+    struct fake *f = data;
+    size_t len;
+    const char *body = vmg_server_req_body(r, &len);
+    const char *cookie = vmg_server_req_header(r, "Cookie");
+    const char *action = vmg_server_req_header(r, "SOAPAction");
+    char want[64];
+
+    snprintf(f->last_action, sizeof(f->last_action), "%s", action ? action : "");
+    snprintf(want, sizeof(want), "vmware_soap_session=sess-%d", f->session_no);
+    if (strstr(body, "<RetrieveServiceContent>")) {
+        f->contents++;
+        respond_fixture(r, 200, "service_content.resp.xml");
+    } else if (strstr(body, "<Login>")) {
+        f->logins++;
+        if (f->wrong_password || !strstr(body, "<password>secret-pw</password>")) {
+            respond_fixture(r, 500, "fault_invalid_login.resp.xml");
+            return;
+        }
+        f->session_no++;
+        snprintf(want, sizeof(want), "vmware_soap_session=sess-%d; Path=/; HttpOnly",
+                 f->session_no);
+        vmg_server_req_add_header(r, "Set-Cookie", "other=1");
+        vmg_server_req_add_header(r, "Set-Cookie", want);
+        respond_fixture(r, 200, "login.resp.xml");
+    } else if (strstr(body, "<Logout>")) {
+        f->logouts++;
+        respond_fixture(r, 200, "logout.resp.xml");
+    } else if (strstr(body, "<CurrentTime>")) {
+        f->current_times++;
+        if (f->always_not_auth || !cookie || strcmp(cookie, want) != 0) {
+            f->refused++;
+            respond_fixture(r, 500, "fault_not_authenticated.resp.xml");
+            return;
+        }
+        respond_fixture(r, 200, "current_time.resp.xml");
+    } else {
+        vmg_server_respond(r, 404, "text/plain", "no", 2);
+    }
+}
+
+static void on_state(void *data, const struct vs_session_status *st)
+{
+    struct fake *f = data;
+
+    if (f->nstates < MAX_STATES) {
+        f->states[f->nstates] = st->state;
+        f->retry[f->nstates] = st->retry_in_ms;
+        f->state_errs[f->nstates] = st->err;
+        f->nstates++;
+    }
+    snprintf(f->last_msg, sizeof(f->last_msg), "%s", st->message);
+}
+
+static void on_guard(uv_timer_t *t)
+{
+    struct fake *f = t->data;
+
+    f->timed_out = true;
+    uv_stop(&f->loop);
+}
+
+static void fake_setup(struct fake *f)
+{
+    static const char *const sans[] = {"localhost"};
+    struct vmg_server_opts o = {0};
+    FILE *cf;
+    int err = 0;
+
+    memset(f, 0, sizeof(*f));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(vmg_tls_selfsigned("fake-vcenter", sans, 1, &f->cert_pem, &f->key_pem), 0);
+    o.addr = "127.0.0.1:0";
+    o.cert_pem = f->cert_pem;
+    o.key_pem = f->key_pem;
+    o.handler = fake_handler;
+    o.data = f;
+    f->srv = vmg_server_new(&f->loop, &o, &err);
+    assert_non_null(f->srv);
+    snprintf(f->host, sizeof(f->host), "127.0.0.1:%d", vmg_server_port(f->srv));
+    f->http = vmg_http_new(&f->loop, &err);
+    assert_non_null(f->http);
+    snprintf(f->ca_path, sizeof(f->ca_path), "/tmp/test_session_ca.%d.pem", (int)getpid());
+    cf = fopen(f->ca_path, "w");
+    assert_non_null(cf);
+    fputs(f->cert_pem, cf);
+    fclose(cf);
+    uv_timer_init(&f->loop, &f->guard);
+    f->guard.data = f;
+}
+
+static void fake_session(struct fake *f, struct vs_session_config *cfg)
+{
+    char err[256];
+    int e = 0;
+
+    cfg->host = f->host;
+    if (!cfg->user)
+        cfg->user = "vcuser@vsphere.local";
+    if (!cfg->password)
+        cfg->password = "secret-pw";
+    if (!cfg->backoff_min_ms)
+        cfg->backoff_min_ms = 10;
+    if (!cfg->backoff_max_ms)
+        cfg->backoff_max_ms = 40;
+    f->s = vs_session_new(&f->loop, f->http, cfg, &e, err, sizeof(err));
+    if (!f->s)
+        fail_msg("vs_session_new: %d %s", e, err);
+    vs_session_set_state_cb(f->s, on_state, f);
+}
+
+/* run_until runs the loop until *flag holds, failing after 10 s. */
+static void run_until(struct fake *f, const int *flag)
+{
+    uv_timer_start(&f->guard, on_guard, 10000, 0);
+    while (!*flag && !f->timed_out)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_timer_stop(&f->guard);
+    assert_false(f->timed_out);
+}
+
+static void on_session_closed(void *data)
+{
+    struct fake *f = data;
+
+    f->closed = 1;
+}
+
+static void fake_teardown(struct fake *f)
+{
+    if (f->s) {
+        vs_session_close(f->s, on_session_closed, f);
+        f->s = NULL;
+        uv_timer_start(&f->guard, on_guard, 10000, 0);
+        while (!f->closed && !f->timed_out)
+            uv_run(&f->loop, UV_RUN_ONCE);
+        uv_timer_stop(&f->guard);
+        assert_false(f->timed_out);
+    }
+    vmg_http_close(f->http, NULL, NULL);
+    vmg_server_close(f->srv, NULL, NULL);
+    uv_close((uv_handle_t *)&f->guard, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    unlink(f->ca_path);
+    free(f->cert_pem);
+    free(f->key_pem);
+}
+
+static void on_reply(void *data, const struct vs_reply *r)
+{
+    struct fake *f = data;
+    int i = f->replies;
+
+    if (i < 16) {
+        f->reply_err[i] = r->err;
+        snprintf(f->reply_fault[i], sizeof(f->reply_fault[i]), "%s",
+                 r->fault ? r->fault->type : "");
+        snprintf(f->reply_msg[i], sizeof(f->reply_msg[i]), "%s", r->message);
+        if (r->err == 0) {
+            char t[64];
+            assert_int_equal(vim_decode_text(r->resp, t, sizeof(t)), 0);
+            assert_true(strlen(t) > 10); /* a dateTime */
+        } else {
+            assert_true(strlen(r->message) > 0);
+            assert_null(r->resp);
+        }
+    }
+    f->replies++;
+}
+
+static void call_time(struct fake *f)
+{
+    char *buf = NULL;
+    size_t len = 0;
+
+    assert_int_equal(vim_req_current_time(&buf, &len), 0);
+    assert_int_equal(vs_call(f->s, "CurrentTime", buf, len, NULL, on_reply, f, NULL), 0);
+}
+
+/* ---- Session tests ---- */
+
+static void test_login_and_cookie(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {0};
+    struct vs_session_stats st;
+    char key[128];
+    int want = 1;
+
+    (void)state;
+    fake_setup(&f);
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_IDLE);
+    assert_null(vs_session_content(f.s));
+    call_time(&f); /* starts the login; the call waits behind it */
+    assert_int_equal(vs_session_state(f.s), VS_STATE_CONNECTING);
+    vs_session_stats(f.s, &st);
+    assert_int_equal(st.waiting, 1);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], 0);
+    assert_int_equal(f.contents, 1);
+    assert_int_equal(f.logins, 1);
+    assert_int_equal(f.refused, 0); /* the cookie was sent */
+    assert_int_equal(vs_session_state(f.s), VS_STATE_READY);
+    assert_int_equal(vs_session_generation(f.s), 1);
+    assert_non_null(vs_session_content(f.s));
+    assert_string_equal(vs_session_content(f.s)->api_version, "6.5");
+    /* SOAPAction follows the server's apiVersion. */
+    assert_string_equal(f.last_action, "urn:vim25/6.5");
+    vs_session_key(f.s, key, sizeof(key));
+    assert_true(strlen(key) > 0);
+    assert_int_equal(f.nstates, 2);
+    assert_int_equal(f.states[0], VS_STATE_CONNECTING);
+    assert_int_equal(f.states[1], VS_STATE_READY);
+    /* A second call goes straight out with the same session. */
+    call_time(&f);
+    want = 2;
+    while (f.replies < want)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    assert_int_equal(f.reply_err[1], 0);
+    assert_int_equal(f.logins, 1);
+    vs_session_stats(f.s, &st);
+    assert_int_equal(st.logins, 1);
+    assert_int_equal(st.requests, 4);
+    fake_teardown(&f);
+    assert_int_equal(f.logouts, 1); /* a clean close logs out */
+}
+
+static void test_wrong_password_retries(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.password = "not-the-password"};
+    struct vs_session_stats st;
+    int backoffs = 0;
+
+    (void)state;
+    fake_setup(&f);
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_EAUTH);
+    assert_string_equal(f.reply_msg[0], "vCenter refused the login for user vcuser@vsphere.local: "
+                                        "incorrect user name or password");
+    assert_string_equal(f.last_msg, f.reply_msg[0]);
+    /* It keeps trying, with the backoff doubling up to its maximum. */
+    uv_timer_start(&f.guard, on_guard, 10000, 0);
+    while (!f.timed_out) {
+        backoffs = 0;
+        for (size_t i = 0; i < f.nstates; i++)
+            backoffs += f.states[i] == VS_STATE_BACKOFF;
+        if (backoffs >= 5)
+            break;
+        uv_run(&f.loop, UV_RUN_ONCE);
+    }
+    uv_timer_stop(&f.guard);
+    assert_false(f.timed_out);
+    {
+        const uint64_t want[] = {10, 20, 40, 40, 40};
+        size_t k = 0;
+        for (size_t i = 0; i < f.nstates; i++) {
+            if (f.states[i] != VS_STATE_BACKOFF)
+                continue;
+            assert_int_equal(f.state_errs[i], VMG_EAUTH);
+            assert_int_equal(f.retry[i], want[k]);
+            k++;
+            /* each backoff follows a login attempt */
+            assert_int_equal(f.states[i - 1], VS_STATE_CONNECTING);
+        }
+        assert_int_equal(k, 5);
+    }
+    assert_true(f.logins >= 5);
+    vs_session_stats(f.s, &st);
+    assert_int_equal(st.logins, 0);
+    assert_true(st.login_failures >= 5);
+    fake_teardown(&f);
+    assert_int_equal(f.logouts, 0); /* never logged in */
+}
+
+static void test_relogin_after_not_authenticated(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true};
+    int want;
+
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], 0);
+    /* The server forgets the session (terminated, expired, restarted):
+     * three calls at once are refused, one login follows, all succeed. */
+    f.session_no += 100;
+    call_time(&f);
+    call_time(&f);
+    call_time(&f);
+    want = 4;
+    uv_timer_start(&f.guard, on_guard, 10000, 0);
+    while (f.replies < want && !f.timed_out)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    uv_timer_stop(&f.guard);
+    assert_false(f.timed_out);
+    for (int i = 1; i < 4; i++)
+        assert_int_equal(f.reply_err[i], 0);
+    assert_int_equal(f.logins, 2);
+    assert_int_equal(f.refused, 3);
+    assert_int_equal(vs_session_generation(f.s), 2);
+    fake_teardown(&f);
+}
+
+static void test_not_authenticated_twice_fails(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true};
+
+    (void)state;
+    fake_setup(&f);
+    f.always_not_auth = true;
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    /* Sent, refused, logged in again, sent once more, refused: reported. */
+    assert_int_equal(f.reply_err[0], VMG_EFAULT);
+    assert_string_equal(f.reply_fault[0], "NotAuthenticated");
+    assert_int_equal(f.current_times, 2);
+    assert_int_equal(f.logins, 2);
+    fake_teardown(&f);
+}
+
+static void test_keepalive_when_idle(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true, .keepalive_ms = 30};
+    struct vs_session_stats st;
+    int two = 0;
+
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    assert_int_equal(vs_session_start(f.s), 0);
+    /* Logged in and idle: CurrentTime is sent by the session itself. */
+    uv_timer_start(&f.guard, on_guard, 10000, 0);
+    while (f.current_times < 2 && !f.timed_out)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    uv_timer_stop(&f.guard);
+    assert_false(f.timed_out);
+    two = f.current_times;
+    assert_int_equal(two, 2);
+    assert_int_equal(f.replies, 0);
+    vs_session_stats(f.s, &st);
+    assert_true(st.keepalives >= 2);
+    assert_int_equal(f.refused, 0);
+    fake_teardown(&f);
+}
+
+static void test_tls_modes(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {0};
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char tp[128], bad[128];
+    BIO *bio;
+    X509 *x;
+
+    (void)state;
+    /* System roots: the self-signed certificate is refused. */
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_ETRANSPORT);
+    assert_non_null(strstr(f.reply_msg[0], "certificate"));
+    assert_int_equal(f.contents, 0);
+
+    /* The thumbprint of that certificate: accepted. */
+    bio = BIO_new_mem_buf(f.cert_pem, -1);
+    x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+    assert_non_null(x);
+    assert_int_equal(X509_digest(x, EVP_sha256(), md, &mdlen), 1);
+    X509_free(x);
+    BIO_free(bio);
+    assert_int_equal(mdlen, 32);
+    for (unsigned i = 0; i < mdlen; i++)
+        snprintf(tp + 3 * i, sizeof(tp) - 3 * i, "%02X%s", md[i], i + 1 < mdlen ? ":" : "");
+    vs_session_close(f.s, NULL, NULL);
+    f.s = NULL;
+    f.replies = 0;
+    cfg = (struct vs_session_config){.thumbprint = tp};
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], 0);
+
+    /* Another thumbprint: refused. */
+    vs_session_close(f.s, NULL, NULL);
+    f.s = NULL;
+    f.replies = 0;
+    snprintf(bad, sizeof(bad), "%s", tp);
+    bad[0] = bad[0] == '0' ? '1' : '0';
+    cfg = (struct vs_session_config){.thumbprint = bad};
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_ETRANSPORT);
+    fake_teardown(&f);
+}
+
+static void test_config_errors(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {0};
+    char err[256];
+    int e = 0;
+
+    (void)state;
+    fake_setup(&f);
+    cfg.host = f.host;
+    cfg.user = "u";
+    cfg.password = "secret-pw";
+    cfg.ca_file = "/nonexistent/ca.pem";
+    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_int_equal(e, VMG_ECONFIG);
+    assert_non_null(strstr(err, "/nonexistent/ca.pem"));
+    cfg.ca_file = NULL;
+    cfg.thumbprint = "12:34";
+    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_int_equal(e, VMG_ECONFIG);
+    cfg.thumbprint = NULL;
+    cfg.password = "";
+    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_non_null(strstr(err, "VC_PASS"));
+    cfg.password = "secret-pw";
+    cfg.user = NULL;
+    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_non_null(strstr(err, "VC_USER"));
+    cfg.user = "u";
+    cfg.host = "http://plain";
+    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_non_null(strstr(err, "https"));
+    fake_teardown(&f);
+}
+
+static void test_close_cancels_waiting_calls(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true};
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    call_time(&f);
+    call_time(&f);
+    /* Closed before the login completes: both calls end, canceled, before
+     * the close returns; new calls are refused. */
+    vs_session_close(f.s, on_session_closed, &f);
+    assert_int_equal(f.replies, 2);
+    assert_int_equal(f.reply_err[0], VMG_ECANCELED);
+    assert_int_equal(f.reply_err[1], VMG_ECANCELED);
+    f.s = NULL;
+    run_until(&f, &f.closed);
+    fake_teardown(&f);
+}
+
+static void test_cancel_one_call(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true};
+    char *buf = NULL;
+    size_t len = 0;
+    vs_req *q = NULL;
+
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    assert_int_equal(vim_req_current_time(&buf, &len), 0);
+    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_reply, &f, &q), 0);
+    vs_req_cancel(q);
+    assert_int_equal(f.replies, 1);
+    assert_int_equal(f.reply_err[0], VMG_ECANCELED);
+    call_time(&f);
+    uv_timer_start(&f.guard, on_guard, 10000, 0);
+    while (f.replies < 2 && !f.timed_out)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    uv_timer_stop(&f.guard);
+    assert_int_equal(f.reply_err[1], 0);
+    /* Bad arguments: refused, the buffer freed. */
+    assert_int_equal(vs_call(f.s, "X", NULL, 0, NULL, on_reply, &f, NULL), -EINVAL);
+    assert_int_equal(vim_req_current_time(&buf, &len), 0);
+    assert_int_equal(vs_call(f.s, "X", buf, len, NULL, NULL, &f, NULL), -EINVAL);
+    fake_teardown(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_url_forms),
+        cmocka_unit_test(test_url_too_long),
+        cmocka_unit_test(test_thumbprints),
+        cmocka_unit_test(test_backoff_schedule),
+        cmocka_unit_test(test_login_and_cookie),
+        cmocka_unit_test(test_wrong_password_retries),
+        cmocka_unit_test(test_relogin_after_not_authenticated),
+        cmocka_unit_test(test_not_authenticated_twice_fails),
+        cmocka_unit_test(test_keepalive_when_idle),
+        cmocka_unit_test(test_tls_modes),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_close_cancels_waiting_calls),
+        cmocka_unit_test(test_cancel_one_call),
+    };
+    int r;
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    r = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return r;
+}

@@ -1,0 +1,629 @@
+/* invcache.c: the inventory cache: objects by moref in a hash table, each
+ * linked into the list of its parent's children (a second table, keyed by
+ * the parent's moref, so that children may arrive before their parent),
+ * and a list of the objects changed since the last commit. */
+#include "vsphere/invcache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/naming.h"
+
+#define MAX_DEPTH 64 /* folders walked up to find a group */
+
+enum { D_NEW = 1, D_CHANGED = 2, D_REMOVED = 4 };
+
+struct pgroup;
+
+struct node {
+    struct vs_obj o;
+    struct node *hnext;         /* hash chain */
+    struct pgroup *pg;          /* the parent's children list it is in */
+    struct node *sprev, *snext; /* siblings in pg */
+    struct node *dnext;         /* dirty list */
+    unsigned dirty;
+    bool seen;
+    bool old_valid; /* old_group* hold the group before this batch */
+    char old_group[VS_NAME_MAX];
+    char old_group_ref[VS_REF_MAX];
+};
+
+struct pgroup {
+    char ref[VS_REF_MAX];
+    struct pgroup *hnext;
+    struct node *head;
+    size_t n;
+};
+
+/* A chained hash table of nodes or pgroups: the key (a string member) is
+ * at key_off in an item, the chain pointer at chain_off. */
+struct htab {
+    void **b;
+    size_t nb, n;
+    size_t key_off, chain_off;
+};
+
+struct vs_cache {
+    char root[VS_REF_MAX];
+    size_t max;
+    vs_cache_cb cb;
+    void *data;
+    struct htab objs;
+    struct htab groups;
+    struct node *dirty;
+};
+
+/* ---- Hash tables ---- */
+
+static size_t hash(const char *s)
+{
+    size_t h = 1469598103934665603ull;
+
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static void **chain(const struct htab *t, void *item)
+{
+    return (void **)((char *)item + t->chain_off);
+}
+
+static const char *key_of(const struct htab *t, void *item)
+{
+    return (const char *)item + t->key_off;
+}
+
+static void *ht_get(const struct htab *t, const char *key)
+{
+    if (!t->nb)
+        return NULL;
+    for (void *it = t->b[hash(key) & (t->nb - 1)]; it; it = *chain(t, it))
+        if (strcmp(key_of(t, it), key) == 0)
+            return it;
+    return NULL;
+}
+
+static int ht_grow(struct htab *t)
+{
+    size_t nb = t->nb ? t->nb * 2 : 64;
+    void **b = calloc(nb, sizeof(*b));
+
+    if (!b)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->nb; i++) {
+        void *it = t->b[i];
+        while (it) {
+            void *next = *chain(t, it);
+            size_t k = hash(key_of(t, it)) & (nb - 1);
+            *chain(t, it) = b[k];
+            b[k] = it;
+            it = next;
+        }
+    }
+    free(t->b);
+    t->b = b;
+    t->nb = nb;
+    return 0;
+}
+
+static int ht_put(struct htab *t, void *item)
+{
+    size_t k;
+
+    if ((t->n + 1) * 4 > t->nb * 3 && ht_grow(t) < 0)
+        return -ENOMEM;
+    k = hash(key_of(t, item)) & (t->nb - 1);
+    *chain(t, item) = t->b[k];
+    t->b[k] = item;
+    t->n++;
+    return 0;
+}
+
+static void ht_del(struct htab *t, void *item)
+{
+    void **pp = &t->b[hash(key_of(t, item)) & (t->nb - 1)];
+
+    while (*pp && *pp != item)
+        pp = chain(t, *pp);
+    if (*pp) {
+        *pp = *chain(t, item);
+        t->n--;
+    }
+}
+
+/* ---- Helpers ---- */
+
+static void copy(char *dst, size_t size, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+
+    if (n >= size)
+        n = size - 1;
+    if (n)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+uint64_t vs_create_order(const char *ref)
+{
+    const char *p;
+    uint64_t v = 0;
+
+    if (!ref)
+        return 0;
+    p = ref + strlen(ref);
+    while (p > ref && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    for (; *p; p++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return UINT64_MAX;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    return v;
+}
+
+static struct pgroup *pg_get(vs_cache *c, const char *ref, bool make)
+{
+    struct pgroup *g = ht_get(&c->groups, ref);
+
+    if (g || !make)
+        return g;
+    g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    copy(g->ref, sizeof(g->ref), ref);
+    if (ht_put(&c->groups, g) < 0) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void unlink_parent(vs_cache *c, struct node *n)
+{
+    struct pgroup *g = n->pg;
+
+    if (!g)
+        return;
+    if (n->sprev)
+        n->sprev->snext = n->snext;
+    else
+        g->head = n->snext;
+    if (n->snext)
+        n->snext->sprev = n->sprev;
+    n->sprev = n->snext = NULL;
+    n->pg = NULL;
+    if (--g->n == 0) {
+        ht_del(&c->groups, g);
+        free(g);
+    }
+}
+
+/* link_parent puts n in its parent's list; an object whose list cannot be
+ * made (out of memory) is only missing from listings. */
+static void link_parent(vs_cache *c, struct node *n)
+{
+    struct pgroup *g;
+
+    if (!n->o.parent[0])
+        return;
+    g = pg_get(c, n->o.parent, true);
+    if (!g)
+        return;
+    n->pg = g;
+    n->sprev = NULL;
+    n->snext = g->head;
+    if (g->head)
+        g->head->sprev = n;
+    g->head = n;
+    g->n++;
+}
+
+static void mark_dirty(vs_cache *c, struct node *n, unsigned flag)
+{
+    if (!n->dirty) {
+        n->dnext = c->dirty;
+        c->dirty = n;
+    }
+    n->dirty |= flag;
+}
+
+const struct vs_obj *vs_cache_group(const vs_cache *c, const struct vs_obj *obj)
+{
+    const struct vs_obj *cur = obj;
+
+    if (!c || !obj)
+        return NULL;
+    for (int depth = 0; depth < MAX_DEPTH; depth++) {
+        if (!cur->parent[0])
+            return NULL;
+        if (strcmp(cur->parent, c->root) == 0)
+            return cur->kind == VS_OBJ_FOLDER ? cur : NULL;
+        cur = vs_cache_get(c, cur->parent);
+        if (!cur)
+            return NULL;
+    }
+    return NULL;
+}
+
+static void capture_old_group(vs_cache *c, struct node *n)
+{
+    const struct vs_obj *g = vs_cache_group(c, &n->o);
+
+    n->old_valid = true;
+    copy(n->old_group, sizeof(n->old_group), g ? g->name : "");
+    copy(n->old_group_ref, sizeof(n->old_group_ref), g ? g->ref : "");
+}
+
+static bool obj_equal(const struct vs_obj *a, const struct vs_obj *b)
+{
+    return a->kind == b->kind && strcmp(a->name, b->name) == 0 &&
+           strcmp(a->parent, b->parent) == 0 && strcmp(a->power_state, b->power_state) == 0 &&
+           a->powered_on == b->powered_on && a->num_cpu == b->num_cpu &&
+           a->memory_mb == b->memory_mb && a->is_template == b->is_template &&
+           strcmp(a->instance_uuid, b->instance_uuid) == 0 && a->has_mark_uid == b->has_mark_uid &&
+           strcmp(a->mark_uid, b->mark_uid) == 0 && a->has_mark_template == b->has_mark_template &&
+           strcmp(a->mark_template, b->mark_template) == 0;
+}
+
+static void reset_props(struct vs_obj *o)
+{
+    o->name[0] = '\0';
+    o->parent[0] = '\0';
+    o->power_state[0] = '\0';
+    o->powered_on = false;
+    o->num_cpu = 0;
+    o->memory_mb = 0;
+    o->is_template = false;
+    o->instance_uuid[0] = '\0';
+    o->has_mark_uid = false;
+    o->mark_uid[0] = '\0';
+    o->has_mark_template = false;
+    o->mark_template[0] = '\0';
+}
+
+/* set_mark records one extraConfig entry if it is a mark; value NULL
+ * removes it. */
+static void set_mark(struct vs_obj *o, const char *key, const char *value)
+{
+    if (!key)
+        return;
+    if (strcmp(key, NAMING_MARK_UID_KEY) == 0) {
+        o->has_mark_uid = value != NULL;
+        copy(o->mark_uid, sizeof(o->mark_uid), value);
+    } else if (strcmp(key, NAMING_MARK_TEMPLATE_KEY) == 0) {
+        o->has_mark_template = value != NULL;
+        copy(o->mark_template, sizeof(o->mark_template), value);
+    }
+}
+
+/* indexed_key reads the key of a path like config.extraConfig["key"] into
+ * buf; false when name is not of that form. */
+static bool indexed_key(const char *name, char *buf, size_t size)
+{
+    static const char prefix[] = "config.extraConfig[\"";
+    size_t len, pl = sizeof(prefix) - 1;
+
+    if (strncmp(name, prefix, pl) != 0)
+        return false;
+    len = strlen(name + pl);
+    if (len < 2 || strcmp(name + pl + len - 2, "\"]") != 0 || len - 2 >= size)
+        return false;
+    memcpy(buf, name + pl, len - 2);
+    buf[len - 2] = '\0';
+    return true;
+}
+
+static void apply_change(struct vs_obj *o, const struct vim_change *ch)
+{
+    bool unset =
+        ch->op == VIM_OP_REMOVE || ch->op == VIM_OP_INDIRECT_REMOVE || ch->kind == VIM_VAL_NONE;
+    const char *n = ch->name;
+    char key[VS_NAME_MAX];
+
+    if (strcmp(n, "name") == 0) {
+        copy(o->name, sizeof(o->name), !unset && ch->kind == VIM_VAL_STRING ? ch->str : "");
+    } else if (strcmp(n, "parent") == 0) {
+        copy(o->parent, sizeof(o->parent),
+             !unset && ch->kind == VIM_VAL_MOREF ? ch->ref_value : "");
+    } else if (o->kind != VS_OBJ_VM) {
+        return;
+    } else if (strcmp(n, "runtime.powerState") == 0) {
+        copy(o->power_state, sizeof(o->power_state),
+             !unset && (ch->kind == VIM_VAL_ENUM || ch->kind == VIM_VAL_STRING) ? ch->str : "");
+        o->powered_on = strcmp(o->power_state, "poweredOn") == 0;
+    } else if (strcmp(n, "config.hardware.numCPU") == 0) {
+        o->num_cpu = !unset && ch->kind == VIM_VAL_INT && ch->num > 0 && ch->num < 1000000
+                         ? (int)ch->num
+                         : 0;
+    } else if (strcmp(n, "config.hardware.memoryMB") == 0) {
+        o->memory_mb = !unset && ch->kind == VIM_VAL_INT && ch->num > 0 ? ch->num : 0;
+    } else if (strcmp(n, "config.template") == 0) {
+        o->is_template = !unset && ch->kind == VIM_VAL_BOOL && ch->b;
+    } else if (strcmp(n, "config.instanceUuid") == 0) {
+        copy(o->instance_uuid, sizeof(o->instance_uuid),
+             !unset && ch->kind == VIM_VAL_STRING ? ch->str : "");
+    } else if (strcmp(n, "config.extraConfig") == 0) {
+        const xmlNode *ov = NULL;
+        const char *k, *v;
+        set_mark(o, NAMING_MARK_UID_KEY, NULL);
+        set_mark(o, NAMING_MARK_TEMPLATE_KEY, NULL);
+        if (unset || ch->kind != VIM_VAL_OPTIONS)
+            return;
+        while ((ov = vim_option_next(ch->node, ov, &k, &v)) != NULL)
+            if (v)
+                set_mark(o, k, v);
+    } else if (indexed_key(n, key, sizeof(key))) {
+        /* A single entry, config.extraConfig["key"]: an OptionValue. */
+        const char *v = NULL;
+        if (!unset && ch->kind == VIM_VAL_STRING)
+            v = ch->str;
+        else if (!unset && ch->node)
+            v = soap_text_ref(soap_child(ch->node, "value"));
+        set_mark(o, key, v);
+    }
+}
+
+/* ---- Public ---- */
+
+vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, vs_cache_cb cb, void *data)
+{
+    vs_cache *c;
+
+    if (!root_ref || !*root_ref || strlen(root_ref) >= VS_REF_MAX)
+        return NULL;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    copy(c->root, sizeof(c->root), root_ref);
+    c->max = max_objects ? max_objects : VS_CACHE_DEFAULT_MAX;
+    c->cb = cb;
+    c->data = data;
+    c->objs.key_off = offsetof(struct node, o.ref);
+    c->objs.chain_off = offsetof(struct node, hnext);
+    c->groups.key_off = offsetof(struct pgroup, ref);
+    c->groups.chain_off = offsetof(struct pgroup, hnext);
+    return c;
+}
+
+void vs_cache_free(vs_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->objs.nb; i++) {
+        struct node *n = c->objs.b[i];
+        while (n) {
+            struct node *next = n->hnext;
+            free(n);
+            n = next;
+        }
+    }
+    for (size_t i = 0; i < c->groups.nb; i++) {
+        struct pgroup *g = c->groups.b[i];
+        while (g) {
+            struct pgroup *next = g->hnext;
+            free(g);
+            g = next;
+        }
+    }
+    free(c->objs.b);
+    free(c->groups.b);
+    free(c);
+}
+
+int vs_cache_set_root(vs_cache *c, const char *root_ref)
+{
+    if (!c || !root_ref || !*root_ref || strlen(root_ref) >= VS_REF_MAX)
+        return -EINVAL;
+    copy(c->root, sizeof(c->root), root_ref);
+    return 0;
+}
+
+const char *vs_cache_root(const vs_cache *c)
+{
+    return c ? c->root : "";
+}
+
+int vs_cache_apply(vs_cache *c, const struct vim_object_update *u)
+{
+    enum vs_obj_kind kind;
+    struct node *n;
+    struct vs_obj before;
+    char old_parent[VS_REF_MAX];
+
+    if (!c || !u)
+        return -EINVAL;
+    if (strcmp(u->obj.type, "VirtualMachine") == 0)
+        kind = VS_OBJ_VM;
+    else if (strcmp(u->obj.type, "Folder") == 0)
+        kind = VS_OBJ_FOLDER;
+    else
+        return 0;
+    if (strlen(u->obj.value) >= VS_REF_MAX)
+        return 0;
+    n = ht_get(&c->objs, u->obj.value);
+    if (n && n->o.kind != kind)
+        return 0;
+    if (u->kind == VIM_LEAVE) {
+        if (n) {
+            n->seen = true;
+            mark_dirty(c, n, D_REMOVED);
+        }
+        return 0;
+    }
+    if (!n) {
+        if (c->objs.n >= c->max)
+            return -ENOSPC;
+        n = calloc(1, sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        n->o.kind = kind;
+        copy(n->o.ref, sizeof(n->o.ref), u->obj.value);
+        n->o.create_order = vs_create_order(n->o.ref);
+        if (ht_put(&c->objs, n) < 0) {
+            free(n);
+            return -ENOMEM;
+        }
+        mark_dirty(c, n, D_NEW);
+    } else if (!n->dirty) {
+        capture_old_group(c, n);
+    }
+    n->seen = true;
+    if (n->dirty & D_REMOVED)
+        n->dirty &= ~(unsigned)D_REMOVED; /* it came back in the same batch */
+    before = n->o;
+    copy(old_parent, sizeof(old_parent), n->o.parent);
+    if (u->kind == VIM_ENTER)
+        reset_props(&n->o);
+    for (size_t i = 0; i < u->n_changes; i++)
+        apply_change(&n->o, &u->changes[i]);
+    if (strcmp(old_parent, n->o.parent) != 0 || !n->pg) {
+        unlink_parent(c, n);
+        link_parent(c, n);
+    }
+    if (!obj_equal(&before, &n->o))
+        mark_dirty(c, n, D_CHANGED);
+    return 0;
+}
+
+static void free_node(vs_cache *c, struct node *n)
+{
+    unlink_parent(c, n);
+    ht_del(&c->objs, n);
+    free(n);
+}
+
+size_t vs_cache_commit(vs_cache *c)
+{
+    struct node *list, *n, *next;
+    size_t events = 0;
+
+    if (!c)
+        return 0;
+    list = c->dirty;
+    for (n = list; n; n = n->dnext) {
+        struct vs_cache_event ev = {0};
+        const struct vs_obj *g;
+        if ((n->dirty & D_NEW) && (n->dirty & D_REMOVED))
+            continue;
+        if (n->dirty & D_REMOVED)
+            ev.change = VS_CHANGE_REMOVED;
+        else if (n->dirty & D_NEW)
+            ev.change = VS_CHANGE_ADDED;
+        else if (n->dirty & D_CHANGED)
+            ev.change = VS_CHANGE_UPDATED;
+        else
+            continue;
+        ev.obj = &n->o;
+        g = vs_cache_group(c, &n->o);
+        if (g) {
+            ev.group = g->name;
+            ev.group_ref = g->ref;
+        }
+        if (ev.change == VS_CHANGE_UPDATED && n->old_valid && n->old_group_ref[0] &&
+            (!g || strcmp(g->ref, n->old_group_ref) != 0 || strcmp(g->name, n->old_group) != 0)) {
+            ev.old_group = n->old_group;
+            ev.old_group_ref = n->old_group_ref;
+        }
+        events++;
+        if (c->cb)
+            c->cb(c->data, &ev);
+    }
+    c->dirty = NULL;
+    for (n = list; n; n = next) {
+        next = n->dnext;
+        n->dnext = NULL;
+        n->old_valid = false;
+        if (n->dirty & D_REMOVED)
+            free_node(c, n);
+        else
+            n->dirty = 0;
+    }
+    return events;
+}
+
+void vs_cache_begin_resync(vs_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->objs.nb; i++)
+        for (struct node *n = c->objs.b[i]; n; n = n->hnext)
+            n->seen = false;
+}
+
+size_t vs_cache_end_resync(vs_cache *c)
+{
+    if (!c)
+        return 0;
+    for (size_t i = 0; i < c->objs.nb; i++)
+        for (struct node *n = c->objs.b[i]; n; n = n->hnext)
+            if (!n->seen)
+                mark_dirty(c, n, D_REMOVED);
+    return vs_cache_commit(c);
+}
+
+size_t vs_cache_size(const vs_cache *c)
+{
+    return c ? c->objs.n : 0;
+}
+
+const struct vs_obj *vs_cache_get(const vs_cache *c, const char *ref)
+{
+    struct node *n;
+
+    if (!c || !ref)
+        return NULL;
+    n = ht_get(&c->objs, ref);
+    return n ? &n->o : NULL;
+}
+
+const struct vs_obj *vs_cache_folder(const vs_cache *c, const char *name)
+{
+    const struct pgroup *g;
+
+    if (!c || !name)
+        return NULL;
+    g = ht_get(&c->groups, c->root);
+    for (const struct node *n = g ? g->head : NULL; n; n = n->snext)
+        if (n->o.kind == VS_OBJ_FOLDER && strcmp(n->o.name, name) == 0)
+            return &n->o;
+    return NULL;
+}
+
+size_t vs_cache_children(const vs_cache *c, const char *folder_ref, bool vms,
+                         const struct vs_obj **out, size_t max)
+{
+    const struct pgroup *g;
+    size_t count = 0;
+
+    if (!c || !folder_ref)
+        return 0;
+    g = ht_get(&c->groups, folder_ref);
+    for (const struct node *n = g ? g->head : NULL; n; n = n->snext) {
+        if ((n->o.kind == VS_OBJ_VM) != vms)
+            continue;
+        if (out && count < max)
+            out[count] = &n->o;
+        count++;
+    }
+    return count;
+}
+
+size_t vs_cache_marked(const vs_cache *c, const char *uid, const struct vs_obj **out, size_t max)
+{
+    size_t count = 0;
+
+    if (!c || !uid)
+        return 0;
+    for (size_t i = 0; i < c->objs.nb; i++)
+        for (const struct node *n = c->objs.b[i]; n; n = n->hnext) {
+            if (n->o.kind != VS_OBJ_VM || !n->o.has_mark_uid || strcmp(n->o.mark_uid, uid) != 0)
+                continue;
+            if (out && count < max)
+                out[count] = &n->o;
+            count++;
+        }
+    return count;
+}

@@ -1,0 +1,134 @@
+/* invcache.h: the inventory cache: the VMs and folders under the operator's
+ * root folder, by managed object reference, as the PropertyCollector
+ * reports them (vsphere/inventory feeds it).
+ *
+ * Pure: no I/O, no clock. Updates are applied one ObjectUpdate at a time
+ * (vs_cache_apply) and take effect together at vs_cache_commit, which then
+ * reports each object that changed, once, with the group folder (the
+ * folder directly under the root) that holds it now and, when it moved or
+ * the folder was renamed, the one that held it before. A resync (after the
+ * watch was rebuilt) is bracketed by vs_cache_begin_resync and
+ * vs_cache_end_resync: objects the new full state did not mention are
+ * removed then, and reported so; objects that did not change are not
+ * reported at all.
+ *
+ * Only two extraConfig entries are kept: the marks NAMING_MARK_UID_KEY and
+ * NAMING_MARK_TEMPLATE_KEY.
+ *
+ * Pointers to objects returned by lookups stay valid until the next
+ * vs_cache_commit or vs_cache_end_resync.
+ */
+#ifndef VMG_VS_INVCACHE_H
+#define VMG_VS_INVCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vsphere/vim.h"
+
+#define VS_REF_MAX 128  /* bytes of a moref value, NUL included */
+#define VS_NAME_MAX 256 /* bytes of a name (escaped by vCenter), NUL included */
+#define VS_MARK_MAX 256 /* bytes of a mark's value, NUL included */
+#define VS_CACHE_DEFAULT_MAX 200000
+
+enum vs_obj_kind { VS_OBJ_VM, VS_OBJ_FOLDER };
+
+/* One cached object. Strings are NUL-terminated, cut to fit. */
+struct vs_obj {
+    enum vs_obj_kind kind;
+    char ref[VS_REF_MAX];    /* moref value, e.g. "vm-42" */
+    char name[VS_NAME_MAX];  /* "" until known */
+    char parent[VS_REF_MAX]; /* parent's moref value; "" when unknown */
+    /* VMs only. */
+    char power_state[16]; /* "poweredOn", "poweredOff", "suspended"; "" unknown */
+    bool powered_on;
+    int num_cpu;         /* 0 when unknown */
+    long long memory_mb; /* 0 when unknown */
+    bool is_template;
+    char instance_uuid[64];
+    bool has_mark_uid;
+    char mark_uid[VS_MARK_MAX];
+    bool has_mark_template;
+    char mark_template[VS_MARK_MAX];
+    /* Larger is newer: the number in the moref ("vm-42" -> 42), which
+     * vCenter hands out in increasing order. */
+    uint64_t create_order;
+};
+
+enum vs_change { VS_CHANGE_ADDED, VS_CHANGE_UPDATED, VS_CHANGE_REMOVED };
+
+/* What a commit reports for one object. Valid during the callback. */
+struct vs_cache_event {
+    enum vs_change change;
+    const struct vs_obj *obj; /* REMOVED: its last state */
+    /* The group folder holding obj (obj itself when it is a folder directly
+     * under the root), or NULL when none (outside the root, or its
+     * ancestors are not known). */
+    const char *group;
+    const char *group_ref;
+    /* UPDATED: the group before the change, when it differs (a move, or a
+     * renamed group folder); else NULL. */
+    const char *old_group;
+    const char *old_group_ref;
+};
+
+typedef void (*vs_cache_cb)(void *data, const struct vs_cache_event *ev);
+
+typedef struct vs_cache vs_cache;
+
+/* vs_cache_new makes an empty cache of the objects below root_ref (the
+ * root folder's moref value), holding at most max_objects (0: the
+ * default). cb (may be NULL) is told of changes at each commit. NULL when
+ * out of memory or root_ref is empty or too long. */
+vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, vs_cache_cb cb, void *data);
+void vs_cache_free(vs_cache *c);
+
+/* vs_cache_set_root changes the root (all objects are kept; groups are
+ * computed against the new root from then on). -EINVAL for a bad ref. */
+int vs_cache_set_root(vs_cache *c, const char *root_ref);
+const char *vs_cache_root(const vs_cache *c);
+
+/* vs_cache_apply applies one ObjectUpdate of VirtualMachine or Folder
+ * (others are ignored). Returns 0, or -ENOSPC when a new object would
+ * exceed max_objects (it is dropped; the rest still applies). */
+int vs_cache_apply(vs_cache *c, const struct vim_object_update *u);
+
+/* vs_cache_commit reports what the updates applied since the last commit
+ * changed, then forgets removed objects. Returns the number of events. */
+size_t vs_cache_commit(vs_cache *c);
+
+/* vs_cache_begin_resync starts a full state: every object is marked unseen
+ * until an update mentions it. vs_cache_end_resync removes (and reports,
+ * with the other pending changes) the ones still unseen. */
+void vs_cache_begin_resync(vs_cache *c);
+size_t vs_cache_end_resync(vs_cache *c);
+
+/* ---- Lookups ---- */
+
+size_t vs_cache_size(const vs_cache *c);
+const struct vs_obj *vs_cache_get(const vs_cache *c, const char *ref);
+
+/* vs_cache_folder finds the folder named name directly under the root
+ * (the first one, should there be several); NULL when none. */
+const struct vs_obj *vs_cache_folder(const vs_cache *c, const char *name);
+
+/* vs_cache_children fills out[0..max) with the direct children of the
+ * object folder_ref that are VMs (vms true) or that are not (vms false),
+ * and returns how many there are (which may exceed max). */
+size_t vs_cache_children(const vs_cache *c, const char *folder_ref, bool vms,
+                         const struct vs_obj **out, size_t max);
+
+/* vs_cache_marked fills out with the VMs whose uid mark is uid, and returns
+ * how many there are. */
+size_t vs_cache_marked(const vs_cache *c, const char *uid, const struct vs_obj **out, size_t max);
+
+/* vs_cache_group writes the group folder of obj (see vs_cache_event) and
+ * returns it, or NULL. */
+const struct vs_obj *vs_cache_group(const vs_cache *c, const struct vs_obj *obj);
+
+/* vs_create_order reads the number at the end of a moref value ("vm-42" ->
+ * 42); 0 when there is none. */
+uint64_t vs_create_order(const char *ref);
+
+#endif

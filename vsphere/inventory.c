@@ -1,0 +1,1158 @@
+/* inventory.c: placement resolution (a chain of finder lookups) and the
+ * inventory watch (collector, view, filter, then WaitForUpdatesEx after
+ * WaitForUpdatesEx into the cache). */
+#include "vsphere/inventory.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+
+#define MSG_MAX 768
+#define CANDIDATES_SHOWN 5
+#define REFRESH_MAX 1024 /* VMs waiting to be read again */
+#define CHANGE_VERSION "config.changeVersion"
+
+static void put(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void put(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+}
+
+static char *dup_opt(const char *s)
+{
+    return s && *s ? strdup(s) : NULL;
+}
+
+/* ======================= Placement ======================= */
+
+enum rstep {
+    RS_LOGIN,
+    RS_DC_PATH,
+    RS_DC_GET,
+    RS_DC_LIST,
+    RS_ROOT,
+    RS_POOL_PATH,
+    RS_POOL_LIST,
+    RS_DS_PATH,
+    RS_DS_LIST,
+};
+
+struct vs_resolver {
+    vs_session *s;
+    char *dc, *root, *pool, *ds;
+    enum rstep step;
+    vs_find *find;
+    vs_req *req; /* RS_LOGIN */
+    struct vs_placement p;
+    vs_placement_cb cb;
+    void *data;
+};
+
+static void resolver_free(vs_resolver *r)
+{
+    free(r->dc);
+    free(r->root);
+    free(r->pool);
+    free(r->ds);
+    free(r);
+}
+
+static void r_end(vs_resolver *r, int err, const char *msg)
+{
+    r->find = NULL;
+    r->cb(r->data, err, err ? msg : "", err ? NULL : &r->p);
+    resolver_free(r);
+}
+
+static void on_r_path(void *data, int err, const char *msg, const struct vim_moref *ref);
+static void on_r_list(void *data, int err, const char *msg, const struct vs_found *found, size_t n);
+
+/* r_start_* send the next lookup; on a synchronous failure they end r. */
+static void r_fail_send(vs_resolver *r, int e, const char *what)
+{
+    char msg[MSG_MAX];
+
+    put(msg, sizeof(msg), "could not look up the %s in vCenter: %s", what, vmg_strerror(e));
+    r_end(r, e, msg);
+}
+
+static void r_start_ds(vs_resolver *r);
+
+static void r_done_or_ds(vs_resolver *r)
+{
+    if (r->ds)
+        r_start_ds(r);
+    else
+        r_end(r, 0, NULL);
+}
+
+static void r_start_ds(vs_resolver *r)
+{
+    int e;
+
+    if (r->ds[0] == '/') {
+        r->step = RS_DS_PATH;
+        e = vs_find_path(r->s, NULL, r->ds, on_r_path, r, &r->find);
+    } else {
+        r->step = RS_DS_LIST;
+        e = vs_find_list(r->s, &r->p.datacenter, VS_LIST_DATASTORES, 0, on_r_list, r, &r->find);
+    }
+    if (e < 0)
+        r_fail_send(r, e, "datastore");
+}
+
+static void r_start_pool(vs_resolver *r)
+{
+    int e;
+
+    if (r->pool && r->pool[0] == '/') {
+        r->step = RS_POOL_PATH;
+        e = vs_find_path(r->s, NULL, r->pool, on_r_path, r, &r->find);
+    } else {
+        r->step = RS_POOL_LIST;
+        e = vs_find_list(r->s, &r->p.host_folder, VS_LIST_POOLS, 0, on_r_list, r, &r->find);
+    }
+    if (e < 0)
+        r_fail_send(r, e, "resource pool");
+}
+
+static void r_start_root(vs_resolver *r)
+{
+    const char *root = r->root ? r->root : VS_DEFAULT_ROOT_FOLDER;
+    int e;
+
+    if (root[0] == '/')
+        put(r->p.root_path, sizeof(r->p.root_path), "%s", root);
+    else
+        put(r->p.root_path, sizeof(r->p.root_path), "%s/vm/%s", r->p.datacenter_path, root);
+    r->step = RS_ROOT;
+    e = vs_find_path(r->s, root[0] == '/' ? NULL : &r->p.vm_folder, root, on_r_path, r, &r->find);
+    if (e < 0)
+        r_fail_send(r, e, "root folder");
+}
+
+/* take_dc fills the datacenter part of the placement. */
+static void take_dc(vs_resolver *r, const struct vs_found *f, const char *path)
+{
+    r->p.datacenter = f->ref;
+    put(r->p.datacenter_name, sizeof(r->p.datacenter_name), "%s", f->name);
+    r->p.vm_folder = f->vm_folder;
+    r->p.host_folder = f->host_folder;
+    if (path) {
+        const char *p = path;
+        while (*p == '/')
+            p++;
+        put(r->p.datacenter_path, sizeof(r->p.datacenter_path), "/%s", p);
+    } else {
+        const struct vim_service_content *sc = vs_session_content(r->s);
+        /* A datacenter inside folders is named by its name alone. */
+        if (sc && strcmp(f->parent.value, sc->root_folder.value) == 0)
+            put(r->p.datacenter_path, sizeof(r->p.datacenter_path), "/%s", f->name);
+        else
+            put(r->p.datacenter_path, sizeof(r->p.datacenter_path), "%s", f->name);
+    }
+}
+
+/* list_names writes "a, b, c" (at most CANDIDATES_SHOWN, then ", ...")
+ * of the names (or paths) given by name_of. */
+static void list_names(char *buf, size_t size, size_t n,
+                       const char *(*name_of)(const void *ctx, size_t i), const void *ctx)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used + 1 < size; i++) {
+        const char *sep = i ? ", " : "";
+        if (i == CANDIDATES_SHOWN) {
+            put(buf + used, size - used, ", ...");
+            return;
+        }
+        put(buf + used, size - used, "%s%s", sep, name_of(ctx, i));
+        used += strlen(buf + used);
+    }
+}
+
+static const char *found_name(const void *ctx, size_t i)
+{
+    return ((const struct vs_found *)ctx)[i].name;
+}
+
+static void choose_dc(vs_resolver *r, const struct vs_found *found, size_t n)
+{
+    char msg[MSG_MAX], names[400];
+    size_t match = SIZE_MAX, count = 0;
+
+    list_names(names, sizeof(names), n, found_name, found);
+    if (n == 0) {
+        put(msg, sizeof(msg), "no datacenter found in vCenter at %s", vs_session_url(r->s));
+        r_end(r, VMG_ENOTFOUND, msg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!r->dc || strcmp(found[i].name, r->dc) == 0) {
+            count++;
+            if (match == SIZE_MAX)
+                match = i;
+        }
+    if (r->dc && count == 0) {
+        put(msg, sizeof(msg), "datacenter \"%s\" not found (found: %s)", r->dc, names);
+        r_end(r, VMG_ENOTFOUND, msg);
+        return;
+    }
+    if (count > 1) {
+        if (r->dc)
+            put(msg, sizeof(msg),
+                "%zu datacenters are named \"%s\": name one by its inventory path with "
+                "--datacenter",
+                count, r->dc);
+        else
+            put(msg, sizeof(msg), "%zu datacenters found (%s): choose one with --datacenter", count,
+                names);
+        r_end(r, VMG_EAMBIGUOUS, msg);
+        return;
+    }
+    take_dc(r, &found[match], NULL);
+    r_start_root(r);
+}
+
+/* The relative path of pool i below the host folder: the names of its
+ * ancestors found in the listing. */
+struct pool_paths {
+    const struct vs_found *found;
+    size_t n;
+    char (*paths)[VS_PATH_MAX];
+    size_t *idx; /* pools only: indexes into found */
+};
+
+static const struct vs_found *find_ref(const struct vs_found *found, size_t n, const char *ref)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(found[i].ref.value, ref) == 0)
+            return &found[i];
+    return NULL;
+}
+
+static void pool_path(const struct vs_found *found, size_t n, const struct vs_found *f, char *buf,
+                      size_t size)
+{
+    const struct vs_found *chain[32];
+    size_t depth = 0, used = 0;
+
+    for (const struct vs_found *cur = f; cur && depth < 32;
+         cur = cur->parent.value[0] ? find_ref(found, n, cur->parent.value) : NULL)
+        chain[depth++] = cur;
+    buf[0] = '\0';
+    while (depth > 0 && used + 1 < size) {
+        const struct vs_found *c = chain[--depth];
+        put(buf + used, size - used, "%s%s", used ? "/" : "", c->name);
+        used += strlen(buf + used);
+    }
+}
+
+static const char *pp_name(const void *ctx, size_t i)
+{
+    const struct pool_paths *pp = ctx;
+    return pp->paths[i];
+}
+
+static void choose_pool(vs_resolver *r, const struct vs_found *found, size_t n)
+{
+    struct pool_paths pp = {.found = found, .n = n};
+    char msg[MSG_MAX], names[400];
+    size_t npools = 0, match = SIZE_MAX, count = 0;
+
+    pp.paths = calloc(n ? n : 1, sizeof(*pp.paths));
+    pp.idx = calloc(n ? n : 1, sizeof(*pp.idx));
+    if (!pp.paths || !pp.idx) {
+        free(pp.paths);
+        free(pp.idx);
+        r_end(r, -ENOMEM, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(found[i].ref.type, "ResourcePool") != 0)
+            continue;
+        pool_path(found, n, &found[i], pp.paths[npools], sizeof(pp.paths[npools]));
+        pp.idx[npools++] = i;
+    }
+    list_names(names, sizeof(names), npools, pp_name, &pp);
+    for (size_t i = 0; i < npools; i++) {
+        const char *path = pp.paths[i], *name = found[pp.idx[i]].name;
+        size_t pl = strlen(path), ol = r->pool ? strlen(r->pool) : 0;
+        bool ok = !r->pool || strcmp(name, r->pool) == 0 || strcmp(path, r->pool) == 0 ||
+                  (pl > ol && path[pl - ol - 1] == '/' && strcmp(path + pl - ol, r->pool) == 0);
+        if (ok) {
+            count++;
+            if (match == SIZE_MAX)
+                match = i;
+        }
+    }
+    if (npools == 0) {
+        put(msg, sizeof(msg), "no resource pool found in datacenter %s", r->p.datacenter_path);
+        r_end(r, VMG_ENOTFOUND, msg);
+    } else if (count == 0) {
+        put(msg, sizeof(msg), "resource pool \"%s\" not found in %s/host (found: %s)", r->pool,
+            r->p.datacenter_path, names);
+        r_end(r, VMG_ENOTFOUND, msg);
+    } else if (count > 1) {
+        if (r->pool)
+            put(msg, sizeof(msg),
+                "%zu resource pools match \"%s\" in %s/host (%s): give its path with "
+                "--resource-pool",
+                count, r->pool, r->p.datacenter_path, names);
+        else
+            put(msg, sizeof(msg),
+                "%zu resource pools found in %s/host (%s): choose one with --resource-pool", count,
+                r->p.datacenter_path, names);
+        r_end(r, VMG_EAMBIGUOUS, msg);
+    } else {
+        r->p.pool = found[pp.idx[match]].ref;
+        put(r->p.pool_path, sizeof(r->p.pool_path), "%s/host/%s", r->p.datacenter_path,
+            pp.paths[match]);
+        free(pp.paths);
+        free(pp.idx);
+        r_done_or_ds(r);
+        return;
+    }
+    free(pp.paths);
+    free(pp.idx);
+}
+
+static void choose_ds(vs_resolver *r, const struct vs_found *found, size_t n)
+{
+    char msg[MSG_MAX], names[400];
+    size_t match = SIZE_MAX, count = 0;
+
+    list_names(names, sizeof(names), n, found_name, found);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(found[i].name, r->ds) == 0) {
+            count++;
+            if (match == SIZE_MAX)
+                match = i;
+        }
+    if (count == 0) {
+        put(msg, sizeof(msg), "datastore \"%s\" not found in datacenter %s (found: %s)", r->ds,
+            r->p.datacenter_path, names);
+        r_end(r, VMG_ENOTFOUND, msg);
+        return;
+    }
+    if (count > 1) {
+        put(msg, sizeof(msg),
+            "%zu datastores are named \"%s\" in datacenter %s: give its inventory path", count,
+            r->ds, r->p.datacenter_path);
+        r_end(r, VMG_EAMBIGUOUS, msg);
+        return;
+    }
+    r->p.has_datastore = true;
+    r->p.datastore = found[match].ref;
+    put(r->p.datastore_name, sizeof(r->p.datastore_name), "%s", found[match].name);
+    r_end(r, 0, NULL);
+}
+
+static void on_r_list(void *data, int err, const char *msg, const struct vs_found *found, size_t n)
+{
+    vs_resolver *r = data;
+    char m[MSG_MAX];
+
+    r->find = NULL;
+    if (err) {
+        if (r->step == RS_DC_GET && err == VMG_ENOTFOUND) {
+            put(m, sizeof(m), "datacenter \"%s\" not found", r->dc);
+            r_end(r, err, m);
+            return;
+        }
+        r_end(r, err, msg);
+        return;
+    }
+    switch (r->step) {
+    case RS_DC_GET:
+        if (n != 1 || strcmp(found[0].ref.type, "Datacenter") != 0) {
+            put(m, sizeof(m), "\"%s\" is a %s, not a datacenter", r->dc,
+                n ? found[0].ref.type : "?");
+            r_end(r, VMG_ECONFIG, m);
+            return;
+        }
+        take_dc(r, &found[0], r->dc);
+        r_start_root(r);
+        return;
+    case RS_DC_LIST:
+        choose_dc(r, found, n);
+        return;
+    case RS_POOL_LIST:
+        choose_pool(r, found, n);
+        return;
+    case RS_DS_LIST:
+        choose_ds(r, found, n);
+        return;
+    default:
+        r_end(r, -EINVAL, "internal error: unexpected listing");
+        return;
+    }
+}
+
+static void on_r_path(void *data, int err, const char *msg, const struct vim_moref *ref)
+{
+    vs_resolver *r = data;
+    char m[MSG_MAX];
+    int e;
+
+    r->find = NULL;
+    if (err == VMG_ENOTFOUND) {
+        switch (r->step) {
+        case RS_DC_PATH:
+            put(m, sizeof(m), "datacenter \"%s\" not found", r->dc);
+            break;
+        case RS_ROOT:
+            if (r->root && r->root[0] == '/')
+                put(m, sizeof(m), "root folder \"%s\" not found", r->root);
+            else
+                put(m, sizeof(m), "root folder \"%s\" not found in %s/vm",
+                    r->root ? r->root : VS_DEFAULT_ROOT_FOLDER, r->p.datacenter_path);
+            break;
+        case RS_POOL_PATH:
+            put(m, sizeof(m), "resource pool \"%s\" not found", r->pool);
+            break;
+        default:
+            put(m, sizeof(m), "datastore \"%s\" not found", r->ds);
+            break;
+        }
+        r_end(r, err, m);
+        return;
+    }
+    if (err) {
+        r_end(r, err, msg);
+        return;
+    }
+    switch (r->step) {
+    case RS_DC_PATH:
+        r->step = RS_DC_GET;
+        e = vs_find_get(r->s, ref, VS_LIST_DATACENTERS, on_r_list, r, &r->find);
+        if (e < 0)
+            r_fail_send(r, e, "datacenter");
+        return;
+    case RS_ROOT:
+        if (strcmp(ref->type, "Folder") != 0) {
+            put(m, sizeof(m), "root folder %s is a %s, not a folder", r->p.root_path, ref->type);
+            r_end(r, VMG_ECONFIG, m);
+            return;
+        }
+        r->p.root_folder = *ref;
+        r_start_pool(r);
+        return;
+    case RS_POOL_PATH:
+        if (strcmp(ref->type, "ResourcePool") != 0) {
+            put(m, sizeof(m), "resource pool %s is a %s, not a resource pool", r->pool, ref->type);
+            r_end(r, VMG_ECONFIG, m);
+            return;
+        }
+        r->p.pool = *ref;
+        put(r->p.pool_path, sizeof(r->p.pool_path), "%s", r->pool);
+        r_done_or_ds(r);
+        return;
+    case RS_DS_PATH:
+        if (strcmp(ref->type, "Datastore") != 0) {
+            put(m, sizeof(m), "datastore %s is a %s, not a datastore", r->ds, ref->type);
+            r_end(r, VMG_ECONFIG, m);
+            return;
+        }
+        r->p.has_datastore = true;
+        r->p.datastore = *ref;
+        {
+            const char *slash = strrchr(r->ds, '/');
+            put(r->p.datastore_name, sizeof(r->p.datastore_name), "%s", slash ? slash + 1 : r->ds);
+        }
+        r_end(r, 0, NULL);
+        return;
+    default:
+        r_end(r, -EINVAL, "internal error: unexpected path");
+        return;
+    }
+}
+
+/* r_begin starts with the datacenter, or before the session has logged
+ * in, with a CurrentTime that waits for the login. */
+static void on_r_login(void *data, const struct vs_reply *rep);
+
+static int r_begin(vs_resolver *r)
+{
+    const struct vim_service_content *sc = vs_session_content(r->s);
+    char *buf = NULL;
+    size_t len = 0;
+    int e;
+
+    if (!sc) {
+        r->step = RS_LOGIN;
+        e = vim_req_current_time(&buf, &len);
+        return e < 0 ? e : vs_call(r->s, "CurrentTime", buf, len, NULL, on_r_login, r, &r->req);
+    }
+    if (r->dc && strchr(r->dc, '/')) {
+        char path[VS_PATH_MAX];
+        put(path, sizeof(path), "/%s", r->dc + (r->dc[0] == '/'));
+        r->step = RS_DC_PATH;
+        return vs_find_path(r->s, NULL, path, on_r_path, r, &r->find);
+    }
+    r->step = RS_DC_LIST;
+    return vs_find_list(r->s, &sc->root_folder, VS_LIST_DATACENTERS, 0, on_r_list, r, &r->find);
+}
+
+static void on_r_login(void *data, const struct vs_reply *rep)
+{
+    vs_resolver *r = data;
+    int e;
+
+    r->req = NULL;
+    if (rep->err) {
+        r_end(r, rep->err, rep->message);
+        return;
+    }
+    e = r_begin(r);
+    if (e < 0)
+        r_fail_send(r, e, "datacenter");
+}
+
+int vs_placement_resolve(vs_session *s, const struct vs_placement_config *cfg, vs_placement_cb cb,
+                         void *data, vs_resolver **ret)
+{
+    vs_resolver *r;
+    int e;
+
+    if (!s || !cfg || !cb)
+        return -EINVAL;
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->s = s;
+    r->cb = cb;
+    r->data = data;
+    r->dc = dup_opt(cfg->datacenter);
+    r->root = dup_opt(cfg->root_folder);
+    r->pool = dup_opt(cfg->resource_pool);
+    r->ds = dup_opt(cfg->datastore);
+    if ((cfg->datacenter && *cfg->datacenter && !r->dc) ||
+        (cfg->root_folder && *cfg->root_folder && !r->root) ||
+        (cfg->resource_pool && *cfg->resource_pool && !r->pool) ||
+        (cfg->datastore && *cfg->datastore && !r->ds)) {
+        resolver_free(r);
+        return -ENOMEM;
+    }
+    e = r_begin(r);
+    if (e < 0) {
+        resolver_free(r);
+        return e;
+    }
+    if (ret)
+        *ret = r;
+    return 0;
+}
+
+void vs_resolver_cancel(vs_resolver *r)
+{
+    if (r && r->find)
+        vs_find_cancel(r->find); /* its callback ends r */
+    else if (r && r->req)
+        vs_req_cancel(r->req);
+}
+
+/* ======================= The watch ======================= */
+
+enum istep { I_IDLE, I_LOGIN, I_RESOLVE, I_PC, I_FILTER, I_WAIT, I_BACKOFF };
+
+struct vs_inventory {
+    uv_loop_t *loop;
+    vs_session *s;
+    struct vs_placement_config pcfg; /* strings owned */
+    int max_wait;
+    int max_updates;
+    size_t max_objects;
+    uint64_t backoff_min_ms, backoff_max_ms;
+    vs_cache_cb on_change;
+    void *data;
+    vs_inventory_state_cb state_cb;
+    void *state_data;
+
+    enum istep step;
+    vs_req *req;
+    vs_resolver *res;
+    vs_cache *cache;
+    bool have_placement;
+    struct vs_placement placement;
+    struct vim_moref pc, filter;
+    bool have_pc;
+    unsigned long gen; /* session generation of pc and view */
+    char version[sizeof(((struct vim_update_set *)0)->version)];
+    bool resyncing;
+    bool synced;
+    bool started;
+    unsigned failures;
+    bool last_transport; /* the last failure was a transport error */
+    bool retry_wait;     /* the backoff ends with the same long poll */
+    int last_err;
+    char last_msg[MSG_MAX];
+    uint64_t retry_in_ms;
+    unsigned long rebuilds;
+    bool overflow;
+    /* VMs whose configuration changed without its values (see
+     * queue_refresh), read again one at a time. */
+    struct vim_moref *refresh;
+    size_t nrefresh;
+    vs_req *refresh_req;
+
+    uv_timer_t timer;
+    bool closing;
+    void (*closed)(void *data);
+    void *closed_data;
+};
+
+static void notify(vs_inventory *inv)
+{
+    struct vs_inventory_status st = {
+        .synced = inv->synced,
+        .err = inv->synced ? 0 : inv->last_err,
+        .message = inv->synced ? "" : inv->last_msg,
+        .failures = inv->failures,
+        .retry_in_ms = inv->retry_in_ms,
+        .rebuilds = inv->rebuilds,
+        .objects = vs_cache_size(inv->cache),
+    };
+
+    if (inv->state_cb && !inv->closing)
+        inv->state_cb(inv->state_data, &st);
+}
+
+static void rebuild(vs_inventory *inv);
+static void start_resolve(vs_inventory *inv);
+static void refresh_next(vs_inventory *inv);
+
+/* build_filter is CreateFilter over everything below the root folder: a
+ * traversal of Folder.childEntity, recursive, reading VirtualMachine
+ * (vim_vm_paths and config.changeVersion, by which some servers, vcsim,
+ * announce a reconfiguration) and Folder (vim_folder_paths).
+ *
+ * A traversal rather than a ContainerView: vcsim (v0.56) can deadlock when
+ * a VM is created in a watched ContainerView while its collector resyncs
+ * the filter (the view's lock and the filter's are taken in opposite
+ * orders); with a traversal that path is taken only when the root folder
+ * itself changes. vCenter serves both alike. */
+static int build_filter(const struct vim_moref *pc, const struct vim_moref *root, char **ret_buf,
+                        size_t *ret_len)
+{
+    soap_req *req = soap_req_new("CreateFilter", pc->type, pc->value);
+    xmlNode *m, *spec, *ps, *os, *ts;
+    int r;
+
+    if (!req)
+        return -ENOMEM;
+    m = soap_req_method(req);
+    spec = soap_add_text(m, "spec", "");
+    ps = soap_add_text(spec, "propSet", "");
+    soap_add_text(ps, "type", "VirtualMachine");
+    soap_add_bool(ps, "all", false);
+    for (size_t i = 0; i < vim_vm_paths_n; i++)
+        soap_add_text(ps, "pathSet", vim_vm_paths[i]);
+    soap_add_text(ps, "pathSet", CHANGE_VERSION);
+    ps = soap_add_text(spec, "propSet", "");
+    soap_add_text(ps, "type", "Folder");
+    soap_add_bool(ps, "all", false);
+    for (size_t i = 0; i < vim_folder_paths_n; i++)
+        soap_add_text(ps, "pathSet", vim_folder_paths[i]);
+    os = soap_add_text(spec, "objectSet", "");
+    soap_add_moref(os, "obj", root->type, root->value);
+    soap_add_bool(os, "skip", true);
+    ts = soap_add_typed(os, "selectSet", "TraversalSpec");
+    soap_add_text(ts, "name", "folderChildren");
+    soap_add_text(ts, "type", "Folder");
+    soap_add_text(ts, "path", "childEntity");
+    soap_add_bool(ts, "skip", false);
+    soap_add_text(soap_add_typed(ts, "selectSet", "SelectionSpec"), "name", "folderChildren");
+    soap_add_bool(m, "partialUpdates", false);
+    r = soap_req_serialize(req, ret_buf, ret_len);
+    soap_req_free(req);
+    return r;
+}
+
+/* queue_refresh notes a VM to read again: its configuration changed
+ * (config.changeVersion) but the update carried none of the values. */
+static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
+{
+    bool version = false;
+
+    if (u->kind != VIM_MODIFY || strcmp(u->obj.type, "VirtualMachine") != 0)
+        return;
+    for (size_t i = 0; i < u->n_changes; i++) {
+        const char *n = u->changes[i].name;
+        if (strcmp(n, CHANGE_VERSION) == 0)
+            version = true;
+        else if (strncmp(n, "config.hardware.", 16) == 0)
+            return;
+    }
+    if (!version)
+        return;
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].value, u->obj.value) == 0)
+            return;
+    if (!inv->refresh) {
+        inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
+        if (!inv->refresh)
+            return;
+    }
+    if (inv->nrefresh < REFRESH_MAX)
+        inv->refresh[inv->nrefresh++] = u->obj;
+}
+
+static void forget_refresh(vs_inventory *inv)
+{
+    inv->nrefresh = 0;
+    if (inv->refresh_req) {
+        vs_req *q = inv->refresh_req;
+        inv->refresh_req = NULL;
+        vs_req_cancel(q);
+    }
+}
+
+static int refresh_cb(void *arg, const struct vim_object_update *u)
+{
+    vs_inventory *inv = arg;
+    int e = vs_cache_apply(inv->cache, u);
+
+    return e == -ENOMEM ? e : 0;
+}
+
+static void on_refresh(void *data, const struct vs_reply *r)
+{
+    vs_inventory *inv = data;
+    char token[512];
+
+    if (!inv->refresh_req || inv->closing)
+        return; /* canceled */
+    inv->refresh_req = NULL;
+    /* A VM gone meanwhile (ManagedObjectNotFound) leaves with the watch. */
+    if (r->err == 0 &&
+        vim_decode_retrieve_result(r->resp, refresh_cb, inv, token, sizeof(token)) >= 0)
+        vs_cache_commit(inv->cache);
+    refresh_next(inv);
+}
+
+static void refresh_next(vs_inventory *inv)
+{
+    const struct vim_service_content *sc = vs_session_content(inv->s);
+    struct vim_moref vm;
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (inv->refresh_req || !inv->nrefresh || !sc || inv->closing || !inv->synced)
+        return;
+    vm = inv->refresh[0];
+    memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
+    inv->nrefresh--;
+    if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, vim_vm_paths, vim_vm_paths_n,
+                                       0, &buf, &len) < 0 ||
+        vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
+                &inv->refresh_req) < 0)
+        inv->refresh_req = NULL;
+}
+static void send_wait(vs_inventory *inv);
+static void on_i_reply(void *data, const struct vs_reply *r);
+
+static void on_timer(uv_timer_t *t)
+{
+    vs_inventory *inv = t->data;
+
+    if (inv->closing)
+        return;
+    if (inv->retry_wait && inv->have_pc && inv->gen == vs_session_generation(inv->s))
+        send_wait(inv);
+    else
+        rebuild(inv);
+}
+
+/* fail records a failure and schedules the next try: a fault right after
+ * vCenter answered again rebuilds at once; otherwise after the backoff. */
+static void fail(vs_inventory *inv, int err, const char *msg, bool transport)
+{
+    uint64_t delay;
+
+    if (!transport && inv->last_transport)
+        inv->failures = 0;
+    inv->failures++;
+    inv->last_transport = transport;
+    inv->last_err = err;
+    put(inv->last_msg, sizeof(inv->last_msg), "%s", msg);
+    inv->retry_wait = transport && inv->step == I_WAIT && inv->have_pc;
+    if (!transport && inv->failures == 1)
+        delay = 0;
+    else
+        delay = vs_backoff_ms(transport ? inv->failures : inv->failures - 1, inv->backoff_min_ms,
+                              inv->backoff_max_ms);
+    inv->retry_in_ms = delay;
+    inv->synced = false;
+    inv->step = I_BACKOFF;
+    uv_timer_start(&inv->timer, on_timer, delay, 0);
+    notify(inv);
+}
+
+static int i_send(vs_inventory *inv, enum istep step, const char *method, char *buf, size_t len,
+                  bool long_poll)
+{
+    struct vs_call_opts o = {.max_response = VS_CALL_MAX_RESPONSE_LARGE};
+
+    if (long_poll)
+        o.timeout_ms = (uint64_t)(inv->max_wait + 30) * 1000;
+    inv->step = step;
+    return vs_call(inv->s, method, buf, len, &o, on_i_reply, inv, &inv->req);
+}
+
+/* drop_collector forgets the collector of the last build (its filter goes
+ * with it), and destroys it when it still exists (same session) and no
+ * long poll of it may still run at vCenter (vcsim mishandles that). */
+static void drop_collector(vs_inventory *inv, bool polling)
+{
+    bool same = inv->gen == vs_session_generation(inv->s);
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (inv->have_pc && same && !polling &&
+        vim_req_destroy_property_collector(&inv->pc, &buf, &len) == 0)
+        (void)vs_fire_and_forget(inv->s, "DestroyPropertyCollector", buf, len);
+    inv->have_pc = false;
+}
+
+static void on_resolved(void *data, int err, const char *msg, const struct vs_placement *p)
+{
+    vs_inventory *inv = data;
+    const struct vim_service_content *sc = vs_session_content(inv->s);
+    char *buf = NULL;
+    size_t len = 0;
+    int e;
+
+    inv->res = NULL;
+    if (inv->closing)
+        return;
+    if (err) {
+        fail(inv, err, msg, err == VMG_ETRANSPORT);
+        return;
+    }
+    if (!inv->cache) {
+        inv->cache =
+            vs_cache_new(p->root_folder.value, inv->max_objects, inv->on_change, inv->data);
+        if (!inv->cache) {
+            fail(inv, -ENOMEM, "out of memory", false);
+            return;
+        }
+    } else if (strcmp(vs_cache_root(inv->cache), p->root_folder.value) != 0) {
+        vs_cache_set_root(inv->cache, p->root_folder.value);
+    }
+    inv->placement = *p;
+    inv->have_placement = true;
+    e = sc ? vim_req_create_property_collector(&sc->property_collector, &buf, &len)
+           : VMG_ETRANSPORT;
+    if (e == 0)
+        e = i_send(inv, I_PC, "CreatePropertyCollector", buf, len, false);
+    if (e < 0)
+        fail(inv, e, "could not send CreatePropertyCollector", false);
+}
+
+static void rebuild(vs_inventory *inv)
+{
+    bool polling = inv->req && inv->step == I_WAIT;
+    int e;
+
+    if (inv->req) {
+        vs_req *q = inv->req;
+        inv->req = NULL;
+        inv->step = I_IDLE; /* the cancel's reply is ignored */
+        vs_req_cancel(q);
+    }
+    drop_collector(inv, polling);
+    forget_refresh(inv);
+    inv->rebuilds++;
+    inv->retry_wait = false;
+    if (!vs_session_content(inv->s)) {
+        /* Not logged in yet: a first call waits for the login (and
+         * reports its failure). */
+        char *buf = NULL;
+        size_t len = 0;
+        e = vim_req_current_time(&buf, &len);
+        if (e == 0)
+            e = i_send(inv, I_LOGIN, "CurrentTime", buf, len, false);
+        if (e < 0)
+            fail(inv, e, "could not send a first request to vCenter", false);
+        return;
+    }
+    start_resolve(inv);
+}
+
+static void start_resolve(vs_inventory *inv)
+{
+    char msg[MSG_MAX];
+    int e;
+
+    inv->step = I_RESOLVE;
+    e = vs_placement_resolve(inv->s, &inv->pcfg, on_resolved, inv, &inv->res);
+    if (e < 0) {
+        put(msg, sizeof(msg), "could not start resolving the placement: %s", vmg_strerror(e));
+        fail(inv, e, msg, e == VMG_ETRANSPORT);
+    }
+}
+
+static void send_wait(vs_inventory *inv)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int e;
+
+    e = vim_req_wait_for_updates_ex(&inv->pc, inv->version, inv->max_wait, inv->max_updates, &buf,
+                                    &len);
+    if (e == 0)
+        e = i_send(inv, I_WAIT, "WaitForUpdatesEx", buf, len, true);
+    if (e < 0)
+        fail(inv, e, "could not send WaitForUpdatesEx", false);
+}
+
+static int apply_cb(void *arg, const struct vim_object_update *u)
+{
+    vs_inventory *inv = arg;
+    int e = vs_cache_apply(inv->cache, u);
+
+    if (e == -ENOSPC)
+        inv->overflow = true;
+    if (e == 0)
+        queue_refresh(inv, u);
+    return e == -ENOMEM ? e : 0;
+}
+
+static void on_wait(vs_inventory *inv, const struct vs_reply *r)
+{
+    struct vim_update_set us;
+    bool was_synced = inv->synced;
+    int e;
+
+    e = vim_decode_update_set(r->resp, apply_cb, inv, &us);
+    if (e < 0) {
+        /* A half-applied set is committed: what it changed is real. */
+        vs_cache_commit(inv->cache);
+        fail(inv, e, "vCenter sent an unreadable UpdateSet; rebuilding the inventory watch", false);
+        return;
+    }
+    if (e == 1)
+        put(inv->version, sizeof(inv->version), "%s", us.version);
+    if (inv->resyncing && (e == 0 || !us.truncated)) {
+        inv->resyncing = false;
+        vs_cache_end_resync(inv->cache);
+        inv->synced = true;
+    } else if (!inv->resyncing) {
+        vs_cache_commit(inv->cache);
+        inv->synced = true;
+    } else {
+        vs_cache_commit(inv->cache);
+    }
+    if (inv->synced) {
+        inv->failures = 0;
+        inv->last_transport = false;
+        inv->last_err = 0;
+        inv->last_msg[0] = '\0';
+        inv->retry_in_ms = 0;
+    }
+    if (inv->synced && !was_synced)
+        notify(inv);
+    if (inv->closing)
+        return;
+    refresh_next(inv);
+    if (inv->gen != vs_session_generation(inv->s)) {
+        /* The session was renewed: the collector is gone with the old one. */
+        rebuild(inv);
+        return;
+    }
+    send_wait(inv);
+}
+
+static void on_i_reply(void *data, const struct vs_reply *r)
+{
+    vs_inventory *inv = data;
+    const struct vim_service_content *sc = vs_session_content(inv->s);
+    char msg[MSG_MAX], *buf = NULL;
+    size_t len = 0;
+    enum istep step = inv->step;
+    int e;
+
+    inv->req = NULL;
+    if (inv->closing || step == I_IDLE)
+        return;
+    if (r->err) {
+        bool transport = r->err == VMG_ETRANSPORT || r->err == VMG_EHTTP;
+        if (step == I_WAIT && r->err == VMG_EFAULT)
+            put(msg, sizeof(msg), "the inventory watch stopped (%s); rebuilding it", r->message);
+        else
+            put(msg, sizeof(msg), "%s", r->message);
+        fail(inv, r->err, msg, transport);
+        return;
+    }
+    switch (step) {
+    case I_LOGIN:
+        start_resolve(inv);
+        return;
+    case I_PC:
+        if (vim_decode_moref(r->resp, &inv->pc) < 0 || !sc) {
+            fail(inv, VMG_EPARSE, "vCenter sent an unreadable PropertyCollector", false);
+            return;
+        }
+        inv->have_pc = true;
+        inv->gen = vs_session_generation(inv->s);
+        e = build_filter(&inv->pc, &inv->placement.root_folder, &buf, &len);
+        if (e == 0)
+            e = i_send(inv, I_FILTER, "CreateFilter", buf, len, false);
+        if (e < 0)
+            fail(inv, e, "could not send CreateFilter", false);
+        return;
+    case I_FILTER:
+        if (vim_decode_moref(r->resp, &inv->filter) < 0) {
+            fail(inv, VMG_EPARSE, "vCenter sent an unreadable PropertyFilter", false);
+            return;
+        }
+        inv->version[0] = '\0';
+        inv->resyncing = true;
+        vs_cache_begin_resync(inv->cache);
+        send_wait(inv);
+        return;
+    case I_WAIT:
+        on_wait(inv, r);
+        return;
+    default:
+        return;
+    }
+}
+
+/* ---- Public ---- */
+
+vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
+                               const struct vs_inventory_config *cfg, vs_cache_cb on_change,
+                               void *data, int *ret_err)
+{
+    vs_inventory *inv;
+
+    if (!loop || !s || !cfg) {
+        if (ret_err)
+            *ret_err = -EINVAL;
+        return NULL;
+    }
+    inv = calloc(1, sizeof(*inv));
+    if (!inv)
+        goto nomem;
+    inv->loop = loop;
+    inv->s = s;
+    inv->pcfg.datacenter = dup_opt(cfg->placement.datacenter);
+    inv->pcfg.root_folder = dup_opt(cfg->placement.root_folder);
+    inv->pcfg.resource_pool = dup_opt(cfg->placement.resource_pool);
+    inv->pcfg.datastore = dup_opt(cfg->placement.datastore);
+    inv->max_wait = cfg->max_wait_seconds > 0 ? cfg->max_wait_seconds : VS_DEFAULT_MAX_WAIT_SECONDS;
+    inv->max_updates =
+        cfg->max_object_updates > 0 ? cfg->max_object_updates : VS_DEFAULT_MAX_OBJECT_UPDATES;
+    inv->max_objects = cfg->max_objects;
+    inv->backoff_min_ms = cfg->backoff_min_ms ? cfg->backoff_min_ms : VS_DEFAULT_BACKOFF_MIN_MS;
+    inv->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
+    inv->on_change = on_change;
+    inv->data = data;
+    put(inv->last_msg, sizeof(inv->last_msg), "the inventory watch is starting");
+    inv->last_err = -EAGAIN;
+    uv_timer_init(loop, &inv->timer);
+    inv->timer.data = inv;
+    return inv;
+nomem:
+    if (ret_err)
+        *ret_err = -ENOMEM;
+    return NULL;
+}
+
+void vs_inventory_set_state_cb(vs_inventory *inv, vs_inventory_state_cb cb, void *data)
+{
+    if (!inv)
+        return;
+    inv->state_cb = cb;
+    inv->state_data = data;
+}
+
+int vs_inventory_start(vs_inventory *inv)
+{
+    if (!inv)
+        return -EINVAL;
+    if (inv->closing)
+        return VMG_ECANCELED;
+    if (inv->started)
+        return 0;
+    inv->started = true;
+    inv->rebuilds = 0;
+    /* The first build runs from the loop, once the session has logged in
+     * or failed to: the resolver needs the ServiceContent. */
+    inv->step = I_BACKOFF;
+    uv_timer_start(&inv->timer, on_timer, 0, 0);
+    return 0;
+}
+
+const struct vs_placement *vs_inventory_placement(const vs_inventory *inv)
+{
+    return inv && inv->have_placement ? &inv->placement : NULL;
+}
+
+const vs_cache *vs_inventory_cache(const vs_inventory *inv)
+{
+    return inv ? inv->cache : NULL;
+}
+
+bool vs_inventory_synced(const vs_inventory *inv)
+{
+    return inv && inv->synced;
+}
+
+int vs_inventory_folder(const vs_inventory *inv, const char *name, struct vim_moref *ret)
+{
+    const struct vs_obj *o;
+
+    if (!inv || !name || !ret)
+        return -EINVAL;
+    if (!inv->synced || !inv->cache)
+        return -EAGAIN;
+    o = vs_cache_folder(inv->cache, name);
+    if (!o)
+        return VMG_ENOTFOUND;
+    return vim_moref_set(ret, "Folder", o->ref);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    vs_inventory *inv = h->data;
+    void (*closed)(void *) = inv->closed;
+    void *closed_data = inv->closed_data;
+
+    vs_cache_free(inv->cache);
+    free(inv->refresh);
+    free((char *)inv->pcfg.datacenter);
+    free((char *)inv->pcfg.root_folder);
+    free((char *)inv->pcfg.resource_pool);
+    free((char *)inv->pcfg.datastore);
+    free(inv);
+    if (closed)
+        closed(closed_data);
+}
+
+void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *data)
+{
+    if (!inv || inv->closing)
+        return;
+    inv->closing = true;
+    inv->closed = closed;
+    inv->closed_data = data;
+    uv_timer_stop(&inv->timer);
+    if (inv->res)
+        vs_resolver_cancel(inv->res);
+    if (inv->req)
+        vs_req_cancel(inv->req);
+    forget_refresh(inv);
+    uv_close((uv_handle_t *)&inv->timer, on_timer_closed);
+}

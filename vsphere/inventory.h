@@ -1,0 +1,150 @@
+/* inventory.h: where the operator's VMs live in vCenter (placement) and a
+ * live, watched copy of what is there (the inventory cache).
+ *
+ * Placement: the datacenter (default: the only one), the root folder of
+ * the groups (default "vm-operator" in the datacenter's VM folder; a name,
+ * a path relative to that folder, or an absolute inventory path), the
+ * resource pool (default: the only one in the datacenter; a name, a path
+ * relative to the datacenter's host folder such as "DC0_C0/Resources", or
+ * an absolute path) and the datastore (optional; default: the template's).
+ * Errors name what was looked for and where: VMG_ENOTFOUND, VMG_EAMBIGUOUS
+ * (naming the candidates), VMG_ECONFIG (a path names another kind of
+ * object).
+ *
+ * Watch: a PropertyCollector of the inventory's own with one filter over
+ * every VirtualMachine and Folder below the root folder (a recursive
+ * traversal of Folder.childEntity; see build_filter in inventory.c for why
+ * not a ContainerView) reading names, parents, power state, CPUs, memory,
+ * template flag, instance UUID and extraConfig (reduced to the group marks
+ * when stored), and one WaitForUpdatesEx long poll after another
+ * (maxWaitSeconds 60 by default, at most 100 objects a response) feeding
+ * the cache (vsphere/invcache.h), whose commits call the change callback
+ * with the group folder of each changed object. A group in sync costs no
+ * request beyond the outstanding long poll. A VM whose config.changeVersion
+ * changes without its CPU or memory in the same update (vcsim announces a
+ * reconfiguration so) is read once more.
+ *
+ * Recovery: a lost session (the session logs in again; the collector and
+ * filter of the old session are gone) or a fault rebuilds the watch
+ * from the placement on (the first rebuild at once, later ones after an
+ * exponential backoff); a transport error (vCenter unreachable, or
+ * restarting) retries the long poll after the backoff, and rebuilds when
+ * vCenter answers that the collector is gone. A rebuild reads the full
+ * state again and reports only the difference from the cache, removals of
+ * objects that vanished meanwhile included. The state callback reports
+ * synced / not synced with the reason, for readiness.
+ */
+#ifndef VMG_VS_INVENTORY_H
+#define VMG_VS_INVENTORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "vsphere/finder.h"
+#include "vsphere/invcache.h"
+#include "vsphere/session.h"
+
+#define VS_DEFAULT_ROOT_FOLDER "vm-operator"
+#define VS_DEFAULT_MAX_WAIT_SECONDS 60
+#define VS_DEFAULT_MAX_OBJECT_UPDATES 100
+
+struct vs_placement_config {
+    const char *datacenter;    /* NULL or "": the only one */
+    const char *root_folder;   /* NULL or "": VS_DEFAULT_ROOT_FOLDER */
+    const char *resource_pool; /* NULL or "": the only one in the datacenter */
+    const char *datastore;     /* NULL or "": the template's */
+};
+
+struct vs_placement {
+    struct vim_moref datacenter;
+    char datacenter_name[VS_NAME_MAX];
+    char datacenter_path[VS_PATH_MAX]; /* "/DC0" */
+    struct vim_moref vm_folder;        /* the datacenter's VM folder */
+    struct vim_moref host_folder;
+    struct vim_moref root_folder;
+    char root_path[VS_PATH_MAX]; /* "/DC0/vm/vm-operator" */
+    struct vim_moref pool;
+    char pool_path[VS_PATH_MAX]; /* "/DC0/host/DC0_C0/Resources" */
+    bool has_datastore;
+    struct vim_moref datastore;
+    char datastore_name[VS_NAME_MAX];
+};
+
+typedef struct vs_resolver vs_resolver;
+
+/* err 0: p is the placement (valid during the call); else msg says what
+ * is missing or ambiguous, and where it was looked for. */
+typedef void (*vs_placement_cb)(void *data, int err, const char *msg, const struct vs_placement *p);
+
+/* vs_placement_resolve finds the placement cfg names (strings are copied).
+ * Returns 0, or -EINVAL / -ENOMEM (cb never called then). */
+int vs_placement_resolve(vs_session *s, const struct vs_placement_config *cfg, vs_placement_cb cb,
+                         void *data, vs_resolver **ret);
+
+/* vs_resolver_cancel ends a resolution early: cb runs now with
+ * VMG_ECANCELED. */
+void vs_resolver_cancel(vs_resolver *r);
+
+/* ---- The watch ---- */
+
+typedef struct vs_inventory vs_inventory;
+
+struct vs_inventory_config {
+    struct vs_placement_config placement;
+    int max_wait_seconds;    /* 0: VS_DEFAULT_MAX_WAIT_SECONDS */
+    int max_object_updates;  /* 0: VS_DEFAULT_MAX_OBJECT_UPDATES */
+    size_t max_objects;      /* 0: VS_CACHE_DEFAULT_MAX */
+    uint64_t backoff_min_ms; /* 0: 1 s */
+    uint64_t backoff_max_ms; /* 0: 60 s */
+};
+
+struct vs_inventory_status {
+    bool synced;          /* the cache holds vCenter's current state */
+    int err;              /* why not, when not (0 while starting) */
+    const char *message;  /* "" or one sentence */
+    unsigned failures;    /* in a row */
+    uint64_t retry_in_ms; /* when the next try starts, after a failure */
+    unsigned long rebuilds;
+    size_t objects;
+};
+
+typedef void (*vs_inventory_state_cb)(void *data, const struct vs_inventory_status *st);
+
+/* vs_inventory_new makes a watch (not started) in session s; on_change
+ * (may be NULL) gets every change of the cache (see invcache.h; it must
+ * not call vs_inventory_close or change the cache). Strings of cfg are
+ * copied. NULL with *ret_err (-EINVAL, -ENOMEM) on failure. */
+vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
+                               const struct vs_inventory_config *cfg, vs_cache_cb on_change,
+                               void *data, int *ret_err);
+
+void vs_inventory_set_state_cb(vs_inventory *inv, vs_inventory_state_cb cb, void *data);
+
+/* vs_inventory_start resolves the placement and starts watching. Returns
+ * 0, or VMG_ECANCELED after close. Failures are reported by the state
+ * callback and retried. */
+int vs_inventory_start(vs_inventory *inv);
+
+/* The placement found at the last (re)build; NULL before the first. */
+const struct vs_placement *vs_inventory_placement(const vs_inventory *inv);
+
+/* The cache, for lookups (NULL before the placement is known). */
+const vs_cache *vs_inventory_cache(const vs_inventory *inv);
+
+bool vs_inventory_synced(const vs_inventory *inv);
+
+/* vs_inventory_folder finds the group folder name under the root folder:
+ * 0 and *ret, VMG_ENOTFOUND, or VMG_EAGAIN-like -EAGAIN when the cache has
+ * not synced yet. */
+int vs_inventory_folder(const vs_inventory *inv, const char *name, struct vim_moref *ret);
+
+/* vs_inventory_close stops the watch (no callback runs after this
+ * returns), then frees it once its timer is closed and calls closed(data)
+ * when not NULL. The collector is left to the session's logout. NULL is
+ * fine. */
+void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *data);
+
+#endif

@@ -1,0 +1,1336 @@
+/* ops.c: vCenter operations as jobs: a FIFO queue, a bound on jobs in
+ * flight, a cache of resolved templates, and a task tracker (one
+ * PropertyCollector with a filter per running task, and its long poll).
+ *
+ * An operation's steps, each one request:
+ *   [template resolution, shared by clones of the same template]
+ *   -> the method (CreateFolder, CloneVM_Task, ...)
+ *   -> (DuplicateName on CreateFolder: FindChild, done)
+ *   -> CreateFilter on the tracker's collector (made first when needed)
+ *   -> read the task's state again; done if it ended
+ *   -> the tracker's WaitForUpdatesEx reports the end.
+ * If the tracker's long poll fails (a new session, vCenter restarting), the
+ * collector is made anew and every task is registered again, which reads
+ * its state again, so no end is missed.
+ */
+#include "vsphere/ops.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/naming.h"
+#include "lib/err.h"
+
+#define MSG_MAX 768
+#define TCACHE_N 32
+#define TRACKER_BACKOFF_MIN_MS 500
+#define TRACKER_BACKOFF_MAX_MS 30000
+#define DEAD_MAX 1024 /* filters of ended tasks waiting to be destroyed */
+#define DESTROY_BATCH 64
+
+enum ostep {
+    O_QUEUED,
+    O_TEMPLATE,   /* waiting for the template's resolution */
+    O_CALL,       /* the method */
+    O_FIND_CHILD, /* the folder that existed */
+    O_CHECK1,     /* the task's state, read once (unused: see ops.h) */
+    O_NEED_PC,    /* waiting for the tracker's collector */
+    O_FILTER,     /* CreateFilter */
+    O_CHECK2,     /* the task's state, after the filter */
+    O_TRACKED,    /* waiting for the long poll to report the end */
+    O_REREGISTER, /* waiting for the tracker's backoff */
+};
+
+struct task_info {
+    char state[16];
+    bool has_fault;
+    struct soap_fault fault;
+    bool has_result;
+    struct vim_moref result;
+};
+
+struct tentry;
+
+struct vs_op {
+    vs_ops *o;
+    vs_op *prev, *next; /* in the queue or the in-flight list */
+    bool queued, running;
+    enum vs_op_kind kind;
+    enum ostep step;
+    struct vim_moref target; /* VM, entity, parent folder or group folder */
+    char name[VS_NAME_MAX];  /* clone and folder name */
+    char template_name[VS_PATH_MAX];
+    char mark_uid[VS_MARK_MAX];
+    char mark_template[VS_MARK_MAX];
+    bool has_uid, has_tmark;
+    int num_cpus;
+    long long memory_mb;
+    struct vim_moref tmpl;
+    bool retried; /* the clone was sent again after re-resolving */
+    struct tentry *twait;
+    vs_op *tnext; /* in the template entry's waiters */
+    struct vim_moref task;
+    bool have_task;
+    struct vim_moref filter;
+    bool have_filter;
+    unsigned long epoch; /* the tracker epoch of the filter */
+    unsigned pc_tries;
+    struct task_info ti;
+    bool tdone; /* the long poll saw the end */
+    vs_req *req;
+    bool finishing;
+    vs_op_cb cb;
+    void *data;
+};
+
+enum tstate { T_EMPTY, T_PENDING, T_READY };
+
+struct tentry {
+    vs_ops *o;
+    enum tstate state;
+    char name[VS_PATH_MAX];
+    struct vim_moref ref;
+    uint64_t expires;
+    bool listing; /* the second step: the list of the VM folder tree */
+    vs_find *find;
+    vs_op *waiters;
+};
+
+struct op_list {
+    vs_op *head, *tail;
+    size_t n;
+};
+
+struct vs_ops {
+    uv_loop_t *loop;
+    vs_session *s;
+    const vs_inventory *inv;
+    bool have_placement;
+    struct vs_placement placement;
+    size_t max_inflight, max_queued;
+    int task_wait;
+    vs_ops_observer obs;
+    void *obs_data;
+
+    struct op_list queue, running;
+    bool pumping;
+    struct tentry tcache[TCACHE_N];
+
+    /* The task tracker. */
+    struct vim_moref pc;
+    bool have_pc, creating_pc;
+    unsigned long pc_gen;
+    unsigned long epoch;
+    vs_req *pc_req;
+    vs_req *wait_req;
+    char version[sizeof(((struct vim_update_set *)0)->version)];
+    unsigned failures;
+    /* Filters of ended tasks are destroyed between long polls, never while
+     * one runs: vcsim (v0.56) panics in WaitForUpdatesEx when a filter of
+     * its collector goes meanwhile. Beyond DEAD_MAX, a filter is left to
+     * the collector (destroyed with it, or with the session). */
+    struct vim_moref *dead;
+    size_t ndead;
+    struct dslot {
+        vs_ops *o;
+        vs_req *req; /* NULL when free */
+    } dslots[DESTROY_BATCH];
+    size_t ndestroying;
+    uv_timer_t timer; /* the tracker's backoff */
+    uv_timer_t kick;  /* starts queued operations from the loop */
+    int open_handles;
+
+    bool closing;
+    void (*closed)(void *data);
+    void *closed_data;
+};
+
+static void put(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void put(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+}
+
+static const char *method_of(enum vs_op_kind k)
+{
+    switch (k) {
+    case VS_OP_CREATE_FOLDER:
+        return "CreateFolder";
+    case VS_OP_CLONE:
+        return "CloneVM_Task";
+    case VS_OP_POWER_ON:
+        return "PowerOnVM_Task";
+    case VS_OP_POWER_OFF:
+        return "PowerOffVM_Task";
+    case VS_OP_RECONFIGURE:
+        return "ReconfigVM_Task";
+    case VS_OP_DESTROY:
+        return "Destroy_Task";
+    }
+    return "?";
+}
+
+const char *vs_op_kind_name(enum vs_op_kind k)
+{
+    switch (k) {
+    case VS_OP_CREATE_FOLDER:
+        return "create-folder";
+    case VS_OP_CLONE:
+        return "clone";
+    case VS_OP_POWER_ON:
+        return "power-on";
+    case VS_OP_POWER_OFF:
+        return "power-off";
+    case VS_OP_RECONFIGURE:
+        return "reconfigure";
+    case VS_OP_DESTROY:
+        return "destroy";
+    }
+    return "?";
+}
+
+/* ---- Lists ---- */
+
+static void l_push(struct op_list *l, vs_op *op)
+{
+    op->prev = l->tail;
+    op->next = NULL;
+    if (l->tail)
+        l->tail->next = op;
+    else
+        l->head = op;
+    l->tail = op;
+    l->n++;
+}
+
+static void l_remove(struct op_list *l, vs_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        l->head = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    else
+        l->tail = op->prev;
+    op->prev = op->next = NULL;
+    l->n--;
+}
+
+/* ---- Finishing ---- */
+
+static void pump(vs_ops *o);
+static void tracker_kick(vs_ops *o);
+
+static void twait_remove(vs_op *op)
+{
+    vs_op **pp;
+
+    if (!op->twait)
+        return;
+    for (pp = &op->twait->waiters; *pp; pp = &(*pp)->tnext)
+        if (*pp == op) {
+            *pp = op->tnext;
+            break;
+        }
+    op->twait = NULL;
+    op->tnext = NULL;
+}
+
+/* finish ends op with r (kind and task filled in here), frees it and lets
+ * the next queued operation start. */
+static void finish(vs_op *op, struct vs_op_result *r)
+{
+    vs_ops *o = op->o;
+
+    op->finishing = true;
+    if (op->req) {
+        vs_req *q = op->req;
+        op->req = NULL;
+        vs_req_cancel(q);
+    }
+    twait_remove(op);
+    if (op->have_filter && op->epoch == o->epoch && o->have_pc &&
+        o->pc_gen == vs_session_generation(o->s) && !o->closing && o->ndead < DEAD_MAX &&
+        (o->dead || (o->dead = calloc(DEAD_MAX, sizeof(*o->dead))) != NULL))
+        o->dead[o->ndead++] = op->filter;
+    if (op->queued) {
+        l_remove(&o->queue, op);
+        op->queued = false;
+    } else if (op->running) {
+        l_remove(&o->running, op);
+        op->running = false;
+    }
+    r->kind = op->kind;
+    r->task = op->have_task ? &op->task : NULL;
+    if (!r->fault_type)
+        r->fault_type = "";
+    if (!r->message)
+        r->message = "";
+    if (o->obs)
+        o->obs(o->obs_data, op, VS_OP_DONE, r);
+    op->cb(op->data, r);
+    free(op);
+    if (!o->closing)
+        pump(o);
+}
+
+static void finish_err(vs_op *op, int err, const char *fault_type, const char *msg)
+{
+    struct vs_op_result r = {.err = err, .fault_type = fault_type, .message = msg};
+
+    finish(op, &r);
+}
+
+/* fail_call ends op after its request failed. */
+static void fail_call(vs_op *op, const struct vs_reply *rep)
+{
+    char msg[MSG_MAX];
+    bool monf = rep->err == VMG_EFAULT && strcmp(rep->fault->type, "ManagedObjectNotFound") == 0;
+
+    put(msg, sizeof(msg), "%s %s: %s", vs_op_kind_name(op->kind), vs_op_target(op), rep->message);
+    finish_err(op, monf ? VMG_ENOTFOUND : rep->err, rep->err == VMG_EFAULT ? rep->fault->type : "",
+               msg);
+}
+
+/* ---- Tasks ---- */
+
+static bool task_ended(const struct task_info *ti)
+{
+    return strcmp(ti->state, "success") == 0 || strcmp(ti->state, "error") == 0;
+}
+
+static void task_apply(struct task_info *ti, const struct vim_object_update *u)
+{
+    /* An end is final. (vcsim may report an older change after the end,
+     * when a filter is created while the task runs.) */
+    if (task_ended(ti))
+        return;
+    for (size_t i = 0; i < u->n_changes; i++) {
+        const struct vim_change *c = &u->changes[i];
+        if (strcmp(c->name, "info.state") == 0) {
+            put(ti->state, sizeof(ti->state), "%s",
+                (c->kind == VIM_VAL_ENUM || c->kind == VIM_VAL_STRING) && c->str ? c->str : "");
+        } else if (strcmp(c->name, "info.error") == 0) {
+            ti->has_fault = c->kind == VIM_VAL_FAULT && soap_method_fault(c->node, &ti->fault) == 0;
+        } else if (strcmp(c->name, "info.result") == 0) {
+            ti->has_result = c->kind == VIM_VAL_MOREF &&
+                             vim_moref_set(&ti->result, c->ref_type, c->ref_value) == 0;
+        }
+    }
+}
+
+static void complete_task(vs_op *op)
+{
+    struct vs_op_result r = {0};
+    char msg[MSG_MAX];
+
+    if (strcmp(op->ti.state, "success") == 0) {
+        if (op->kind == VS_OP_CLONE && op->ti.has_result)
+            r.result = &op->ti.result;
+        finish(op, &r);
+        return;
+    }
+    r.err = VMG_EFAULT;
+    if (op->ti.has_fault) {
+        r.fault_type = op->ti.fault.type;
+        put(msg, sizeof(msg), "%s %s: %s failed: %s: %s", vs_op_kind_name(op->kind),
+            vs_op_target(op), method_of(op->kind), op->ti.fault.type, op->ti.fault.message);
+    } else {
+        r.fault_type = "";
+        put(msg, sizeof(msg), "%s %s: %s failed", vs_op_kind_name(op->kind), vs_op_target(op),
+            method_of(op->kind));
+    }
+    r.message = msg;
+    finish(op, &r);
+}
+
+static void on_op_reply(void *data, const struct vs_reply *r);
+
+static int op_send(vs_op *op, enum ostep step, const char *method, char *buf, size_t len)
+{
+    op->step = step;
+    return vs_call(op->o->s, method, buf, len, NULL, on_op_reply, op, &op->req);
+}
+
+static void send_failed(vs_op *op, int e, const char *what)
+{
+    char msg[MSG_MAX];
+
+    put(msg, sizeof(msg), "%s %s: could not send %s: %s", vs_op_kind_name(op->kind),
+        vs_op_target(op), what, vmg_strerror(e));
+    finish_err(op, e, "", msg);
+}
+
+static void check_task(vs_op *op, enum ostep step)
+{
+    const struct vim_service_content *sc = vs_session_content(op->o->s);
+    char *buf = NULL;
+    size_t len = 0;
+    int e = VMG_ETRANSPORT;
+
+    if (sc)
+        e = vim_req_retrieve_properties_ex(&sc->property_collector, &op->task, vim_task_paths,
+                                           vim_task_paths_n, 0, &buf, &len);
+    if (e == 0)
+        e = op_send(op, step, "RetrievePropertiesEx", buf, len);
+    if (e < 0)
+        send_failed(op, e, "RetrievePropertiesEx");
+}
+
+static void send_filter(vs_op *op)
+{
+    vs_ops *o = op->o;
+    char *buf = NULL;
+    size_t len = 0;
+    int e;
+
+    op->epoch = o->epoch;
+    e = vim_req_create_filter_task(&o->pc, &op->task, &buf, &len);
+    if (e == 0)
+        e = op_send(op, O_FILTER, "CreateFilter", buf, len);
+    if (e < 0)
+        send_failed(op, e, "CreateFilter");
+}
+
+static void on_pc_reply(void *data, const struct vs_reply *r);
+
+/* first_in returns the first running operation at step, or NULL. */
+static vs_op *first_in(const vs_ops *o, enum ostep step)
+{
+    for (vs_op *op = o->running.head; op; op = op->next)
+        if (op->step == step)
+            return op;
+    return NULL;
+}
+
+/* need_pc registers op's task with the tracker, making its collector
+ * first when there is none (or it belongs to an older session). */
+static void need_pc(vs_op *op)
+{
+    vs_ops *o = op->o;
+    const struct vim_service_content *sc = vs_session_content(o->s);
+    char *buf = NULL;
+    size_t len = 0;
+    int e;
+
+    op->have_filter = false;
+    if (o->have_pc && o->pc_gen == vs_session_generation(o->s)) {
+        send_filter(op);
+        return;
+    }
+    op->step = O_NEED_PC;
+    if (o->creating_pc)
+        return;
+    if (o->have_pc) {
+        /* A collector of an older session: gone with it. */
+        o->have_pc = false;
+        o->epoch++;
+    }
+    e = sc ? vim_req_create_property_collector(&sc->property_collector, &buf, &len)
+           : VMG_ETRANSPORT;
+    if (e == 0)
+        e = vs_call(o->s, "CreatePropertyCollector", buf, len, NULL, on_pc_reply, o, &o->pc_req);
+    if (e < 0) {
+        send_failed(op, e, "CreatePropertyCollector");
+        return;
+    }
+    o->creating_pc = true;
+}
+
+static void on_pc_reply(void *data, const struct vs_reply *r)
+{
+    vs_ops *o = data;
+    char msg[MSG_MAX];
+
+    o->pc_req = NULL;
+    o->creating_pc = false;
+    if (o->closing)
+        return;
+    if (r->err == 0 && vim_decode_moref(r->resp, &o->pc) == 0) {
+        o->have_pc = true;
+        o->pc_gen = vs_session_generation(o->s);
+        o->epoch++;
+        o->version[0] = '\0';
+        o->ndead = 0;
+        /* send_filter may finish an operation: look from the start again. */
+        for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
+            send_filter(op);
+        return;
+    }
+    put(msg, sizeof(msg), "could not follow the task: %s",
+        r->err ? r->message : "unreadable PropertyCollector");
+    for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
+        finish_err(op, r->err ? r->err : VMG_EPARSE, r->err == VMG_EFAULT ? r->fault->type : "",
+                   msg);
+}
+
+/* ---- The tracker's long poll ---- */
+
+static void on_wait_reply(void *data, const struct vs_reply *r);
+static void tracker_reset(vs_ops *o);
+
+static bool any_tracked(const vs_ops *o)
+{
+    for (const vs_op *op = o->running.head; op; op = op->next)
+        if (op->have_filter && op->epoch == o->epoch)
+            return true;
+    return false;
+}
+
+static void on_destroyed(void *data, const struct vs_reply *r)
+{
+    struct dslot *d = data;
+    vs_ops *o = d->o;
+
+    (void)r;
+    d->req = NULL;
+    o->ndestroying--;
+    if (!o->closing && o->ndestroying == 0)
+        tracker_kick(o);
+}
+
+/* destroy_dead sends the pending DestroyPropertyFilter calls (a batch at
+ * most) when no long poll runs. Returns true while some are in flight. */
+static bool destroy_dead(vs_ops *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (o->ndestroying > 0)
+        return true;
+    if (o->wait_req || o->ndead == 0)
+        return false;
+    if (!o->have_pc || o->pc_gen != vs_session_generation(o->s)) {
+        o->ndead = 0; /* they went with their collector */
+        return false;
+    }
+    for (size_t i = 0; i < DESTROY_BATCH && o->ndead > 0; i++) {
+        struct dslot *d = &o->dslots[i];
+        d->o = o;
+        o->ndead--;
+        if (vim_req_destroy_property_filter(&o->dead[o->ndead], &buf, &len) < 0 ||
+            vs_call(o->s, "DestroyPropertyFilter", buf, len, NULL, on_destroyed, d, &d->req) < 0) {
+            d->req = NULL;
+            continue;
+        }
+        o->ndestroying++;
+    }
+    return o->ndestroying > 0;
+}
+
+static void tracker_kick(vs_ops *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    struct vs_call_opts opts = {.max_response = VS_CALL_MAX_RESPONSE_LARGE,
+                                .timeout_ms = (uint64_t)(o->task_wait + 30) * 1000};
+
+    if (o->wait_req || o->closing || destroy_dead(o))
+        return;
+    if (!o->have_pc || !any_tracked(o))
+        return;
+    if (vim_req_wait_for_updates_ex(&o->pc, o->version, o->task_wait, 100, &buf, &len) < 0 ||
+        vs_call(o->s, "WaitForUpdatesEx", buf, len, &opts, on_wait_reply, o, &o->wait_req) < 0)
+        tracker_reset(o);
+}
+
+static int wait_cb(void *arg, const struct vim_object_update *u)
+{
+    vs_ops *o = arg;
+
+    for (vs_op *op = o->running.head; op; op = op->next)
+        if (op->have_task && strcmp(op->task.value, u->obj.value) == 0) {
+            task_apply(&op->ti, u);
+            if (task_ended(&op->ti))
+                op->tdone = true;
+        }
+    return 0;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    vs_ops *o = t->data;
+
+    if (o->closing)
+        return;
+    for (vs_op *op; (op = first_in(o, O_REREGISTER)) != NULL;) {
+        op->pc_tries = 0;
+        need_pc(op);
+    }
+}
+
+static void on_kick(uv_timer_t *t)
+{
+    pump(t->data);
+}
+
+/* tracker_reset forgets the collector after its long poll failed and
+ * registers the tasks again after a backoff. */
+static void tracker_reset(vs_ops *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (o->have_pc && o->pc_gen == vs_session_generation(o->s) &&
+        vim_req_destroy_property_collector(&o->pc, &buf, &len) == 0)
+        (void)vs_fire_and_forget(o->s, "DestroyPropertyCollector", buf, len);
+    o->have_pc = false;
+    o->epoch++;
+    o->version[0] = '\0';
+    o->ndead = 0;
+    o->failures++;
+    for (vs_op *op = o->running.head; op; op = op->next)
+        if (op->step == O_TRACKED) {
+            op->have_filter = false;
+            op->step = O_REREGISTER;
+        }
+    uv_timer_start(&o->timer, on_timer,
+                   vs_backoff_ms(o->failures, TRACKER_BACKOFF_MIN_MS, TRACKER_BACKOFF_MAX_MS), 0);
+}
+
+static void on_wait_reply(void *data, const struct vs_reply *r)
+{
+    vs_ops *o = data;
+    struct vim_update_set us;
+    int e;
+
+    o->wait_req = NULL;
+    if (o->closing)
+        return;
+    if (r->err) {
+        tracker_reset(o);
+        return;
+    }
+    e = vim_decode_update_set(r->resp, wait_cb, o, &us);
+    if (e < 0) {
+        tracker_reset(o);
+        return;
+    }
+    o->failures = 0;
+    if (e == 1)
+        put(o->version, sizeof(o->version), "%s", us.version);
+    if (e == 0) {
+        /* A quiet long poll: read the state of the tasks followed, as a
+         * safety net against an end the server did not report. */
+        for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;)
+            check_task(op, O_CHECK2);
+    }
+    /* Finish what ended; each finish may change the list, so look again. */
+    for (;;) {
+        vs_op *op = o->running.head;
+        while (op && !(op->tdone && (op->step == O_TRACKED || op->step == O_CHECK2)))
+            op = op->next;
+        if (!op)
+            break;
+        complete_task(op);
+        if (o->closing)
+            return;
+    }
+    tracker_kick(o);
+}
+
+/* ---- Templates ---- */
+
+static void tentry_done(struct tentry *t, int err, const char *msg);
+static void send_clone(vs_op *op);
+
+static const struct vs_placement *placement(const vs_ops *o)
+{
+    const struct vs_placement *p = o->inv ? vs_inventory_placement(o->inv) : NULL;
+
+    return p ? p : (o->have_placement ? &o->placement : NULL);
+}
+
+static void on_t_list(void *data, int err, const char *msg, const struct vs_found *found, size_t n)
+{
+    struct tentry *t = data;
+    const struct vs_placement *p = placement(t->o);
+    char m[MSG_MAX];
+    size_t named = 0, templates = 0, pick_named = 0, pick_template = 0;
+
+    t->find = NULL;
+    if (err) {
+        tentry_done(t, err, msg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(found[i].name, t->name) != 0)
+            continue;
+        if (named++ == 0)
+            pick_named = i;
+        if (found[i].is_template && templates++ == 0)
+            pick_template = i;
+    }
+    if (named == 0) {
+        put(m, sizeof(m), "template \"%s\" not found in %s/vm or its subfolders", t->name,
+            p ? p->datacenter_path : "the datacenter");
+        tentry_done(t, VMG_ENOTFOUND, m);
+        return;
+    }
+    if (templates == 1 || named == 1) {
+        t->ref = found[templates == 1 ? pick_template : pick_named].ref;
+        tentry_done(t, 0, NULL);
+        return;
+    }
+    put(m, sizeof(m),
+        "%zu VMs named \"%s\" in %s/vm (%zu of them templates): give the template's inventory "
+        "path",
+        named, t->name, p ? p->datacenter_path : "the datacenter", templates);
+    tentry_done(t, VMG_EAMBIGUOUS, m);
+}
+
+static void on_t_path(void *data, int err, const char *msg, const struct vim_moref *ref)
+{
+    struct tentry *t = data;
+    const struct vs_placement *p = placement(t->o);
+    char m[MSG_MAX];
+    int e;
+
+    t->find = NULL;
+    if (err == 0 && strcmp(ref->type, "VirtualMachine") == 0) {
+        t->ref = *ref;
+        tentry_done(t, 0, NULL);
+        return;
+    }
+    if (strchr(t->name, '/')) {
+        if (err == VMG_ENOTFOUND) {
+            if (t->name[0] == '/')
+                put(m, sizeof(m), "template \"%s\" not found", t->name);
+            else
+                put(m, sizeof(m), "template \"%s\" not found in %s/vm", t->name,
+                    p ? p->datacenter_path : "the datacenter");
+            tentry_done(t, err, m);
+        } else if (err) {
+            tentry_done(t, err, msg);
+        } else {
+            put(m, sizeof(m), "template \"%s\" is a %s, not a VM", t->name, ref->type);
+            tentry_done(t, VMG_ECONFIG, m);
+        }
+        return;
+    }
+    if (err && err != VMG_ENOTFOUND) {
+        tentry_done(t, err, msg);
+        return;
+    }
+    /* Not directly in the VM folder: search its whole tree. */
+    if (!p) {
+        tentry_done(t, VMG_ECONFIG, "the placement is not known yet");
+        return;
+    }
+    t->listing = true;
+    e = vs_find_list(t->o->s, &p->vm_folder, VS_LIST_VMS, 0, on_t_list, t, &t->find);
+    if (e < 0) {
+        put(m, sizeof(m), "could not search for template \"%s\": %s", t->name, vmg_strerror(e));
+        tentry_done(t, e, m);
+    }
+}
+
+static void tentry_done(struct tentry *t, int err, const char *msg)
+{
+    vs_ops *o = t->o;
+    vs_op *waiters = t->waiters;
+
+    t->waiters = NULL;
+    t->find = NULL;
+    if (err == 0) {
+        t->state = T_READY;
+        t->expires = uv_now(o->loop) + VS_OPS_TEMPLATE_TTL_MS;
+    } else {
+        t->state = T_EMPTY;
+    }
+    for (vs_op *op = waiters; op; op = op->tnext)
+        op->twait = NULL;
+    while (waiters) {
+        vs_op *op = waiters;
+        waiters = op->tnext;
+        op->tnext = NULL;
+        if (err) {
+            char m[MSG_MAX];
+            put(m, sizeof(m), "clone %s: %s", op->name, msg);
+            finish_err(op, err, "", m);
+        } else {
+            op->tmpl = t->ref;
+            send_clone(op);
+        }
+    }
+}
+
+static struct tentry *tentry_for(vs_ops *o, const char *name)
+{
+    struct tentry *pick = NULL;
+    uint64_t now = uv_now(o->loop);
+
+    for (size_t i = 0; i < TCACHE_N; i++) {
+        struct tentry *t = &o->tcache[i];
+        if (t->state != T_EMPTY && strcmp(t->name, name) == 0) {
+            if (t->state == T_READY && t->expires <= now)
+                t->state = T_EMPTY;
+            else
+                return t;
+        }
+    }
+    for (size_t i = 0; i < TCACHE_N; i++) {
+        struct tentry *t = &o->tcache[i];
+        if (t->state == T_EMPTY)
+            return t;
+        if (t->state == T_READY && (!pick || t->expires < pick->expires))
+            pick = t;
+    }
+    if (pick)
+        pick->state = T_EMPTY;
+    return pick;
+}
+
+/* resolve_template gets op's template from the cache, or joins or starts
+ * its resolution. */
+static void resolve_template(vs_op *op)
+{
+    vs_ops *o = op->o;
+    const struct vs_placement *p = placement(o);
+    struct tentry *t = tentry_for(o, op->template_name);
+    char m[MSG_MAX];
+    int e;
+
+    if (!t || !p) {
+        finish_err(op, t ? VMG_ECONFIG : -EBUSY, "",
+                   t ? "the placement is not known yet"
+                     : "too many templates are being looked up at once");
+        return;
+    }
+    if (t->state == T_READY) {
+        op->tmpl = t->ref;
+        send_clone(op);
+        return;
+    }
+    op->step = O_TEMPLATE;
+    op->twait = t;
+    op->tnext = t->waiters;
+    t->waiters = op;
+    if (t->state == T_PENDING)
+        return;
+    t->o = o;
+    t->state = T_PENDING;
+    t->listing = false;
+    put(t->name, sizeof(t->name), "%s", op->template_name);
+    if (t->name[0] == '/')
+        e = vs_find_path(o->s, NULL, t->name, on_t_path, t, &t->find);
+    else
+        e = vs_find_path(o->s, &p->vm_folder, t->name, on_t_path, t, &t->find);
+    if (e < 0) {
+        put(m, sizeof(m), "could not look up template \"%s\": %s", t->name, vmg_strerror(e));
+        tentry_done(t, e, m);
+    }
+}
+
+static void forget_template(vs_ops *o, const char *name)
+{
+    for (size_t i = 0; i < TCACHE_N; i++)
+        if (o->tcache[i].state == T_READY && strcmp(o->tcache[i].name, name) == 0)
+            o->tcache[i].state = T_EMPTY;
+}
+
+static void send_clone(vs_op *op)
+{
+    const struct vs_placement *p = placement(op->o);
+    struct vim_option extra[2];
+    struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
+    char *buf = NULL;
+    size_t len = 0;
+    int e;
+
+    if (!p) {
+        finish_err(op, VMG_ECONFIG, "", "the placement is not known yet");
+        return;
+    }
+    if (op->has_uid)
+        extra[cfg.n_extra++] = (struct vim_option){NAMING_MARK_UID_KEY, op->mark_uid};
+    if (op->has_tmark)
+        extra[cfg.n_extra++] = (struct vim_option){NAMING_MARK_TEMPLATE_KEY, op->mark_template};
+    cfg.extra_config = cfg.n_extra ? extra : NULL;
+    e = vim_req_clone_vm(&op->tmpl, &op->target, op->name, &p->pool,
+                         p->has_datastore ? &p->datastore : NULL, &cfg, &buf, &len);
+    if (e == 0)
+        e = op_send(op, O_CALL, "CloneVM_Task", buf, len);
+    if (e < 0)
+        send_failed(op, e, "CloneVM_Task");
+}
+
+/* ---- Starting ---- */
+
+static void start(vs_op *op)
+{
+    const struct vs_placement *p;
+    const char *method = method_of(op->kind);
+    struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
+    char *buf = NULL;
+    size_t len = 0;
+    int e = 0;
+
+    if (op->o->obs)
+        op->o->obs(op->o->obs_data, op, VS_OP_STARTED, NULL);
+    switch (op->kind) {
+    case VS_OP_CLONE:
+        p = placement(op->o);
+        if (!p) {
+            finish_err(op, VMG_ECONFIG, "",
+                       "the placement (datacenter, root folder, resource pool) is not known yet");
+            return;
+        }
+        resolve_template(op);
+        return;
+    case VS_OP_CREATE_FOLDER:
+        e = vim_req_create_folder(&op->target, op->name, &buf, &len);
+        break;
+    case VS_OP_POWER_ON:
+        e = vim_req_power_on(&op->target, &buf, &len);
+        break;
+    case VS_OP_POWER_OFF:
+        e = vim_req_power_off(&op->target, &buf, &len);
+        break;
+    case VS_OP_RECONFIGURE:
+        e = vim_req_reconfigure(&op->target, &cfg, &buf, &len);
+        break;
+    case VS_OP_DESTROY:
+        e = vim_req_destroy(&op->target, &buf, &len);
+        break;
+    }
+    if (e == 0)
+        e = op_send(op, O_CALL, method, buf, len);
+    if (e < 0)
+        send_failed(op, e, method);
+}
+
+static void pump(vs_ops *o)
+{
+    if (o->pumping)
+        return;
+    o->pumping = true;
+    while (!o->closing && o->running.n < o->max_inflight && o->queue.head) {
+        vs_op *op = o->queue.head;
+        l_remove(&o->queue, op);
+        op->queued = false;
+        op->running = true;
+        l_push(&o->running, op);
+        start(op);
+    }
+    o->pumping = false;
+}
+
+/* ---- Replies ---- */
+
+static int check_cb(void *arg, const struct vim_object_update *u)
+{
+    task_apply(arg, u);
+    return 0;
+}
+
+static void on_op_reply(void *data, const struct vs_reply *r)
+{
+    vs_op *op = data;
+    vs_ops *o = op->o;
+    const struct vim_service_content *sc = vs_session_content(o->s);
+    struct vs_op_result res = {0};
+    struct vim_moref ref;
+    char token[512], msg[MSG_MAX], *buf = NULL;
+    size_t len = 0;
+    int e;
+
+    op->req = NULL;
+    if (op->finishing)
+        return;
+    switch (op->step) {
+    case O_CALL:
+        if (r->err == VMG_EFAULT && op->kind == VS_OP_CREATE_FOLDER &&
+            strcmp(r->fault->type, "DuplicateName") == 0 && sc) {
+            e = vs_build_find_child(&sc->search_index, &op->target, op->name, &buf, &len);
+            if (e == 0)
+                e = op_send(op, O_FIND_CHILD, "FindChild", buf, len);
+            if (e < 0)
+                send_failed(op, e, "FindChild");
+            return;
+        }
+        if (r->err == VMG_EFAULT && op->kind == VS_OP_CLONE && !op->retried &&
+            strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
+            /* The cached template may be gone (replaced): look it up again. */
+            op->retried = true;
+            forget_template(o, op->template_name);
+            resolve_template(op);
+            return;
+        }
+        if (r->err) {
+            fail_call(op, r);
+            return;
+        }
+        if (vim_decode_moref(r->resp, &ref) < 0) {
+            put(msg, sizeof(msg), "%s %s: vCenter sent an unreadable answer to %s",
+                vs_op_kind_name(op->kind), vs_op_target(op), method_of(op->kind));
+            finish_err(op, VMG_EPARSE, "", msg);
+            return;
+        }
+        if (op->kind == VS_OP_CREATE_FOLDER) {
+            res.result = &ref;
+            finish(op, &res);
+            return;
+        }
+        op->task = ref;
+        op->have_task = true;
+        if (o->obs)
+            o->obs(o->obs_data, op, VS_OP_TASK, NULL);
+        need_pc(op);
+        return;
+    case O_FIND_CHILD:
+        if (r->err) {
+            fail_call(op, r);
+            return;
+        }
+        e = vim_decode_moref(r->resp, &ref);
+        if (e < 0) {
+            put(msg, sizeof(msg),
+                "create-folder %s: vCenter says the name exists but no child has it", op->name);
+            finish_err(op, e == VMG_ENOTFOUND ? VMG_ECONFLICT : e, "DuplicateName", msg);
+            return;
+        }
+        res.result = &ref;
+        res.existed = true;
+        finish(op, &res);
+        return;
+    case O_CHECK1:
+    case O_CHECK2:
+        if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
+            fail_call(op, r); /* the task is gone: vCenter restarted */
+            return;
+        }
+        if (r->err) {
+            if (op->step == O_CHECK2 && op->epoch != o->epoch) {
+                need_pc(op); /* the filter went with a replaced collector */
+                return;
+            }
+            if (op->step == O_CHECK2) {
+                /* The filter reports the end anyway. */
+                op->step = O_TRACKED;
+                tracker_kick(o);
+                return;
+            }
+            fail_call(op, r);
+            return;
+        }
+        e = vim_decode_retrieve_result(r->resp, check_cb, &op->ti, token, sizeof(token));
+        if (e < 0 && op->step == O_CHECK1) {
+            put(msg, sizeof(msg), "%s %s: unreadable task state", vs_op_kind_name(op->kind),
+                vs_op_target(op));
+            finish_err(op, e, "", msg);
+            return;
+        }
+        if (task_ended(&op->ti)) {
+            complete_task(op);
+            return;
+        }
+        if (op->step == O_CHECK1 || op->epoch != o->epoch) {
+            need_pc(op);
+        } else {
+            op->step = O_TRACKED;
+            tracker_kick(o);
+        }
+        return;
+    case O_FILTER:
+        if (r->err == 0 && vim_decode_moref(r->resp, &op->filter) == 0) {
+            op->have_filter = true;
+            if (op->epoch != o->epoch) {
+                /* Made on a collector that was replaced meanwhile. */
+                need_pc(op);
+                return;
+            }
+            tracker_kick(o);
+            check_task(op, O_CHECK2);
+            return;
+        }
+        if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0 &&
+            op->pc_tries++ < 2 && o->pc_gen != vs_session_generation(o->s)) {
+            need_pc(op); /* the collector went with an old session */
+            return;
+        }
+        if (r->err) {
+            fail_call(op, r);
+            return;
+        }
+        finish_err(op, VMG_EPARSE, "", "vCenter sent an unreadable PropertyFilter");
+        return;
+    default:
+        return;
+    }
+}
+
+/* ---- Public ---- */
+
+vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
+                   const struct vs_ops_config *cfg, int *ret_err)
+{
+    vs_ops *o;
+
+    if (!loop || !s) {
+        if (ret_err)
+            *ret_err = -EINVAL;
+        return NULL;
+    }
+    o = calloc(1, sizeof(*o));
+    if (!o) {
+        if (ret_err)
+            *ret_err = -ENOMEM;
+        return NULL;
+    }
+    o->loop = loop;
+    o->s = s;
+    o->inv = inv;
+    o->max_inflight =
+        cfg && cfg->max_inflight > 0 ? (size_t)cfg->max_inflight : VS_OPS_DEFAULT_MAX_INFLIGHT;
+    o->max_queued = cfg && cfg->max_queued ? cfg->max_queued : VS_OPS_DEFAULT_MAX_QUEUED;
+    o->task_wait = cfg && cfg->task_wait_seconds > 0 ? cfg->task_wait_seconds : 60;
+    uv_timer_init(loop, &o->timer);
+    uv_timer_init(loop, &o->kick);
+    o->timer.data = o;
+    o->kick.data = o;
+    o->open_handles = 2;
+    return o;
+}
+
+void vs_ops_set_placement(vs_ops *o, const struct vs_placement *p)
+{
+    if (!o)
+        return;
+    o->have_placement = p != NULL;
+    if (p)
+        o->placement = *p;
+}
+
+void vs_ops_set_observer(vs_ops *o, vs_ops_observer obs, void *data)
+{
+    if (!o)
+        return;
+    o->obs = obs;
+    o->obs_data = data;
+}
+
+static bool ref_ok(const struct vim_moref *r)
+{
+    return r && r->type[0] && r->value[0] && memchr(r->type, 0, sizeof(r->type)) &&
+           memchr(r->value, 0, sizeof(r->value));
+}
+
+static bool fits(const char *s, size_t size)
+{
+    return s && strlen(s) < size;
+}
+
+static vs_op *op_new(vs_ops *o, enum vs_op_kind kind, const struct vim_moref *target, vs_op_cb cb,
+                     void *data, int *err)
+{
+    vs_op *op;
+
+    *err = -EINVAL;
+    if (!o || !cb || !ref_ok(target))
+        return NULL;
+    *err = VMG_ECANCELED;
+    if (o->closing)
+        return NULL;
+    *err = -ENOSPC;
+    if (o->queue.n >= o->max_queued)
+        return NULL;
+    *err = -ENOMEM;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return NULL;
+    op->o = o;
+    op->kind = kind;
+    op->target = *target;
+    op->cb = cb;
+    op->data = data;
+    *err = 0;
+    return op;
+}
+
+static int submit(vs_op *op, vs_op **ret)
+{
+    vs_ops *o = op->o;
+
+    op->queued = true;
+    op->step = O_QUEUED;
+    l_push(&o->queue, op);
+    if (ret)
+        *ret = op;
+    if (o->obs)
+        o->obs(o->obs_data, op, VS_OP_QUEUED, NULL);
+    /* Start from the loop, never from inside this call: a start that
+     * fails at once would otherwise call cb before we return. */
+    if (o->running.n < o->max_inflight)
+        uv_timer_start(&o->kick, on_kick, 0, 0);
+    return 0;
+}
+
+int vs_ops_create_folder(vs_ops *o, const struct vim_moref *parent, const char *name, vs_op_cb cb,
+                         void *data, vs_op **ret)
+{
+    vs_op *op;
+    int e;
+
+    if (!name || !*name || !fits(name, VS_NAME_MAX))
+        return -EINVAL;
+    op = op_new(o, VS_OP_CREATE_FOLDER, parent, cb, data, &e);
+    if (!op)
+        return e;
+    put(op->name, sizeof(op->name), "%s", name);
+    return submit(op, ret);
+}
+
+int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void *data, vs_op **ret)
+{
+    vs_op *op;
+    int e;
+
+    if (!spec || !spec->name || !*spec->name || !fits(spec->name, VS_NAME_MAX) ||
+        !spec->template_name || !*spec->template_name || !fits(spec->template_name, VS_PATH_MAX) ||
+        spec->num_cpus < 0 || spec->memory_mb < 0 ||
+        (spec->mark_uid && !fits(spec->mark_uid, VS_MARK_MAX)) ||
+        (spec->mark_template && !fits(spec->mark_template, VS_MARK_MAX)))
+        return -EINVAL;
+    op = op_new(o, VS_OP_CLONE, spec->folder, cb, data, &e);
+    if (!op)
+        return e;
+    put(op->name, sizeof(op->name), "%s", spec->name);
+    put(op->template_name, sizeof(op->template_name), "%s", spec->template_name);
+    op->num_cpus = spec->num_cpus;
+    op->memory_mb = spec->memory_mb;
+    if (spec->mark_uid) {
+        op->has_uid = true;
+        put(op->mark_uid, sizeof(op->mark_uid), "%s", spec->mark_uid);
+    }
+    if (spec->mark_template) {
+        op->has_tmark = true;
+        put(op->mark_template, sizeof(op->mark_template), "%s", spec->mark_template);
+    }
+    return submit(op, ret);
+}
+
+static int simple(vs_ops *o, enum vs_op_kind kind, const struct vim_moref *ref, vs_op_cb cb,
+                  void *data, vs_op **ret)
+{
+    int e;
+    vs_op *op = op_new(o, kind, ref, cb, data, &e);
+
+    if (!op)
+        return e;
+    return submit(op, ret);
+}
+
+int vs_ops_power_on(vs_ops *o, const struct vim_moref *vm, vs_op_cb cb, void *data, vs_op **ret)
+{
+    return simple(o, VS_OP_POWER_ON, vm, cb, data, ret);
+}
+
+int vs_ops_power_off(vs_ops *o, const struct vim_moref *vm, vs_op_cb cb, void *data, vs_op **ret)
+{
+    return simple(o, VS_OP_POWER_OFF, vm, cb, data, ret);
+}
+
+int vs_ops_reconfigure(vs_ops *o, const struct vim_moref *vm, int num_cpus, long long memory_mb,
+                       vs_op_cb cb, void *data, vs_op **ret)
+{
+    vs_op *op;
+    int e;
+
+    if (num_cpus < 0 || memory_mb < 0 || (num_cpus == 0 && memory_mb == 0))
+        return -EINVAL;
+    op = op_new(o, VS_OP_RECONFIGURE, vm, cb, data, &e);
+    if (!op)
+        return e;
+    op->num_cpus = num_cpus;
+    op->memory_mb = memory_mb;
+    return submit(op, ret);
+}
+
+int vs_ops_destroy(vs_ops *o, const struct vim_moref *entity, vs_op_cb cb, void *data, vs_op **ret)
+{
+    return simple(o, VS_OP_DESTROY, entity, cb, data, ret);
+}
+
+void vs_op_cancel(vs_op *op)
+{
+    if (!op || op->finishing)
+        return;
+    finish_err(op, VMG_ECANCELED, "", "the operation was canceled");
+}
+
+enum vs_op_kind vs_op_kind(const vs_op *op)
+{
+    return op->kind;
+}
+
+const char *vs_op_target(const vs_op *op)
+{
+    if (!op)
+        return "";
+    return op->kind == VS_OP_CLONE || op->kind == VS_OP_CREATE_FOLDER ? op->name : op->target.value;
+}
+
+const char *vs_op_task(const vs_op *op)
+{
+    return op && op->have_task ? op->task.value : "";
+}
+
+size_t vs_ops_inflight(const vs_ops *o)
+{
+    return o ? o->running.n : 0;
+}
+
+size_t vs_ops_queued(const vs_ops *o)
+{
+    return o ? o->queue.n : 0;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    vs_ops *o = h->data;
+    void (*closed)(void *) = o->closed;
+    void *closed_data = o->closed_data;
+
+    if (--o->open_handles > 0)
+        return;
+    free(o->dead);
+    free(o);
+    if (closed)
+        closed(closed_data);
+}
+
+void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)
+{
+    if (!o || o->closing)
+        return;
+    o->closing = true;
+    o->closed = closed;
+    o->closed_data = data;
+    uv_timer_stop(&o->timer);
+    uv_timer_stop(&o->kick);
+    if (o->wait_req)
+        vs_req_cancel(o->wait_req);
+    if (o->pc_req)
+        vs_req_cancel(o->pc_req);
+    for (size_t i = 0; i < DESTROY_BATCH; i++)
+        if (o->dslots[i].req)
+            vs_req_cancel(o->dslots[i].req);
+    for (size_t i = 0; i < TCACHE_N; i++)
+        if (o->tcache[i].state == T_PENDING && o->tcache[i].find)
+            vs_find_cancel(o->tcache[i].find); /* fails its waiters */
+    while (o->running.head)
+        finish_err(o->running.head, VMG_ECANCELED, "", "the operation was canceled");
+    while (o->queue.head)
+        finish_err(o->queue.head, VMG_ECANCELED, "", "the operation was canceled");
+    uv_close((uv_handle_t *)&o->timer, on_closed);
+    uv_close((uv_handle_t *)&o->kick, on_closed);
+}

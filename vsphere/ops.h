@@ -1,0 +1,146 @@
+/* ops.h: the operations the operator runs in vCenter, as asynchronous jobs
+ * with task tracking and a bound on how many run at once.
+ *
+ * Operations: CreateFolder (DuplicateName counts as success and gives the
+ * folder that exists), CloneVM_Task (the template is found by name in the
+ * datacenter's VM folder tree, or by inventory path; the clone goes into
+ * the group's folder with its CPUs, memory and the group's marks in
+ * extraConfig, on the placement's pool and datastore, powered on),
+ * PowerOnVM_Task, PowerOffVM_Task, ReconfigVM_Task (CPUs, memory) and
+ * Destroy_Task (a VM, or a folder with what it holds).
+ *
+ * Each call returns at once; the callback runs once, later, with the
+ * outcome. Completion of a task is learned from a PropertyCollector, not
+ * by polling: a filter on the task is added to a collector of the ops'
+ * own, whose WaitForUpdatesEx long poll reports the end. The task's state
+ * is read once right after the filter exists, for servers (vcsim) that
+ * report a new filter's object only on its next change, which a task that
+ * ended already never has; and again when a long poll ends quiet, as a
+ * safety net. A completed operation costs about four requests: the method,
+ * CreateFilter, that one read, DestroyPropertyFilter, plus its share of
+ * the long polls.
+ *
+ * At most max_inflight operations run at once (default 8); the others
+ * wait in a FIFO queue of at most max_queued.
+ */
+#ifndef VMG_VS_OPS_H
+#define VMG_VS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "vsphere/inventory.h"
+#include "vsphere/session.h"
+
+#define VS_OPS_DEFAULT_MAX_INFLIGHT 8
+#define VS_OPS_DEFAULT_MAX_QUEUED 10000
+#define VS_OPS_TEMPLATE_TTL_MS (10 * 60 * 1000)
+
+typedef struct vs_ops vs_ops;
+typedef struct vs_op vs_op;
+
+enum vs_op_kind {
+    VS_OP_CREATE_FOLDER,
+    VS_OP_CLONE,
+    VS_OP_POWER_ON,
+    VS_OP_POWER_OFF,
+    VS_OP_RECONFIGURE,
+    VS_OP_DESTROY,
+};
+
+/* The outcome of an operation, valid during the callback. */
+struct vs_op_result {
+    enum vs_op_kind kind;
+    /* 0; VMG_EFAULT (the method or its task failed: fault_type and message
+     * say how); VMG_ENOTFOUND (the template, or the object acted on, does
+     * not exist; fault_type "ManagedObjectNotFound" for the latter);
+     * VMG_EAMBIGUOUS (several templates of that name); VMG_ECONFIG (no
+     * placement yet, or the template path names something else); and the
+     * session's errors (VMG_EAUTH, VMG_ETRANSPORT, ...), VMG_ECANCELED. */
+    int err;
+    const char *fault_type; /* "" unless a fault */
+    const char *message;    /* "" on success; else one sentence */
+    /* CLONE: the new VM; CREATE_FOLDER: the folder (also when it existed);
+     * else NULL. */
+    const struct vim_moref *result;
+    const struct vim_moref *task; /* NULL when no task was started */
+    bool existed;                 /* CREATE_FOLDER: it existed already */
+};
+
+typedef void (*vs_op_cb)(void *data, const struct vs_op_result *r);
+
+enum vs_op_phase {
+    VS_OP_QUEUED,  /* accepted, waiting for a slot */
+    VS_OP_STARTED, /* holds a slot: its requests are being sent */
+    VS_OP_TASK,    /* vCenter started its task (vs_op_task() tells which) */
+    VS_OP_DONE,    /* finished; the slot is free (r is the result) */
+};
+
+/* Observes every operation's progress (metrics, logs, tests). r is the
+ * result for VS_OP_DONE, else NULL. Must not call into vs_ops. */
+typedef void (*vs_ops_observer)(void *data, const vs_op *op, enum vs_op_phase phase,
+                                const struct vs_op_result *r);
+
+struct vs_ops_config {
+    int max_inflight;      /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
+    size_t max_queued;     /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
+    int task_wait_seconds; /* maxWaitSeconds of the task long poll; 0: 60 */
+};
+
+struct vs_clone_spec {
+    const char *template_name;      /* name or inventory path of the template */
+    const struct vim_moref *folder; /* the group's folder */
+    const char *name;               /* the new VM's name */
+    int num_cpus;                   /* 0: the template's */
+    long long memory_mb;            /* 0: the template's */
+    const char *mark_uid;           /* NAMING_MARK_UID_KEY; NULL: none */
+    const char *mark_template;      /* NAMING_MARK_TEMPLATE_KEY; NULL: none */
+};
+
+/* vs_ops_new makes the operations runner of session s. The placement of
+ * clones comes from inv (when not NULL) or vs_ops_set_placement. NULL
+ * with *ret_err on failure. */
+vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
+                   const struct vs_ops_config *cfg, int *ret_err);
+
+/* vs_ops_set_placement sets the placement (copied) used when inv has none. */
+void vs_ops_set_placement(vs_ops *o, const struct vs_placement *p);
+void vs_ops_set_observer(vs_ops *o, vs_ops_observer obs, void *data);
+
+/* Each of these queues an operation. Returns 0 and sets *ret (when not
+ * NULL; valid until the callback returns), or -EINVAL, -ENOSPC (the queue
+ * is full), -ENOMEM, VMG_ECANCELED (closing); the callback is then never
+ * called. */
+int vs_ops_create_folder(vs_ops *o, const struct vim_moref *parent, const char *name, vs_op_cb cb,
+                         void *data, vs_op **ret);
+int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void *data, vs_op **ret);
+int vs_ops_power_on(vs_ops *o, const struct vim_moref *vm, vs_op_cb cb, void *data, vs_op **ret);
+int vs_ops_power_off(vs_ops *o, const struct vim_moref *vm, vs_op_cb cb, void *data, vs_op **ret);
+int vs_ops_reconfigure(vs_ops *o, const struct vim_moref *vm, int num_cpus, long long memory_mb,
+                       vs_op_cb cb, void *data, vs_op **ret);
+int vs_ops_destroy(vs_ops *o, const struct vim_moref *entity, vs_op_cb cb, void *data, vs_op **ret);
+
+/* vs_op_cancel stops following op: its callback runs now with
+ * VMG_ECANCELED. A task already started in vCenter keeps running there. */
+void vs_op_cancel(vs_op *op);
+
+enum vs_op_kind vs_op_kind(const vs_op *op);
+const char *vs_op_kind_name(enum vs_op_kind kind); /* "clone", "power-on", ... */
+/* vs_op_target names what op acts on: the new VM's or folder's name, or
+ * the moref value of the VM or entity. */
+const char *vs_op_target(const vs_op *op);
+/* vs_op_task is the task's moref value, "" before there is one. */
+const char *vs_op_task(const vs_op *op);
+
+size_t vs_ops_inflight(const vs_ops *o);
+size_t vs_ops_queued(const vs_ops *o);
+
+/* vs_ops_close fails every queued and running operation (callbacks run
+ * with VMG_ECANCELED before this returns), then frees o once its timer is
+ * closed and calls closed(data) when not NULL. NULL is fine. */
+void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data);
+
+#endif

@@ -1,0 +1,1211 @@
+/* session.c: login, keep-alive, re-login and the SOAP calls of one vCenter
+ * session, over lib/http on the libuv loop.
+ *
+ * Every request is a struct vs_call, user calls as well as the session's
+ * own (RetrieveServiceContent and Login while logging in, CurrentTime to
+ * keep alive, Logout when closing). A call is either waiting (for a login)
+ * or active (its transfer is in flight); the session keeps both lists, so
+ * that closing can end them all.
+ */
+#include "vsphere/session.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "lib/err.h"
+#include "lib/log.h"
+
+#define COOKIE_NAME "vmware_soap_session"
+#define COOKIE_MAX 512
+/* The SOAPAction version of the requests before ServiceContent tells the
+ * server's: every supported vCenter accepts it for RetrieveServiceContent. */
+#define BOOTSTRAP_VERSION "6.5"
+#define LOGOUT_TIMEOUT_MS 5000
+#define LOGIN_MAX_RESPONSE (1u << 20)
+
+enum call_kind {
+    CK_USER,      /* a caller's call */
+    CK_CONTENT,   /* RetrieveServiceContent, first step of a login */
+    CK_LOGIN,     /* Login */
+    CK_KEEPALIVE, /* CurrentTime */
+    CK_LOGOUT,    /* Logout, while closing */
+};
+
+enum call_list { CL_NONE, CL_WAITING, CL_ACTIVE };
+
+struct vs_req {
+    vs_session *s;
+    struct vs_req *prev, *next;
+    enum call_list list;
+    enum call_kind kind;
+    char method[64];
+    char *buf;
+    size_t len;
+    size_t max_response;
+    uint64_t timeout_ms;
+    vs_call_cb cb;
+    void *data;
+    vmg_http_xfer *xfer;
+    struct curl_slist *hdrs;
+    unsigned long gen; /* the session generation it was last sent in */
+    bool retried;      /* already sent again after NotAuthenticated */
+    bool in_cb;
+};
+
+struct call_queue {
+    vs_req *head, *tail;
+    size_t n;
+};
+
+struct vs_session {
+    uv_loop_t *loop;
+    vmg_http *http;
+    char url[VS_URL_MAX];
+    char *user;
+    char *password;
+    size_t password_len;
+    char *ca_file;
+    bool pinned;
+    unsigned char pin[VS_SHA256_LEN];
+    bool insecure;
+    char *user_agent;
+    uint64_t connect_timeout_ms, call_timeout_ms, keepalive_ms, backoff_min_ms, backoff_max_ms;
+    size_t max_waiting;
+
+    enum vs_state state;
+    bool closing;
+    bool have_content;
+    struct vim_service_content content;
+    char action[96];         /* SOAPAction for the server's apiVersion */
+    char cookie[COOKIE_MAX]; /* "vmware_soap_session=...", "" when none */
+    char key[128];           /* the session key */
+    unsigned long gen;       /* successful logins */
+    bool login_inflight;
+    unsigned attempts; /* failed logins in a row */
+    int last_err;
+    char last_msg[512];
+    uint64_t retry_in_ms;
+
+    struct call_queue waiting; /* FIFO */
+    struct call_queue active;
+    uint64_t last_activity; /* loop ms of the last request start or end */
+
+    uv_timer_t backoff_timer;
+    uv_timer_t keepalive_timer;
+    int open_handles;
+    void (*closed)(void *data);
+    void *closed_data;
+    bool logout_inflight;
+
+    vs_state_cb state_cb;
+    void *state_data;
+    vs_observer obs;
+    void *obs_data;
+    struct vs_session_stats stats;
+};
+
+/* ---- Pure helpers ---- */
+
+static void put(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static bool host_char_ok(char c)
+{
+    return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_';
+}
+
+static bool v6_char_ok(char c)
+{
+    return isxdigit((unsigned char)c) || c == ':' || c == '.' || c == '%';
+}
+
+int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t errlen)
+{
+    const char *rest, *slash, *auth_end, *colon = NULL, *path = "/sdk";
+    char hostpart[300];
+    size_t auth_len, path_len = 4;
+    long port = 443;
+    int n;
+
+    if (!host || !buf || size == 0) {
+        put(err, errlen, "VC_HOST is empty");
+        return VMG_ECONFIG;
+    }
+    for (const char *p = host; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
+            put(err, errlen, "VC_HOST \"%.200s\" holds a blank or a control character", host);
+            return VMG_ECONFIG;
+        }
+    rest = strstr(host, "://");
+    if (rest) {
+        if ((size_t)(rest - host) != 5 || strncasecmp(host, "https", 5) != 0) {
+            put(err, errlen, "VC_HOST \"%.200s\": only https URLs are supported", host);
+            return VMG_ECONFIG;
+        }
+        rest += 3;
+    } else {
+        rest = host;
+    }
+    slash = strchr(rest, '/');
+    auth_end = slash ? slash : rest + strlen(rest);
+    auth_len = (size_t)(auth_end - rest);
+    if (memchr(rest, '@', auth_len)) {
+        put(err, errlen,
+            "VC_HOST \"%.200s\" holds a user name; give it in VC_USER and VC_PASS instead", host);
+        return VMG_ECONFIG;
+    }
+    if (slash && strcmp(slash, "/") != 0) {
+        path = slash;
+        path_len = strlen(slash);
+        if (strpbrk(path, "?#")) {
+            put(err, errlen, "VC_HOST \"%.200s\": a query or fragment is not allowed", host);
+            return VMG_ECONFIG;
+        }
+    }
+    if (auth_len == 0) {
+        put(err, errlen, "VC_HOST \"%.200s\" names no host", host);
+        return VMG_ECONFIG;
+    }
+    if (rest[0] == '[') {
+        const char *close = memchr(rest, ']', auth_len);
+        if (!close || close == rest + 1) {
+            put(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+            return VMG_ECONFIG;
+        }
+        for (const char *p = rest + 1; p < close; p++)
+            if (!v6_char_ok(*p)) {
+                put(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+                return VMG_ECONFIG;
+            }
+        if (close + 1 < auth_end) {
+            if (close[1] != ':') {
+                put(err, errlen, "VC_HOST \"%.200s\": bad text after the IPv6 address", host);
+                return VMG_ECONFIG;
+            }
+            colon = close + 1;
+        }
+        if ((size_t)(close + 1 - rest) >= sizeof(hostpart))
+            goto toolong;
+        memcpy(hostpart, rest, (size_t)(close + 1 - rest));
+        hostpart[close + 1 - rest] = '\0';
+    } else {
+        const char *c1 = memchr(rest, ':', auth_len);
+        bool v6 = c1 && memchr(c1 + 1, ':', (size_t)(auth_end - c1 - 1));
+        if (v6) {
+            /* A bare IPv6 address: no port can follow it unambiguously. */
+            for (const char *p = rest; p < auth_end; p++)
+                if (!v6_char_ok(*p)) {
+                    put(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+                    return VMG_ECONFIG;
+                }
+            if (auth_len + 2 >= sizeof(hostpart))
+                goto toolong;
+            hostpart[0] = '[';
+            memcpy(hostpart + 1, rest, auth_len);
+            hostpart[auth_len + 1] = ']';
+            hostpart[auth_len + 2] = '\0';
+        } else {
+            size_t hl = c1 ? (size_t)(c1 - rest) : auth_len;
+            colon = c1;
+            if (hl == 0) {
+                put(err, errlen, "VC_HOST \"%.200s\" names no host", host);
+                return VMG_ECONFIG;
+            }
+            for (size_t i = 0; i < hl; i++)
+                if (!host_char_ok(rest[i])) {
+                    put(err, errlen, "VC_HOST \"%.200s\": invalid host name", host);
+                    return VMG_ECONFIG;
+                }
+            if (hl >= sizeof(hostpart))
+                goto toolong;
+            memcpy(hostpart, rest, hl);
+            hostpart[hl] = '\0';
+        }
+    }
+    if (colon) {
+        const char *p = colon + 1;
+        size_t digits = (size_t)(auth_end - p);
+        port = 0;
+        if (digits == 0 || digits > 5) {
+            put(err, errlen, "VC_HOST \"%.200s\": bad port", host);
+            return VMG_ECONFIG;
+        }
+        for (; p < auth_end; p++) {
+            if (!isdigit((unsigned char)*p)) {
+                put(err, errlen, "VC_HOST \"%.200s\": bad port", host);
+                return VMG_ECONFIG;
+            }
+            port = port * 10 + (*p - '0');
+        }
+        if (port < 1 || port > 65535) {
+            put(err, errlen, "VC_HOST \"%.200s\": port out of range", host);
+            return VMG_ECONFIG;
+        }
+    }
+    n = snprintf(buf, size, "https://%s:%ld%.*s", hostpart, port, (int)path_len, path);
+    if (n < 0 || (size_t)n >= size)
+        goto toolong;
+    return 0;
+toolong:
+    buf[0] = '\0';
+    put(err, errlen, "VC_HOST \"%.100s...\" is too long", host);
+    return VMG_ECONFIG;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)tolower((unsigned char)c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int vs_thumbprint_parse(const char *s, unsigned char out[VS_SHA256_LEN], char *err, size_t errlen)
+{
+    unsigned char tmp[64];
+    size_t nbytes = 0, digits = 0;
+    int hi = 0;
+
+    if (!s || !out || !*s) {
+        put(err, errlen, "the vCenter thumbprint is empty");
+        return VMG_ECONFIG;
+    }
+    for (const char *p = s; *p; p++) {
+        int v = hexval(*p);
+        if (*p == ':') {
+            /* A separator only between whole bytes, never doubled. */
+            if (digits % 2 != 0 || p == s || p[-1] == ':' || !p[1])
+                goto bad;
+            continue;
+        }
+        if (v < 0 || nbytes >= sizeof(tmp))
+            goto bad;
+        if (digits++ % 2 == 0)
+            hi = v;
+        else
+            tmp[nbytes++] = (unsigned char)(hi << 4 | v);
+    }
+    if (digits % 2 != 0)
+        goto bad;
+    if (nbytes == 20) {
+        put(err, errlen,
+            "the vCenter thumbprint \"%.120s\" is a SHA-1 fingerprint; give the SHA-256 "
+            "fingerprint of the certificate (openssl x509 -noout -fingerprint -sha256)",
+            s);
+        return VMG_ECONFIG;
+    }
+    if (nbytes != VS_SHA256_LEN)
+        goto bad;
+    memcpy(out, tmp, VS_SHA256_LEN);
+    return 0;
+bad:
+    put(err, errlen,
+        "the vCenter thumbprint \"%.120s\" is not a SHA-256 fingerprint (64 hex digits, "
+        "optionally as AA:BB:...)",
+        s);
+    return VMG_ECONFIG;
+}
+
+uint64_t vs_backoff_ms(unsigned failures, uint64_t min_ms, uint64_t max_ms)
+{
+    uint64_t d = min_ms;
+
+    if (failures <= 1)
+        return min_ms < max_ms ? min_ms : max_ms;
+    for (unsigned i = 1; i < failures && d < max_ms; i++)
+        d = d > max_ms / 2 ? max_ms : d * 2;
+    return d < max_ms ? d : max_ms;
+}
+
+const char *vs_state_name(enum vs_state st)
+{
+    switch (st) {
+    case VS_STATE_IDLE:
+        return "idle";
+    case VS_STATE_CONNECTING:
+        return "connecting";
+    case VS_STATE_READY:
+        return "ready";
+    case VS_STATE_BACKOFF:
+        return "backoff";
+    case VS_STATE_CLOSED:
+        return "closed";
+    }
+    return "unknown";
+}
+
+/* ---- Queues ---- */
+
+static void q_push(struct call_queue *q, vs_req *c, enum call_list which)
+{
+    c->prev = q->tail;
+    c->next = NULL;
+    if (q->tail)
+        q->tail->next = c;
+    else
+        q->head = c;
+    q->tail = c;
+    q->n++;
+    c->list = which;
+}
+
+static void q_remove(struct call_queue *q, vs_req *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        q->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        q->tail = c->prev;
+    c->prev = c->next = NULL;
+    q->n--;
+    c->list = CL_NONE;
+}
+
+static void unlink_call(vs_req *c)
+{
+    if (c->list == CL_WAITING)
+        q_remove(&c->s->waiting, c);
+    else if (c->list == CL_ACTIVE)
+        q_remove(&c->s->active, c);
+}
+
+/* ---- Calls ---- */
+
+static void call_free(vs_req *c)
+{
+    if (!c)
+        return;
+    soap_buf_free(c->buf, c->len);
+    curl_slist_free_all(c->hdrs);
+    free(c);
+}
+
+/* finish ends a call: its callback (user calls) and its memory. */
+static void finish(vs_req *c, const struct vs_reply *r)
+{
+    unlink_call(c);
+    if (c->cb) {
+        c->in_cb = true;
+        c->cb(c->data, r);
+    }
+    call_free(c);
+}
+
+static void finish_err(vs_req *c, int err, const char *msg)
+{
+    struct vs_reply r = {.err = err, .message = msg ? msg : vmg_strerror(err)};
+
+    finish(c, &r);
+}
+
+static void notify(vs_session *s)
+{
+    struct vs_session_status st = {
+        .state = s->state,
+        .err = s->last_err,
+        .message = s->last_err ? s->last_msg : "",
+        .attempts = s->attempts,
+        .retry_in_ms = s->state == VS_STATE_BACKOFF ? s->retry_in_ms : 0,
+        .logins = s->stats.logins,
+    };
+
+    if (s->state_cb && !s->closing)
+        s->state_cb(s->state_data, &st);
+}
+
+/* pin_verify replaces OpenSSL's chain verification when a thumbprint is
+ * pinned: the leaf certificate's SHA-256 must be the pinned one. */
+static int pin_verify(X509_STORE_CTX *x, void *arg)
+{
+    const vs_session *s = arg;
+    X509 *leaf = X509_STORE_CTX_get0_cert(x);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    if (!leaf || !X509_digest(leaf, EVP_sha256(), md, &mdlen) || mdlen != VS_SHA256_LEN ||
+        CRYPTO_memcmp(md, s->pin, VS_SHA256_LEN) != 0) {
+        X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_REJECTED);
+        return 0;
+    }
+    X509_STORE_CTX_set_error(x, X509_V_OK);
+    return 1;
+}
+
+static CURLcode ssl_ctx_pin(CURL *curl, void *ssl_ctx, void *userptr)
+{
+    SSL_CTX *ctx = ssl_ctx;
+
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_cert_verify_callback(ctx, pin_verify, userptr);
+    return CURLE_OK;
+}
+
+static void on_done(void *data, const struct vmg_http_result *res);
+
+/* send_call starts c's transfer and puts it on the active list. */
+static int send_call(vs_session *s, vs_req *c)
+{
+    CURL *easy = NULL;
+    struct curl_slist *h = NULL, *t;
+    char hdr[160];
+    const char *action = s->have_content ? s->action : "urn:vim25/" BOOTSTRAP_VERSION;
+    uint64_t timeout = c->timeout_ms ? c->timeout_ms : s->call_timeout_ms;
+    int r;
+
+    curl_slist_free_all(c->hdrs);
+    c->hdrs = NULL;
+    put(hdr, sizeof(hdr), "SOAPAction: %s", action);
+    t = curl_slist_append(h, "Content-Type: text/xml; charset=utf-8");
+    if (t)
+        t = curl_slist_append(h = t, hdr);
+    if (t)
+        t = curl_slist_append(h = t, "Expect:");
+    if (!t) {
+        curl_slist_free_all(h);
+        return -ENOMEM;
+    }
+    h = t;
+    easy = curl_easy_init();
+    if (!easy) {
+        curl_slist_free_all(h);
+        return -ENOMEM;
+    }
+    c->hdrs = h;
+    if (curl_easy_setopt(easy, CURLOPT_URL, s->url) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_POST, 1L) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, c->buf) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->len) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, c->hdrs) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_USERAGENT, s->user_agent) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms) !=
+            CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK) {
+        curl_easy_cleanup(easy);
+        return VMG_ETRANSPORT;
+    }
+    if (s->cookie[0] && c->kind != CK_CONTENT &&
+        curl_easy_setopt(easy, CURLOPT_COOKIE, s->cookie) != CURLE_OK) {
+        curl_easy_cleanup(easy);
+        return VMG_ETRANSPORT;
+    }
+    if (s->insecure || s->pinned) {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (s->ca_file && curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file) != CURLE_OK) {
+            curl_easy_cleanup(easy);
+            return VMG_ETRANSPORT;
+        }
+    }
+    if (s->pinned && (curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_pin) != CURLE_OK ||
+                      curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, s) != CURLE_OK ||
+                      curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L) != CURLE_OK)) {
+        curl_easy_cleanup(easy);
+        return VMG_ETRANSPORT; /* curl built without OpenSSL */
+    }
+    r = vmg_http_start(s->http, easy, c->max_response, NULL, on_done, c, &c->xfer);
+    if (r < 0)
+        return r;
+    c->gen = s->gen;
+    q_push(&s->active, c, CL_ACTIVE);
+    s->last_activity = uv_now(s->loop);
+    return 0;
+}
+
+static vs_req *call_new(vs_session *s, enum call_kind kind, const char *method, char *buf,
+                        size_t len, size_t max_response, uint64_t timeout_ms)
+{
+    vs_req *c = calloc(1, sizeof(*c));
+
+    if (!c) {
+        soap_buf_free(buf, len);
+        return NULL;
+    }
+    c->s = s;
+    c->kind = kind;
+    put(c->method, sizeof(c->method), "%s", method);
+    c->buf = buf;
+    c->len = len;
+    c->max_response = max_response ? max_response : VS_CALL_MAX_RESPONSE;
+    c->timeout_ms = timeout_ms;
+    return c;
+}
+
+/* ---- Login ---- */
+
+static void start_login(vs_session *s);
+static void arm_keepalive(vs_session *s);
+
+/* flush sends every call that waited for the login just made. */
+static void flush_waiting(vs_session *s)
+{
+    struct call_queue q = s->waiting;
+
+    memset(&s->waiting, 0, sizeof(s->waiting));
+    for (vs_req *c = q.head; c; c = c->next)
+        c->list = CL_NONE;
+    while (q.head) {
+        vs_req *c = q.head;
+        int r;
+        q.head = c->next;
+        c->prev = c->next = NULL;
+        if (s->closing) {
+            finish_err(c, VMG_ECANCELED, "the vCenter session is closing");
+            continue;
+        }
+        r = send_call(s, c);
+        if (r < 0)
+            finish_err(c, r, "could not start a request to vCenter");
+    }
+}
+
+/* fail_waiting fails every call that waited for a login that failed; calls
+ * their callbacks make wait for the next one. */
+static void fail_waiting(vs_session *s, int err, const char *msg)
+{
+    struct call_queue q = s->waiting;
+
+    memset(&s->waiting, 0, sizeof(s->waiting));
+    for (vs_req *c = q.head; c; c = c->next)
+        c->list = CL_NONE;
+    while (q.head) {
+        vs_req *c = q.head;
+        q.head = c->next;
+        c->prev = c->next = NULL;
+        finish_err(c, err, msg);
+    }
+}
+
+static void on_backoff(uv_timer_t *t)
+{
+    vs_session *s = t->data;
+
+    if (!s->closing)
+        start_login(s);
+}
+
+static void login_failed(vs_session *s, int err, const char *msg)
+{
+    char copy[sizeof(s->last_msg)];
+
+    s->login_inflight = false;
+    s->stats.login_failures++;
+    s->attempts++;
+    s->last_err = err;
+    put(s->last_msg, sizeof(s->last_msg), "%s", msg);
+    put(copy, sizeof(copy), "%s", msg);
+    if (s->closing)
+        return;
+    s->state = VS_STATE_BACKOFF;
+    s->retry_in_ms = vs_backoff_ms(s->attempts, s->backoff_min_ms, s->backoff_max_ms);
+    uv_timer_start(&s->backoff_timer, on_backoff, s->retry_in_ms, 0);
+    notify(s);
+    fail_waiting(s, err, copy);
+}
+
+static void login_succeeded(vs_session *s)
+{
+    s->login_inflight = false;
+    s->gen++;
+    s->stats.logins++;
+    s->attempts = 0;
+    s->last_err = 0;
+    s->last_msg[0] = '\0';
+    s->state = VS_STATE_READY;
+    arm_keepalive(s);
+    notify(s);
+    flush_waiting(s);
+}
+
+/* internal_send sends one of the session's own requests. */
+static int internal_send(vs_session *s, enum call_kind kind, const char *method, char *buf,
+                         size_t len, uint64_t timeout_ms)
+{
+    vs_req *c = call_new(s, kind, method, buf, len, LOGIN_MAX_RESPONSE, timeout_ms);
+    int r;
+
+    if (!c)
+        return -ENOMEM;
+    r = send_call(s, c);
+    if (r < 0)
+        call_free(c);
+    return r;
+}
+
+static void start_login(vs_session *s)
+{
+    char *buf = NULL, msg[256];
+    size_t len = 0;
+    int r;
+
+    if (s->login_inflight || s->closing)
+        return;
+    uv_timer_stop(&s->backoff_timer);
+    s->login_inflight = true;
+    s->cookie[0] = '\0';
+    s->key[0] = '\0';
+    s->state = VS_STATE_CONNECTING;
+    notify(s);
+    r = vim_req_retrieve_service_content(&buf, &len);
+    if (r == 0)
+        r = internal_send(s, CK_CONTENT, "RetrieveServiceContent", buf, len, 0);
+    if (r < 0) {
+        put(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
+        login_failed(s, r, msg);
+    }
+}
+
+/* take_cookie keeps the session cookie of a Login response. */
+static int take_cookie(vs_session *s, const vmg_http_xfer *x)
+{
+    const char *v;
+
+    for (size_t i = 0; (v = vmg_http_xfer_header_nth(x, "set-cookie", i)) != NULL; i++) {
+        size_t n;
+        while (*v == ' ')
+            v++;
+        if (strncmp(v, COOKIE_NAME "=", sizeof(COOKIE_NAME)) != 0)
+            continue;
+        n = strcspn(v, ";");
+        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+            n--;
+        if (n <= sizeof(COOKIE_NAME) || n >= sizeof(s->cookie))
+            return VMG_EPARSE;
+        memcpy(s->cookie, v, n);
+        s->cookie[n] = '\0';
+        return 0;
+    }
+    return VMG_EPARSE;
+}
+
+/* describe writes the sentence for a failed request. */
+static void describe(char *buf, size_t size, const char *method, int err,
+                     const struct soap_fault *f, long status, const char *errmsg)
+{
+    if (err == VMG_EFAULT && f)
+        put(buf, size, "vCenter %s failed: %s: %s", method, f->type, f->message);
+    else if (err == VMG_EHTTP)
+        put(buf, size, "vCenter %s failed: HTTP status %ld", method, status);
+    else if (errmsg && *errmsg)
+        put(buf, size, "vCenter %s failed: %s: %s", method, vmg_strerror(err), errmsg);
+    else
+        put(buf, size, "vCenter %s failed: %s", method, vmg_strerror(err));
+}
+
+static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_result *res, int err,
+                            const struct soap_fault *fault, soap_resp *resp)
+{
+    char msg[512], *buf = NULL;
+    size_t len = 0;
+    int r;
+
+    if (err == 0 && c->kind == CK_CONTENT) {
+        struct vim_service_content sc;
+        r = vim_decode_service_content(resp, &sc);
+        if (r == 0 && soap_action(s->action, sizeof(s->action), sc.api_version) < 0)
+            r = VMG_EPARSE;
+        if (r < 0) {
+            put(msg, sizeof(msg), "vCenter at %s sent an unreadable ServiceContent", s->url);
+            login_failed(s, r, msg);
+            return;
+        }
+        s->content = sc;
+        s->have_content = true;
+        r = vim_req_login(&sc.session_manager, s->user, s->password, &buf, &len);
+        if (r == 0)
+            r = internal_send(s, CK_LOGIN, "Login", buf, len, 0);
+        if (r < 0) {
+            put(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
+            login_failed(s, r, msg);
+        }
+        return;
+    }
+    if (err == 0) { /* Login */
+        struct vim_user_session us;
+        if (take_cookie(s, res->xfer) < 0 || vim_decode_user_session(resp, &us) < 0) {
+            put(msg, sizeof(msg), "vCenter at %s accepted the login but sent no session", s->url);
+            login_failed(s, VMG_EPARSE, msg);
+            return;
+        }
+        put(s->key, sizeof(s->key), "%s", us.key);
+        login_succeeded(s);
+        return;
+    }
+    if (err == VMG_EFAULT && c->kind == CK_LOGIN && strcmp(fault->type, "InvalidLogin") == 0) {
+        put(msg, sizeof(msg),
+            "vCenter refused the login for user %s: incorrect user name or password", s->user);
+        login_failed(s, VMG_EAUTH, msg);
+        return;
+    }
+    if (err == VMG_EFAULT && c->kind == CK_LOGIN) {
+        put(msg, sizeof(msg), "vCenter refused the login for user %s: %s: %s", s->user, fault->type,
+            fault->message);
+        login_failed(s, VMG_EAUTH, msg);
+        return;
+    }
+    describe(msg, sizeof(msg), c->method, err, fault, res->status, res->errmsg);
+    if (err == VMG_ETRANSPORT) {
+        size_t n = strlen(msg);
+        put(msg + n, sizeof(msg) - n, " (at %s)", s->url);
+    }
+    login_failed(s, err, msg);
+}
+
+/* ---- Keep-alive ---- */
+
+static void on_keepalive(uv_timer_t *t)
+{
+    vs_session *s = t->data;
+    uint64_t now = uv_now(s->loop), idle_for;
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (s->closing || s->state != VS_STATE_READY)
+        return;
+    idle_for = now - s->last_activity;
+    if (s->active.n > 0 || idle_for < s->keepalive_ms) {
+        arm_keepalive(s);
+        return;
+    }
+    if (vim_req_current_time(&buf, &len) == 0 &&
+        internal_send(s, CK_KEEPALIVE, "CurrentTime", buf, len, 0) == 0)
+        s->stats.keepalives++;
+    arm_keepalive(s);
+}
+
+static void arm_keepalive(vs_session *s)
+{
+    uint64_t now = uv_now(s->loop), due;
+
+    if (s->keepalive_ms == UINT64_MAX || s->closing)
+        return;
+    due = s->last_activity + s->keepalive_ms;
+    uv_timer_start(&s->keepalive_timer, on_keepalive, due > now ? due - now : s->keepalive_ms, 0);
+}
+
+/* ---- Completion ---- */
+
+static void close_step(vs_session *s);
+
+static bool is_fault(const struct soap_fault *f, int err, const char *type)
+{
+    return err == VMG_EFAULT && f && strcmp(f->type, type) == 0;
+}
+
+static void on_done(void *data, const struct vmg_http_result *res)
+{
+    vs_req *c = data;
+    vs_session *s = c->s;
+    struct soap_fault fault;
+    soap_resp *resp = NULL;
+    char msg[768];
+    int err = res->err;
+
+    c->xfer = NULL;
+    unlink_call(c);
+    s->last_activity = uv_now(s->loop);
+    s->stats.requests++;
+    memset(&fault, 0, sizeof(fault));
+    if (err == 0) {
+        err = soap_parse(res->body, res->body_len, c->max_response, &resp, &fault);
+        if (err < 0 && err != VMG_EFAULT && res->status != 200)
+            err = VMG_EHTTP;
+    }
+    if (s->obs)
+        s->obs(s->obs_data, c->method, err, err == VMG_EFAULT ? fault.type : "", res->seconds);
+
+    switch (c->kind) {
+    case CK_CONTENT:
+    case CK_LOGIN:
+        if (err == VMG_ECANCELED || s->closing) {
+            s->login_inflight = false;
+            call_free(c);
+            break;
+        }
+        login_step_done(s, c, res, err, &fault, resp);
+        call_free(c);
+        break;
+    case CK_KEEPALIVE:
+        if (is_fault(&fault, err, "NotAuthenticated") && !s->closing &&
+            s->state == VS_STATE_READY && c->gen == s->gen)
+            start_login(s);
+        call_free(c);
+        break;
+    case CK_LOGOUT:
+        call_free(c);
+        s->logout_inflight = false;
+        close_step(s);
+        break;
+    case CK_USER:
+        if (is_fault(&fault, err, "NotAuthenticated") && !c->retried && !s->closing) {
+            /* Log in again (unless a newer login already happened) and
+             * send the call once more. */
+            c->retried = true;
+            if (s->state == VS_STATE_READY && c->gen != s->gen) {
+                if (send_call(s, c) == 0)
+                    break;
+            } else {
+                if (s->state == VS_STATE_READY)
+                    start_login(s);
+                if (s->login_inflight || s->state != VS_STATE_READY) {
+                    q_push(&s->waiting, c, CL_WAITING);
+                    break;
+                }
+                if (send_call(s, c) == 0)
+                    break;
+            }
+        }
+        {
+            struct vs_reply r = {.err = err, .status = res->status};
+            if (err == 0) {
+                r.message = "";
+                r.resp = resp;
+            } else {
+                describe(msg, sizeof(msg), c->method, err, &fault, res->status, res->errmsg);
+                r.message = msg;
+                if (err == VMG_EFAULT)
+                    r.fault = &fault;
+            }
+            finish(c, &r);
+        }
+        break;
+    }
+    soap_resp_free(resp);
+}
+
+/* ---- Public ---- */
+
+static char *dup_str(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+vs_session *vs_session_new(uv_loop_t *loop, vmg_http *http, const struct vs_session_config *cfg,
+                           int *ret_err, char *err, size_t errlen)
+{
+    vs_session *s = NULL;
+    int r = -EINVAL;
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (!loop || !http || !cfg) {
+        put(err, errlen, "no loop, HTTP client or configuration");
+        goto fail;
+    }
+    if (!cfg->user || !*cfg->user) {
+        put(err, errlen, "VC_USER is empty");
+        r = VMG_ECONFIG;
+        goto fail;
+    }
+    if (!cfg->password || !*cfg->password) {
+        put(err, errlen, "VC_PASS is empty");
+        r = VMG_ECONFIG;
+        goto fail;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    s->loop = loop;
+    s->http = http;
+    r = vs_url_build(cfg->host, s->url, sizeof(s->url), err, errlen);
+    if (r < 0)
+        goto fail;
+    if (cfg->thumbprint && *cfg->thumbprint) {
+        r = vs_thumbprint_parse(cfg->thumbprint, s->pin, err, errlen);
+        if (r < 0)
+            goto fail;
+        s->pinned = true;
+    }
+    if (cfg->ca_file && *cfg->ca_file && access(cfg->ca_file, R_OK) != 0) {
+        put(err, errlen, "the vCenter CA file %.300s cannot be read: %s", cfg->ca_file,
+            strerror(errno));
+        r = VMG_ECONFIG;
+        goto fail;
+    }
+    s->insecure = cfg->insecure;
+    s->user = dup_str(cfg->user);
+    s->password = dup_str(cfg->password);
+    s->ca_file = cfg->ca_file && *cfg->ca_file ? dup_str(cfg->ca_file) : NULL;
+    s->user_agent = dup_str(cfg->user_agent ? cfg->user_agent : "vmgroup-operator");
+    if (!s->user || !s->password || !s->user_agent ||
+        (cfg->ca_file && *cfg->ca_file && !s->ca_file)) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    s->password_len = strlen(s->password);
+    /* Too short a password cannot be masked without masking everything;
+     * it is never logged by this module either way. */
+    (void)vmg_log_add_secret(s->password);
+    s->connect_timeout_ms =
+        cfg->connect_timeout_ms ? cfg->connect_timeout_ms : VS_DEFAULT_CONNECT_TIMEOUT_MS;
+    s->call_timeout_ms = cfg->call_timeout_ms ? cfg->call_timeout_ms : VS_DEFAULT_CALL_TIMEOUT_MS;
+    s->keepalive_ms = cfg->keepalive_ms ? cfg->keepalive_ms : VS_DEFAULT_KEEPALIVE_MS;
+    s->backoff_min_ms = cfg->backoff_min_ms ? cfg->backoff_min_ms : VS_DEFAULT_BACKOFF_MIN_MS;
+    s->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
+    if (s->backoff_max_ms < s->backoff_min_ms)
+        s->backoff_max_ms = s->backoff_min_ms;
+    s->max_waiting = cfg->max_waiting ? cfg->max_waiting : VS_DEFAULT_MAX_WAITING;
+    /* uv_timer_init cannot fail: it only fills in the handle. */
+    uv_timer_init(loop, &s->backoff_timer);
+    uv_timer_init(loop, &s->keepalive_timer);
+    s->open_handles = 2;
+    s->backoff_timer.data = s;
+    s->keepalive_timer.data = s;
+    s->last_activity = uv_now(loop);
+    return s;
+fail:
+    if (s) {
+        if (s->password)
+            OPENSSL_cleanse(s->password, strlen(s->password));
+        free(s->password);
+        free(s->user);
+        free(s->ca_file);
+        free(s->user_agent);
+        free(s);
+    }
+    if (ret_err)
+        *ret_err = r;
+    return NULL;
+}
+
+void vs_session_set_state_cb(vs_session *s, vs_state_cb cb, void *data)
+{
+    if (!s)
+        return;
+    s->state_cb = cb;
+    s->state_data = data;
+}
+
+void vs_session_set_observer(vs_session *s, vs_observer obs, void *data)
+{
+    if (!s)
+        return;
+    s->obs = obs;
+    s->obs_data = data;
+}
+
+int vs_session_start(vs_session *s)
+{
+    if (!s)
+        return -EINVAL;
+    if (s->closing)
+        return VMG_ECANCELED;
+    if (s->state == VS_STATE_IDLE)
+        start_login(s);
+    return 0;
+}
+
+int vs_call(vs_session *s, const char *method, char *buf, size_t len,
+            const struct vs_call_opts *opts, vs_call_cb cb, void *data, vs_req **ret_call)
+{
+    vs_req *c;
+    int r;
+
+    if (!s || !method || !buf || len == 0 || !cb) {
+        soap_buf_free(buf, len);
+        return -EINVAL;
+    }
+    if (s->closing) {
+        soap_buf_free(buf, len);
+        return VMG_ECANCELED;
+    }
+    if (s->state != VS_STATE_READY && s->waiting.n >= s->max_waiting) {
+        soap_buf_free(buf, len);
+        return -ENOSPC;
+    }
+    c = call_new(s, CK_USER, method, buf, len, opts ? opts->max_response : 0,
+                 opts ? opts->timeout_ms : 0);
+    if (!c)
+        return -ENOMEM;
+    c->cb = cb;
+    c->data = data;
+    if (s->state == VS_STATE_READY) {
+        r = send_call(s, c);
+        if (r < 0) {
+            call_free(c);
+            return r;
+        }
+    } else {
+        q_push(&s->waiting, c, CL_WAITING);
+        if (s->state == VS_STATE_IDLE)
+            start_login(s);
+    }
+    if (ret_call)
+        *ret_call = c;
+    return 0;
+}
+
+void vs_req_cancel(vs_req *c)
+{
+    if (!c || c->in_cb)
+        return;
+    if (c->list == CL_WAITING) {
+        finish_err(c, VMG_ECANCELED, "the vCenter call was canceled");
+        return;
+    }
+    if (c->xfer)
+        vmg_http_cancel(c->xfer); /* on_done runs now and finishes c */
+}
+
+const struct vim_service_content *vs_session_content(const vs_session *s)
+{
+    return s && s->have_content ? &s->content : NULL;
+}
+
+unsigned long vs_session_generation(const vs_session *s)
+{
+    return s ? s->gen : 0;
+}
+
+enum vs_state vs_session_state(const vs_session *s)
+{
+    return s ? s->state : VS_STATE_CLOSED;
+}
+
+const char *vs_session_url(const vs_session *s)
+{
+    return s ? s->url : "";
+}
+
+const char *vs_session_user(const vs_session *s)
+{
+    return s ? s->user : "";
+}
+
+void vs_session_key(const vs_session *s, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return;
+    put(buf, size, "%s", s && s->state == VS_STATE_READY ? s->key : "");
+}
+
+void vs_session_stats(const vs_session *s, struct vs_session_stats *ret)
+{
+    if (!s || !ret)
+        return;
+    *ret = s->stats;
+    ret->active = s->active.n;
+    ret->waiting = s->waiting.n;
+}
+
+/* ---- Closing ---- */
+
+static void free_session(vs_session *s)
+{
+    void (*closed)(void *) = s->closed;
+    void *closed_data = s->closed_data;
+
+    if (s->password)
+        OPENSSL_cleanse(s->password, s->password_len);
+    OPENSSL_cleanse(s->cookie, sizeof(s->cookie));
+    free(s->password);
+    free(s->user);
+    free(s->ca_file);
+    free(s->user_agent);
+    free(s);
+    if (closed)
+        closed(closed_data);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    vs_session *s = h->data;
+
+    if (--s->open_handles == 0)
+        free_session(s);
+}
+
+/* close_step finishes closing once no logout is in flight. */
+static void close_step(vs_session *s)
+{
+    if (s->logout_inflight)
+        return;
+    uv_close((uv_handle_t *)&s->backoff_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->keepalive_timer, on_handle_closed);
+}
+
+void vs_session_close(vs_session *s, void (*closed)(void *data), void *data)
+{
+    bool logged_in;
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (!s || s->closing)
+        return;
+    logged_in = s->state == VS_STATE_READY && s->cookie[0];
+    s->closing = true;
+    s->state = VS_STATE_CLOSED;
+    s->closed = closed;
+    s->closed_data = data;
+    uv_timer_stop(&s->backoff_timer);
+    uv_timer_stop(&s->keepalive_timer);
+    fail_waiting(s, VMG_ECANCELED, "the vCenter session is closing");
+    while (s->active.head) {
+        vs_req *c = s->active.head;
+        if (c->xfer)
+            vmg_http_cancel(c->xfer);
+        else
+            finish_err(c, VMG_ECANCELED, "the vCenter session is closing");
+    }
+    /* Calls made by the callbacks above were refused (closing). */
+    if (logged_in && s->have_content &&
+        vim_req_logout(&s->content.session_manager, &buf, &len) == 0) {
+        s->logout_inflight = true;
+        if (internal_send(s, CK_LOGOUT, "Logout", buf, len, LOGOUT_TIMEOUT_MS) < 0)
+            s->logout_inflight = false;
+    }
+    close_step(s);
+}
+
+void vs_session_prepare_tls(void *data, CURL *easy)
+{
+    const vs_session *s = data;
+
+    if (s->insecure || s->pinned) {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (s->ca_file)
+            curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file);
+    }
+    if (s->pinned) {
+        curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_pin);
+        curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, (void *)s);
+        curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+    }
+}
