@@ -1,0 +1,1040 @@
+/* manager.c: builds the operator from its options, runs it on one libuv
+ * loop, and takes it down in order. */
+#include "controller/manager.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "controller/authn.h"
+#include "controller/events.h"
+#include "controller/informer.h"
+#include "controller/kube.h"
+#include "controller/kubeconfig.h"
+#include "controller/leader.h"
+#include "controller/naming.h"
+#include "controller/reconciler.h"
+#include "controller/vcworld.h"
+#include "controller/vmgroup.h"
+#include "controller/workqueue.h"
+#include "lib/err.h"
+#include "lib/http.h"
+#include "lib/log.h"
+#include "lib/metrics.h"
+#include "lib/server.h"
+#include "lib/strmap.h"
+#include "lib/tlsgen.h"
+
+#define LOGGER "manager"
+#define CONTROLLER "vmgroup"
+
+struct mgr {
+    const struct vmg_options *o;
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t stop_timer;
+    int exit_code;
+    bool stopping;
+    bool leading;
+
+    vmg_http *http;
+    kcfg *cfg;
+    kube_client *kc;    /* the controller's requests */
+    kube_client *kc_le; /* the elector's own, never queued behind the controller's */
+    struct informer *inf;
+    struct wq *q;
+    reconciler *rec;
+    leader *le;
+    events *ev;
+    vcworld *vc;
+    bool vc_ready;
+    char vc_msg[512];
+    strmap *folders; /* folder name -> key ("ns/name"), for inventory changes */
+
+    vmg_metrics *metrics;
+    struct vmg_metric *m_reconcile_total, *m_reconcile_errors, *m_reconcile_time, *m_workers;
+    struct vmg_metric *m_wq_depth, *m_wq_adds, *m_wq_queue_dur, *m_wq_work_dur, *m_wq_retries;
+    struct vmg_metric *m_wq_unfinished, *m_wq_longest, *m_rest, *m_leader;
+    struct vmg_metric *m_current, *m_desired;
+    struct vmg_metric *m_events_dropped;
+    vmg_server *probe_srv, *metrics_srv;
+    authn *auth;
+    char *cert_pem, *key_pem;
+
+    int closing; /* handles still to close */
+};
+
+/* ---- metrics ---- */
+
+static const double time_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                      1,     2.5,  5,     10,   30,  60};
+
+static double wq_stat(struct mgr *m, int which)
+{
+    struct wq_stats st;
+    if (!m->q)
+        return 0;
+    wq_get_stats(m->q, &st);
+    switch (which) {
+    case 0:
+        return (double)st.depth;
+    case 1:
+        return (double)st.active;
+    case 2:
+        return st.unfinished_work_seconds;
+    default:
+        return st.longest_running_processor_seconds;
+    }
+}
+
+static double f_depth(void *d)
+{
+    return wq_stat(d, 0);
+}
+static double f_active(void *d)
+{
+    return wq_stat(d, 1);
+}
+static double f_unfinished(void *d)
+{
+    return wq_stat(d, 2);
+}
+static double f_longest(void *d)
+{
+    return wq_stat(d, 3);
+}
+static double f_leader(void *d)
+{
+    struct mgr *m = d;
+    return m->leading ? 1 : 0;
+}
+
+static void wq_observe(void *data, int kind, double seconds)
+{
+    struct mgr *m = data;
+    const char *lv[] = {CONTROLLER};
+    vmg_histogram_observe(kind == WQ_QUEUE_DURATION ? m->m_wq_queue_dur : m->m_wq_work_dur, seconds,
+                          lv);
+}
+
+static void rest_observe(void *data, const char *method, const char *host, long status, int err,
+                         double seconds)
+{
+    struct mgr *m = data;
+    char code[24];
+    (void)err;
+    (void)seconds;
+    if (status > 0)
+        snprintf(code, sizeof(code), "%ld", status);
+    else
+        snprintf(code, sizeof(code), "<error>");
+    vmg_counter_inc(m->m_rest, (const char *[]){code, method, host});
+}
+
+static int metrics_setup(struct mgr *m)
+{
+    static const char *const ctl[] = {"controller"};
+    static const char *const ctl_res[] = {"controller", "result"};
+    static const char *const name[] = {"name"};
+    static const char *const rest[] = {"code", "method", "host"};
+    static const char *const grp[] = {"namespace", "name"};
+    const char *lv[] = {CONTROLLER};
+
+    m->metrics = vmg_metrics_new();
+    if (!m->metrics)
+        return -ENOMEM;
+    vmg_metrics_add_process(m->metrics);
+    m->m_reconcile_total =
+        vmg_counter_new(m->metrics, "controller_runtime_reconcile_total",
+                        "Total number of reconciliations per controller", 2, ctl_res);
+    m->m_reconcile_errors =
+        vmg_counter_new(m->metrics, "controller_runtime_reconcile_errors_total",
+                        "Total number of reconciliation errors per controller", 1, ctl);
+    m->m_reconcile_time =
+        vmg_histogram_new(m->metrics, "controller_runtime_reconcile_time_seconds",
+                          "Length of time per reconciliation per controller", time_buckets,
+                          sizeof(time_buckets) / sizeof(time_buckets[0]), 1, ctl);
+    m->m_workers = vmg_gauge_new(m->metrics, "controller_runtime_active_workers",
+                                 "Number of currently used workers per controller", 1, ctl);
+    m->m_wq_depth =
+        vmg_gauge_new(m->metrics, "workqueue_depth", "Current depth of workqueue", 1, name);
+    m->m_wq_adds = vmg_counter_new(m->metrics, "workqueue_adds_total",
+                                   "Total number of adds handled by workqueue", 1, name);
+    m->m_wq_queue_dur =
+        vmg_histogram_new(m->metrics, "workqueue_queue_duration_seconds",
+                          "How long in seconds an item stays in workqueue before being requested",
+                          time_buckets, sizeof(time_buckets) / sizeof(time_buckets[0]), 1, name);
+    m->m_wq_work_dur =
+        vmg_histogram_new(m->metrics, "workqueue_work_duration_seconds",
+                          "How long in seconds processing an item from workqueue takes",
+                          time_buckets, sizeof(time_buckets) / sizeof(time_buckets[0]), 1, name);
+    m->m_wq_retries = vmg_counter_new(m->metrics, "workqueue_retries_total",
+                                      "Total number of retries handled by workqueue", 1, name);
+    m->m_wq_unfinished = vmg_gauge_new(
+        m->metrics, "workqueue_unfinished_work_seconds",
+        "How many seconds of work has been done that is in progress and hasn't been observed "
+        "by work_duration",
+        1, name);
+    m->m_wq_longest = vmg_gauge_new(
+        m->metrics, "workqueue_longest_running_processor_seconds",
+        "How many seconds has the longest running processor for workqueue been running", 1, name);
+    m->m_rest = vmg_counter_new(m->metrics, "rest_client_requests_total",
+                                "Number of HTTP requests, partitioned by status code, method, and "
+                                "host",
+                                3, rest);
+    m->m_leader = vmg_gauge_new(m->metrics, "leader_election_master_status",
+                                "Gauge of if the reporting system is master of the relevant lease, "
+                                "0 indicates backup, 1 indicates master",
+                                1, name);
+    m->m_current = vmg_gauge_new(m->metrics, "vmgroup_current_replicas",
+                                 "VMs of the VmGroup that exist in vCenter", 2, grp);
+    m->m_desired = vmg_gauge_new(m->metrics, "vmgroup_desired_replicas",
+                                 "spec.replicas of the VmGroup", 2, grp);
+    m->m_events_dropped = vmg_counter_new(m->metrics, "vmgroup_events_dropped_total",
+                                          "Kubernetes events dropped by the rate limit", 0, NULL);
+    if (!m->m_reconcile_total || !m->m_reconcile_errors || !m->m_reconcile_time || !m->m_workers ||
+        !m->m_wq_depth || !m->m_wq_adds || !m->m_wq_queue_dur || !m->m_wq_work_dur ||
+        !m->m_wq_retries || !m->m_wq_unfinished || !m->m_wq_longest || !m->m_rest || !m->m_leader ||
+        !m->m_current || !m->m_desired || !m->m_events_dropped)
+        return -ENOMEM;
+    vmg_metric_set_fn(m->m_workers, lv, f_active, m);
+    vmg_metric_set_fn(m->m_wq_depth, lv, f_depth, m);
+    vmg_metric_set_fn(m->m_wq_unfinished, lv, f_unfinished, m);
+    vmg_metric_set_fn(m->m_wq_longest, lv, f_longest, m);
+    vmg_counter_add(m->m_reconcile_errors, 0, lv);
+    /* controller-runtime shows every result from the start, at 0. */
+    for (size_t i = 0; i < 3; i++)
+        vmg_counter_add(
+            m->m_reconcile_total, 0,
+            (const char *[]){CONTROLLER, (const char *[]){"success", "error", "requeue_after"}[i]});
+    vmg_counter_add(m->m_wq_adds, 0, lv);
+    vmg_counter_add(m->m_wq_retries, 0, lv);
+    vmg_metric_set_fn(m->m_leader, (const char *[]){m->o->leader_election_id}, f_leader, m);
+    return 0;
+}
+
+/* The queue's add and retry counters, sampled at scrape time. */
+static void wq_collect(void *data, vmg_metrics *reg)
+{
+    struct mgr *m = data;
+    struct wq_stats st;
+    const char *lv[] = {CONTROLLER};
+
+    (void)reg;
+    if (!m->q)
+        return;
+    wq_get_stats(m->q, &st);
+    vmg_counter_set(m->m_wq_adds, (double)st.adds_total, lv);
+    vmg_counter_set(m->m_wq_retries, (double)st.retries_total, lv);
+}
+
+/* ---- HTTP endpoints ---- */
+
+static void respond_text(vmg_server_req *req, int status, const char *text)
+{
+    vmg_server_respond(req, status, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+static bool ready(struct mgr *m, char *why, size_t len)
+{
+    if (m->stopping) {
+        snprintf(why, len, "shutting down");
+        return false;
+    }
+    if (!m->inf || !informer_has_synced(m->inf)) {
+        snprintf(why, len, "the VmGroup cache has not synced yet");
+        return false;
+    }
+    if (vcworld_ready(m->vc, why, len) < 0)
+        return false;
+    return true;
+}
+
+static void probe_handler(void *data, vmg_server_req *req)
+{
+    struct mgr *m = data;
+    const char *path = vmg_server_req_path(req);
+    char why[600], body[700];
+
+    if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
+        respond_text(req, 200, "ok\n");
+    } else if (strcmp(path, "/readyz") == 0) {
+        if (ready(m, why, sizeof(why))) {
+            respond_text(req, 200, "ok\n");
+        } else {
+            snprintf(body, sizeof(body), "not ready: %s\n", why);
+            respond_text(req, 503, body);
+        }
+    } else {
+        respond_text(req, 404, "not found\n");
+    }
+}
+
+static void serve_metrics(struct mgr *m, vmg_server_req *req)
+{
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (vmg_metrics_render(m->metrics, &buf, &len) < 0) {
+        respond_text(req, 500, "cannot render metrics\n");
+        return;
+    }
+    vmg_server_respond(req, 200, VMG_METRICS_CONTENT_TYPE, buf, len);
+    free(buf);
+}
+
+struct metrics_req {
+    struct mgr *m;
+    vmg_server_req *req;
+};
+
+static void metrics_authorized(void *data, int status, const char *msg)
+{
+    struct metrics_req *mr = data;
+
+    if (status == 200) {
+        serve_metrics(mr->m, mr->req);
+    } else {
+        char body[300];
+        snprintf(body, sizeof(body), "%s\n", msg ? msg : "denied");
+        if (status == 500)
+            vmg_logf(VMG_LOG_WARN, "metrics", NULL, NULL, "cannot authorize a scrape: %s", msg);
+        respond_text(mr->req, status, body);
+    }
+    free(mr);
+}
+
+static void metrics_handler(void *data, vmg_server_req *req)
+{
+    struct mgr *m = data;
+    struct metrics_req *mr;
+
+    if (strcmp(vmg_server_req_path(req), "/metrics") != 0) {
+        respond_text(req, 404, "not found\n");
+        return;
+    }
+    if (!m->auth) {
+        serve_metrics(m, req);
+        return;
+    }
+    mr = calloc(1, sizeof(*mr));
+    if (!mr) {
+        respond_text(req, 500, "out of memory\n");
+        return;
+    }
+    mr->m = m;
+    mr->req = req;
+    authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
+}
+
+static int servers_start(struct mgr *m)
+{
+    const struct vmg_options *o = m->o;
+    char err[256] = "";
+    int rc = 0;
+
+    if (o->probe_addr && strcmp(o->probe_addr, "0") != 0) {
+        struct vmg_server_opts so = {.addr = o->probe_addr,
+                                     .handler = probe_handler,
+                                     .data = m,
+                                     .max_conns = 32,
+                                     .errbuf = err,
+                                     .errbuf_size = sizeof(err)};
+        m->probe_srv = vmg_server_new(&m->loop, &so, &rc);
+        if (!m->probe_srv) {
+            vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL,
+                     "cannot serve probes on --health-probe-bind-address %s: %s", o->probe_addr,
+                     err[0] ? err : vmg_strerror(rc));
+            return rc ? rc : -EINVAL;
+        }
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "serving /healthz and /readyz on %s",
+                 o->probe_addr);
+    }
+    if (o->metrics_addr && strcmp(o->metrics_addr, "0") != 0) {
+        struct vmg_server_opts so = {.addr = o->metrics_addr,
+                                     .handler = metrics_handler,
+                                     .data = m,
+                                     .max_conns = 64,
+                                     .max_body = 4096,
+                                     .errbuf = err,
+                                     .errbuf_size = sizeof(err)};
+        if (o->metrics_secure) {
+            struct authn_opts ao = {.path = "/metrics", .verb = "get"};
+            if (o->metrics_cert_dir) {
+                static char cert[4096], key[4096];
+                snprintf(cert, sizeof(cert), "%s/tls.crt", o->metrics_cert_dir);
+                snprintf(key, sizeof(key), "%s/tls.key", o->metrics_cert_dir);
+                so.cert_file = cert;
+                so.key_file = key;
+            } else {
+                const char *sans[] = {"localhost"};
+                rc = vmg_tls_selfsigned("vmgroup-operator-metrics", sans, 1, &m->cert_pem,
+                                        &m->key_pem);
+                if (rc < 0) {
+                    vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL,
+                             "cannot make a self-signed certificate for metrics: %s",
+                             vmg_strerror(rc));
+                    return rc;
+                }
+                so.cert_pem = m->cert_pem;
+                so.key_pem = m->key_pem;
+            }
+            rc = authn_new(m->kc, &ao, &m->auth);
+            if (rc < 0)
+                return rc;
+        }
+        m->metrics_srv = vmg_server_new(&m->loop, &so, &rc);
+        if (!m->metrics_srv) {
+            vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL,
+                     "cannot serve metrics on --metrics-bind-address %s: %s", o->metrics_addr,
+                     err[0] ? err : vmg_strerror(rc));
+            return rc ? rc : -EINVAL;
+        }
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "serving /metrics on %s (%s)", o->metrics_addr,
+                 o->metrics_secure ? "HTTPS, TokenReview and SubjectAccessReview"
+                                   : "plain HTTP, no authentication");
+    }
+    return 0;
+}
+
+/* ---- the reconciler's world: the Kubernetes half ---- */
+
+static const struct vmgroup *w_get_group(void *data, const char *key)
+{
+    struct mgr *m = data;
+    return informer_get(m->inf, key);
+}
+
+static void w_now(void *data, char *buf, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    (void)data;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+struct write {
+    rec_done_cb cb;
+    void *cbdata;
+};
+
+static void write_done(void *data, const struct kube_result *res)
+{
+    struct write *w = data;
+    w->cb(w->cbdata, res->err, res->reason, res->message);
+    free(w);
+}
+
+static int group_path(const struct vmgroup *g, char *buf, size_t len)
+{
+    return kube_path(buf, len, VMGROUP_GROUP, VMGROUP_VERSION, g->meta.ns, VMGROUP_PLURAL,
+                     g->meta.name, NULL);
+}
+
+static int w_patch(struct mgr *m, const struct vmgroup *g, const cJSON *body, bool status,
+                   rec_done_cb cb, void *cbdata)
+{
+    char path[KUBE_PATH_MAX];
+    struct write *w;
+    int rc = group_path(g, path, sizeof(path));
+
+    if (rc < 0)
+        return rc;
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->cb = cb;
+    w->cbdata = cbdata;
+    if (status) {
+        cJSON *patch = cJSON_CreateObject();
+        if (!patch || !cJSON_AddItemToObject(patch, "status", cJSON_Duplicate(body, 1))) {
+            cJSON_Delete(patch);
+            free(w);
+            return -ENOMEM;
+        }
+        rc = kube_merge_patch_status(m->kc, path, patch, write_done, w);
+        cJSON_Delete(patch);
+    } else {
+        rc = kube_merge_patch(m->kc, path, body, write_done, w);
+    }
+    if (rc < 0)
+        free(w);
+    return rc;
+}
+
+static int w_patch_status(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
+                          void *cbdata)
+{
+    return w_patch(data, g, status, true, cb, cbdata);
+}
+
+static int w_patch_meta(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
+                        void *cbdata)
+{
+    return w_patch(data, g, patch, false, cb, cbdata);
+}
+
+static void w_event(void *data, const struct vmgroup *g, bool warning, const char *reason,
+                    const char *message)
+{
+    struct mgr *m = data;
+    struct events_object obj;
+
+    if (!m->ev)
+        return;
+    events_object_of_vmgroup(g, &obj);
+    events_record(m->ev, &obj, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, message);
+}
+
+static void event_dropped(void *data, enum events_drop why, const struct events_object *obj,
+                          const char *reason)
+{
+    struct mgr *m = data;
+    (void)why;
+    (void)obj;
+    (void)reason;
+    vmg_counter_inc(m->m_events_dropped, NULL);
+}
+
+static void w_observed(void *data, const struct vmgroup *g, const struct plan *p)
+{
+    struct mgr *m = data;
+    const char *lv[] = {g->meta.ns, g->meta.name};
+    vmg_gauge_set(m->m_current, p->current, lv);
+    vmg_gauge_set(m->m_desired, g->spec.replicas, lv);
+}
+
+static void w_reconciled(void *data, const char *key, const char *result, double seconds)
+{
+    struct mgr *m = data;
+    const char *lv[] = {CONTROLLER};
+    (void)key;
+    vmg_counter_inc(m->m_reconcile_total, (const char *[]){CONTROLLER, result});
+    if (strcmp(result, "error") == 0)
+        vmg_counter_inc(m->m_reconcile_errors, lv);
+    vmg_histogram_observe(m->m_reconcile_time, seconds, lv);
+}
+
+static void w_forgotten(void *data, const char *key)
+{
+    struct mgr *m = data;
+    char ns[128];
+    const char *slash = strchr(key, '/');
+
+    if (!slash || (size_t)(slash - key) >= sizeof(ns))
+        return;
+    memcpy(ns, key, (size_t)(slash - key));
+    ns[slash - key] = '\0';
+    vmg_metric_remove(m->m_current, (const char *[]){ns, slash + 1});
+    vmg_metric_remove(m->m_desired, (const char *[]){ns, slash + 1});
+    vcworld_forget_group(m->vc, ns, slash + 1);
+}
+
+/* ---- informer -> queue ---- */
+
+static void remember_folder(struct mgr *m, const char *key)
+{
+    char folder[NAMING_BUF_SIZE], ns[128];
+    const char *slash = strchr(key, '/');
+    char *copy;
+
+    if (!slash || (size_t)(slash - key) >= sizeof(ns))
+        return;
+    memcpy(ns, key, (size_t)(slash - key));
+    ns[slash - key] = '\0';
+    if (naming_folder(ns, slash + 1, folder, sizeof(folder)) < 0)
+        return;
+    if (strmap_get(m->folders, folder))
+        return;
+    copy = strdup(key);
+    if (copy && strmap_set(m->folders, folder, copy) < 0)
+        free(copy);
+}
+
+static void enqueue(struct mgr *m, const char *key)
+{
+    if (m->q && m->leading && !m->stopping)
+        wq_add(m->q, key);
+}
+
+static void on_add(void *data, const char *key, const void *obj)
+{
+    struct mgr *m = data;
+    (void)obj;
+    remember_folder(m, key);
+    enqueue(m, key);
+}
+
+static void on_update(void *data, const char *key, const void *old_obj, const void *new_obj)
+{
+    (void)old_obj;
+    (void)new_obj;
+    enqueue(data, key);
+}
+
+static void on_delete(void *data, const char *key, const void *old_obj)
+{
+    (void)old_obj;
+    enqueue(data, key);
+}
+
+static void on_note(void *data, const struct informer_note *n)
+{
+    (void)data;
+    switch (n->kind) {
+    case INFORMER_NOTE_SYNCED:
+        vmg_logf(VMG_LOG_INFO, "informer", NULL, NULL, "VmGroup cache synced: %zu objects",
+                 n->count);
+        break;
+    case INFORMER_NOTE_GONE:
+        vmg_logf(VMG_LOG_INFO, "informer", NULL, NULL,
+                 "resourceVersion %s expired (410); listing again", n->rv);
+        break;
+    case INFORMER_NOTE_ERROR:
+        vmg_logf(VMG_LOG_WARN, "informer", NULL, NULL,
+                 "%s of VmGroups failed: %s; retry in %llu ms", n->op,
+                 n->message[0] ? n->message : vmg_strerror(n->err),
+                 (unsigned long long)n->retry_ms);
+        break;
+    case INFORMER_NOTE_BAD_OBJECT:
+        vmg_logf(VMG_LOG_WARN, "informer", NULL, NULL, "VmGroup %s left out: %s", n->key,
+                 n->message);
+        break;
+    default:
+        break;
+    }
+}
+
+static int enqueue_one(void *data, const char *key, const void *obj)
+{
+    (void)obj;
+    enqueue(data, key);
+    return 0;
+}
+
+static void enqueue_all(struct mgr *m)
+{
+    if (m->inf)
+        informer_foreach(m->inf, enqueue_one, m);
+}
+
+/* ---- vCenter -> queue ---- */
+
+static void vc_changed(void *data, const char *folder)
+{
+    struct mgr *m = data;
+    const char *key;
+
+    if (!folder) {
+        enqueue_all(m);
+        return;
+    }
+    key = strmap_get(m->folders, folder);
+    if (key)
+        enqueue(m, key);
+}
+
+static void vc_state(void *data, bool is_ready, const char *msg)
+{
+    struct mgr *m = data;
+
+    if (is_ready != m->vc_ready)
+        vmg_logf(is_ready ? VMG_LOG_INFO : VMG_LOG_WARN, "vcenter", NULL, NULL, "%s",
+                 is_ready ? "vCenter is ready" : msg);
+    m->vc_ready = is_ready;
+    snprintf(m->vc_msg, sizeof(m->vc_msg), "%s", msg ? msg : "");
+    /* Either way the groups' status should say so. */
+    enqueue_all(m);
+}
+
+/* ---- leading ---- */
+
+static void start_reconciling(struct mgr *m)
+{
+    if (m->leading || m->stopping)
+        return;
+    m->leading = true;
+    vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "reconciling VmGroups with %d workers",
+             m->o->max_concurrent_reconciles);
+    enqueue_all(m);
+}
+
+static void begin_stop(struct mgr *m, int code);
+
+static void le_started(void *data)
+{
+    struct mgr *m = data;
+    vmg_logf(VMG_LOG_INFO, "leader", NULL, NULL, "became the leader (%s)", leader_identity(m->le));
+    start_reconciling(m);
+}
+
+static void le_stopped(void *data, enum leader_stop_reason reason, const char *msg)
+{
+    struct mgr *m = data;
+
+    m->leading = false;
+    if (m->q)
+        wq_shut_down(m->q);
+    if (reason == LEADER_STOP_RELEASED)
+        return;
+    vmg_logf(VMG_LOG_ERROR, "leader", NULL, NULL, "lost leadership: %s; exiting", msg);
+    begin_stop(m, 1);
+}
+
+static void le_new_leader(void *data, const char *identity)
+{
+    (void)data;
+    vmg_logf(VMG_LOG_INFO, "leader", NULL, NULL, "the leader is now %s",
+             identity && *identity ? identity : "nobody");
+}
+
+/* ---- shutdown ---- */
+
+static void closed_one(void *data)
+{
+    struct mgr *m = data;
+    if (--m->closing == 0)
+        uv_stop(&m->loop);
+}
+
+static void close_all(struct mgr *m)
+{
+    m->closing = 1; /* this function's own hold, dropped at the end */
+    if (m->q) {
+        wq_shut_down(m->q);
+    }
+    if (m->probe_srv) {
+        m->closing++;
+        vmg_server_close(m->probe_srv, closed_one, m);
+        m->probe_srv = NULL;
+    }
+    if (m->metrics_srv) {
+        m->closing++;
+        vmg_server_close(m->metrics_srv, closed_one, m);
+        m->metrics_srv = NULL;
+    }
+    authn_free(m->auth);
+    m->auth = NULL;
+    if (m->inf) {
+        m->closing++;
+        informer_close(m->inf, closed_one, m);
+        m->inf = NULL;
+    }
+    if (m->le) {
+        m->closing++;
+        leader_close(m->le, closed_one, m);
+        m->le = NULL;
+    }
+    if (m->vc) {
+        m->closing++;
+        vcworld_close(m->vc, closed_one, m); /* completes operations in flight: canceled */
+        m->vc = NULL;
+    }
+    if (m->ev) {
+        m->closing++;
+        events_close(m->ev, closed_one, m);
+        m->ev = NULL;
+    }
+    if (m->q) {
+        m->closing++;
+        wq_close(m->q, closed_one, m);
+        m->q = NULL;
+    }
+    if (m->kc) {
+        m->closing++;
+        kube_client_close(m->kc, closed_one, m);
+        m->kc = NULL;
+    }
+    if (m->kc_le) {
+        m->closing++;
+        kube_client_close(m->kc_le, closed_one, m);
+        m->kc_le = NULL;
+    }
+    closed_one(m);
+}
+
+static void released(void *data, int err)
+{
+    struct mgr *m = data;
+    if (err)
+        vmg_logf(VMG_LOG_WARN, "leader", NULL, NULL, "releasing the lease failed: %s",
+                 vmg_strerror(err));
+    else
+        vmg_logf(VMG_LOG_INFO, "leader", NULL, NULL, "released the lease");
+    close_all(m);
+}
+
+static void begin_stop(struct mgr *m, int code)
+{
+    if (m->stopping)
+        return;
+    m->stopping = true;
+    m->exit_code = code;
+    uv_signal_stop(&m->sigterm);
+    uv_signal_stop(&m->sigint);
+    if (m->q)
+        wq_shut_down(m->q);
+    /* A clean stop hands the lease over at once. */
+    if (code == 0 && m->le && leader_is_leader(m->le) && leader_release(m->le, released, m) == 0)
+        return;
+    close_all(m);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct mgr *m = h->data;
+    vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "received %s, shutting down",
+             signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    begin_stop(m, 0);
+}
+
+static void on_stop_timer(uv_timer_t *t)
+{
+    struct mgr *m = t->data;
+    vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL, "shutdown took too long; exiting now");
+    uv_stop(&m->loop);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* ---- start ---- */
+
+/* The queue's handler: keys go to the reconciler only while leading. */
+static void handle_key(void *data, const char *key)
+{
+    struct mgr *m = data;
+    if (!m->rec || !m->leading || m->stopping) {
+        wq_done(m->q, key);
+        return;
+    }
+    reconciler_handle(m->rec, key);
+}
+
+static int setup(struct mgr *m)
+{
+    const struct vmg_options *o = m->o;
+    struct kcfg_opts ko = {.kubeconfig = o->kubeconfig, .context = o->kube_context};
+    struct kube_client_opts kco = {.qps = o->kube_qps,
+                                   .burst = (unsigned)o->kube_burst,
+                                   .observe = rest_observe,
+                                   .observe_data = m};
+    struct informer_opts io = {0};
+    struct wq_options qo = {0};
+    struct rec_options ro = {.max_group_tasks = o->max_group_tasks};
+    struct rec_world rw = {0};
+    struct vcworld_hooks vh = {.changed = vc_changed, .state = vc_state, .data = m};
+    struct events_options eo = {0};
+    char err[512] = "";
+    int rc;
+
+    rc = metrics_setup(m);
+    if (rc < 0)
+        return rc;
+    m->folders = strmap_new();
+    if (!m->folders)
+        return -ENOMEM;
+    m->http = vmg_http_new(&m->loop, &rc);
+    if (!m->http)
+        return rc;
+
+    rc = kcfg_load(&ko, &m->cfg, err, sizeof(err));
+    if (rc < 0) {
+        vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL, "%s", err);
+        return rc;
+    }
+    vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "API server %s (from %s)", kcfg_server(m->cfg),
+             kcfg_source(m->cfg));
+    rc = kube_client_new(&m->loop, m->http, m->cfg, &kco, &m->kc);
+    if (rc < 0)
+        return rc;
+
+    rc = vcworld_new(&m->loop, m->http, o, m->metrics, &vh, &m->vc, err, sizeof(err));
+    if (rc < 0) {
+        vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL, "%s", err);
+        return rc;
+    }
+
+    eo.io = &events_kube_io;
+    eo.io_ctx = m->kc;
+    eo.on_drop = event_dropped;
+    eo.drop_data = m;
+    rc = events_new(&m->loop, &eo, &m->ev);
+    if (rc < 0)
+        return rc;
+
+    qo.name = CONTROLLER;
+    qo.handler = handle_key;
+    qo.handler_data = m;
+    qo.max_active = (size_t)o->max_concurrent_reconciles;
+    qo.observe = wq_observe;
+    qo.observe_data = m;
+    rc = wq_new(&m->loop, &qo, &m->q);
+    if (rc < 0)
+        return rc;
+    vmg_metrics_add_collector(m->metrics, wq_collect, m);
+
+    rw.data = m;
+    rw.get_group = w_get_group;
+    rw.now = w_now;
+    rw.patch_status = w_patch_status;
+    rw.patch_meta = w_patch_meta;
+    rw.event = w_event;
+    rw.observed = w_observed;
+    rw.reconciled = w_reconciled;
+    rw.forgotten = w_forgotten;
+    vcworld_fill(m->vc, &rw);
+    rc = reconciler_new(&rw, &ro, m->q, &m->rec);
+    if (rc < 0)
+        return rc;
+
+    io.handlers.on_add = on_add;
+    io.handlers.on_update = on_update;
+    io.handlers.on_delete = on_delete;
+    io.handlers.data = m;
+    io.on_note = on_note;
+    io.note_data = m;
+    io.resync_ms = o->resync_ms;
+    rc = informer_new(&m->loop, m->kc, &io, &m->inf);
+    if (rc < 0)
+        return rc;
+
+    if (o->leader_elect) {
+        struct leader_options lo = {0};
+        struct kube_client_opts lko = {.qps = -1, .observe = rest_observe, .observe_data = m};
+        const char *ns = NULL;
+
+        rc = leader_namespace(o->leader_election_namespace, m->cfg, &ns, err, sizeof(err));
+        if (rc < 0) {
+            vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL, "%s", err);
+            return rc;
+        }
+        rc = kube_client_new(&m->loop, m->http, m->cfg, &lko, &m->kc_le);
+        if (rc < 0)
+            return rc;
+        lo.ns = ns;
+        lo.name = o->leader_election_id;
+        lo.lease_duration_ms = o->lease_duration_ms;
+        lo.renew_deadline_ms = o->renew_deadline_ms;
+        lo.retry_period_ms = o->retry_period_ms;
+        lo.io = &leader_kube_io;
+        lo.io_ctx = m->kc_le;
+        lo.cb.on_started_leading = le_started;
+        lo.cb.on_stopped_leading = le_stopped;
+        lo.cb.on_new_leader = le_new_leader;
+        lo.cb.data = m;
+        rc = leader_new(&m->loop, &lo, &m->le, err, sizeof(err));
+        if (rc < 0) {
+            vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL, "%s", err);
+            return rc;
+        }
+    }
+
+    rc = servers_start(m);
+    if (rc < 0)
+        return rc;
+    rc = informer_start(m->inf);
+    if (rc < 0)
+        return rc;
+    rc = vcworld_start(m->vc);
+    if (rc < 0)
+        return rc;
+    if (m->le) {
+        vmg_logf(VMG_LOG_INFO, "leader", NULL, NULL, "waiting to lead (lease %s)",
+                 o->leader_election_id);
+        rc = leader_start(m->le);
+        if (rc < 0)
+            return rc;
+    } else {
+        start_reconciling(m);
+    }
+    return 0;
+}
+
+static int free_folder(void *data, const char *key, void *value)
+{
+    (void)data;
+    (void)key;
+    free(value);
+    return 0;
+}
+
+int manager_run(const struct vmg_options *o)
+{
+    struct mgr *m = calloc(1, sizeof(*m));
+    int rc, code;
+
+    if (!m)
+        return 1;
+    m->o = o;
+    vmg_log_setup(o->verbosity, 2);
+    if (o->vc_pass)
+        vmg_log_add_secret(o->vc_pass);
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        free(m);
+        return 1;
+    }
+    if (uv_loop_init(&m->loop) != 0) {
+        free(m);
+        return 1;
+    }
+    uv_signal_init(&m->loop, &m->sigterm);
+    uv_signal_init(&m->loop, &m->sigint);
+    m->sigterm.data = m->sigint.data = m;
+    uv_signal_start(&m->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&m->sigint, on_signal, SIGINT);
+
+    vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "vmgroup-operator %s starting", VMG_VERSION);
+    if (o->insecure)
+        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
+                 "--insecure: vCenter's TLS certificate is NOT verified");
+
+    rc = setup(m);
+    if (rc < 0) {
+        vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL, "start-up failed: %s", vmg_strerror(rc));
+        begin_stop(m, 1);
+    }
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+
+    /* Whatever is left (a stop that took too long): close it and drain. */
+    if (m->closing > 0) {
+        uv_timer_init(&m->loop, &m->stop_timer);
+        m->stop_timer.data = m;
+        uv_timer_start(&m->stop_timer, on_stop_timer, 10000, 0);
+        uv_run(&m->loop, UV_RUN_DEFAULT);
+    }
+    reconciler_free(m->rec);
+    m->rec = NULL;
+    if (m->http) {
+        vmg_http_close(m->http, NULL, NULL);
+        m->http = NULL;
+    }
+    uv_walk(&m->loop, close_walk, NULL);
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+    kcfg_free(m->cfg);
+    if (m->folders) {
+        strmap_foreach(m->folders, free_folder, NULL);
+        strmap_free(m->folders);
+    }
+    vmg_metrics_free(m->metrics);
+    free(m->cert_pem);
+    free(m->key_pem);
+    code = m->exit_code;
+    free(m);
+    curl_global_cleanup();
+    vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "stopped");
+    return code;
+}

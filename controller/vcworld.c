@@ -1,0 +1,620 @@
+/* vcworld.c: the vCenter half of the reconciler's world, over the vsphere/
+ * modules: session, inventory watch, operations, tagging. */
+#include "controller/vcworld.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/naming.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "vsphere/inventory.h"
+#include "vsphere/ops.h"
+#include "vsphere/rest.h"
+#include "vsphere/session.h"
+
+#define LOGGER "vcenter"
+#define MAX_FOLDER_VMS 4096
+
+struct vcworld {
+    uv_loop_t *loop;
+    const struct vmg_options *o;
+    struct vcworld_hooks hooks;
+    vs_session *s;
+    vs_inventory *inv;
+    vs_ops *ops;
+    vs_rest *rest;
+    bool rest_warned;
+    bool was_synced;
+    bool ready;
+    char why[640];
+
+    struct vs_session_status sst;
+    char sst_msg[512];
+    struct vs_inventory_status ist;
+    char ist_msg[512];
+
+    /* The VMs of the last folder asked for, valid until the next call. */
+    const struct vs_obj *objs[MAX_FOLDER_VMS];
+    struct plan_vm vms[MAX_FOLDER_VMS];
+
+    vmg_metrics *metrics;
+    struct vmg_metric *m_requests, *m_logins, *m_tasks, *m_task_seconds;
+    int closing;
+    void (*closed)(void *);
+    void *closed_data;
+};
+
+/* ---- state ---- */
+
+static void update_ready(vcworld *w)
+{
+    bool r = false;
+
+    if (w->sst.state != VS_STATE_READY) {
+        switch (w->sst.state) {
+        case VS_STATE_BACKOFF:
+            snprintf(w->why, sizeof(w->why), "%.500s (retrying in %llu s)",
+                     w->sst_msg[0] ? w->sst_msg : "vCenter login failed",
+                     (unsigned long long)(w->sst.retry_in_ms / 1000));
+            break;
+        case VS_STATE_CONNECTING:
+            snprintf(w->why, sizeof(w->why), "%s",
+                     w->sst_msg[0] ? w->sst_msg : "logging in to vCenter");
+            break;
+        default:
+            snprintf(w->why, sizeof(w->why), "not connected to vCenter");
+            break;
+        }
+    } else if (!w->ist.synced) {
+        snprintf(w->why, sizeof(w->why), "%s",
+                 w->ist_msg[0] ? w->ist_msg : "reading vCenter's inventory");
+    } else {
+        r = true;
+        w->why[0] = '\0';
+    }
+    if (r != w->ready) {
+        w->ready = r;
+        if (w->hooks.state)
+            w->hooks.state(w->hooks.data, r, w->why);
+    } else if (!r && w->hooks.state) {
+        /* Still not ready, maybe for a new reason: let the groups say so. */
+        w->hooks.state(w->hooks.data, r, w->why);
+    }
+}
+
+static void on_session_state(void *data, const struct vs_session_status *st)
+{
+    vcworld *w = data;
+    const char *name[] = {NULL};
+
+    w->sst = *st;
+    snprintf(w->sst_msg, sizeof(w->sst_msg), "%s", st->message ? st->message : "");
+    w->sst.message = w->sst_msg;
+    if (st->state == VS_STATE_READY) {
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "logged in to %s as %s", vs_session_url(w->s),
+                 vs_session_user(w->s));
+        if (w->m_logins)
+            vmg_counter_set(w->m_logins, (double)st->logins, name);
+        if (w->rest && !vs_rest_available(w->rest))
+            vs_rest_reset(w->rest);
+    } else if (st->state == VS_STATE_BACKOFF) {
+        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL, "%s; retrying in %llu ms", w->sst_msg,
+                 (unsigned long long)st->retry_in_ms);
+    }
+    update_ready(w);
+}
+
+static void on_inventory_state(void *data, const struct vs_inventory_status *st)
+{
+    vcworld *w = data;
+
+    w->ist = *st;
+    snprintf(w->ist_msg, sizeof(w->ist_msg), "%s", st->message ? st->message : "");
+    w->ist.message = w->ist_msg;
+    if (st->synced && !w->was_synced) {
+        const struct vs_placement *p = vs_inventory_placement(w->inv);
+        if (p)
+            vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
+                     "watching %s (%zu objects); new VMs go to pool %s", p->root_path, st->objects,
+                     p->pool_path);
+    } else if (!st->synced && st->err) {
+        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL, "inventory: %s", w->ist_msg);
+    }
+    w->was_synced = st->synced;
+    update_ready(w);
+    if (st->synced && w->hooks.changed)
+        w->hooks.changed(w->hooks.data, NULL);
+}
+
+static void on_change(void *data, const struct vs_cache_event *ev)
+{
+    vcworld *w = data;
+
+    if (!w->hooks.changed)
+        return;
+    if (ev->group)
+        w->hooks.changed(w->hooks.data, ev->group);
+    if (ev->old_group)
+        w->hooks.changed(w->hooks.data, ev->old_group);
+}
+
+/* ---- metrics ---- */
+
+static void on_request(void *data, const char *method, int err, const char *fault_type,
+                       double seconds)
+{
+    vcworld *w = data;
+    const char *result = err == 0 ? "success" : err == VMG_EFAULT ? "fault" : "error";
+    (void)fault_type;
+    (void)seconds;
+    vmg_counter_inc(w->m_requests, (const char *[]){method, result});
+}
+
+static double tasks_inflight(void *data)
+{
+    vcworld *w = data;
+    return w->ops ? (double)vs_ops_inflight(w->ops) : 0;
+}
+
+static void on_op(void *data, const vs_op *op, enum vs_op_phase phase, const struct vs_op_result *r)
+{
+    (void)data;
+    (void)op;
+    (void)phase;
+    (void)r;
+}
+
+static int metrics_setup(vcworld *w)
+{
+    static const char *const req[] = {"method", "result"};
+    static const char *const kind[] = {"operation"};
+    static const double buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+    const char *none[] = {NULL};
+
+    if (!w->metrics)
+        return 0;
+    w->m_requests = vmg_counter_new(w->metrics, "vmgroup_vcenter_requests_total",
+                                    "vCenter API requests, by method and result", 2, req);
+    w->m_logins = vmg_counter_new(w->metrics, "vmgroup_vcenter_logins_total",
+                                  "Successful vCenter logins", 0, NULL);
+    w->m_tasks = vmg_gauge_new(w->metrics, "vmgroup_vcenter_tasks_inflight",
+                               "vCenter tasks in flight", 0, NULL);
+    w->m_task_seconds = vmg_histogram_new(w->metrics, "vmgroup_vcenter_task_duration_seconds",
+                                          "Time from queuing a vCenter operation to its end",
+                                          buckets, sizeof(buckets) / sizeof(buckets[0]), 1, kind);
+    if (!w->m_requests || !w->m_logins || !w->m_tasks || !w->m_task_seconds)
+        return -ENOMEM;
+    vmg_counter_add(w->m_logins, 0, none);
+    vmg_metric_set_fn(w->m_tasks, none, tasks_inflight, w);
+    return 0;
+}
+
+/* ---- life ---- */
+
+int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vmg_metrics *metrics,
+                const struct vcworld_hooks *hooks, vcworld **ret, char *err, size_t errlen)
+{
+    struct vs_session_config sc = {0};
+    struct vs_inventory_config ic = {0};
+    struct vs_ops_config oc = {0};
+    vcworld *w;
+    int rc = 0;
+
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->loop = loop;
+    w->o = o;
+    w->hooks = *hooks;
+    w->metrics = metrics;
+    rc = metrics_setup(w);
+    if (rc < 0)
+        goto fail;
+
+    sc.host = o->vc_host;
+    sc.user = o->vc_user;
+    sc.password = o->vc_pass;
+    sc.ca_file = o->vc_ca_file;
+    sc.thumbprint = o->vc_thumbprint;
+    sc.insecure = o->insecure;
+    sc.user_agent = "vmgroup-operator/" VMG_VERSION;
+    w->s = vs_session_new(loop, http, &sc, &rc, err, errlen);
+    if (!w->s) {
+        if (rc == 0)
+            rc = VMG_ECONFIG;
+        goto fail;
+    }
+    vs_session_set_state_cb(w->s, on_session_state, w);
+    if (w->m_requests)
+        vs_session_set_observer(w->s, on_request, w);
+
+    ic.placement.datacenter = o->datacenter;
+    ic.placement.root_folder = o->root_folder;
+    ic.placement.resource_pool = o->resource_pool;
+    ic.placement.datastore = o->datastore;
+    w->inv = vs_inventory_new(loop, w->s, &ic, on_change, w, &rc);
+    if (!w->inv) {
+        snprintf(err, errlen, "cannot set up the inventory watch: %s", vmg_strerror(rc));
+        goto fail;
+    }
+    vs_inventory_set_state_cb(w->inv, on_inventory_state, w);
+
+    oc.max_inflight = o->max_vcenter_tasks;
+    w->ops = vs_ops_new(loop, w->s, w->inv, &oc, &rc);
+    if (!w->ops) {
+        snprintf(err, errlen, "cannot set up vCenter operations: %s", vmg_strerror(rc));
+        goto fail;
+    }
+    vs_ops_set_observer(w->ops, on_op, w);
+
+    if (o->tagging) {
+        struct vs_rest_options ro = {0};
+        char base[VS_URL_MAX];
+        const char *url = vs_session_url(w->s);
+        const char *sdk = strstr(url, "/sdk");
+
+        snprintf(base, sizeof(base), "%.*s", sdk ? (int)(sdk - url) : (int)strlen(url), url);
+        ro.base_url = base;
+        ro.user = o->vc_user;
+        ro.password = o->vc_pass;
+        ro.prepare = vs_session_prepare_tls;
+        ro.prepare_data = w->s;
+        w->rest = vs_rest_new(loop, http, &ro, &rc);
+        if (!w->rest) {
+            vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
+                     "tagging is off: cannot set up the vSphere Automation API client: %s",
+                     vmg_strerror(rc));
+        }
+    }
+    *ret = w;
+    return 0;
+
+fail:
+    if (err && errlen && !err[0])
+        snprintf(err, errlen, "vCenter: %s", vmg_strerror(rc));
+    if (w->ops)
+        vs_ops_close(w->ops, NULL, NULL);
+    if (w->inv)
+        vs_inventory_close(w->inv, NULL, NULL);
+    if (w->s)
+        vs_session_close(w->s, NULL, NULL);
+    free(w);
+    return rc < 0 ? rc : VMG_ECONFIG;
+}
+
+int vcworld_start(vcworld *w)
+{
+    int rc = vs_session_start(w->s);
+    if (rc < 0 && rc != -EALREADY)
+        return rc;
+    rc = vs_inventory_start(w->inv);
+    return rc == -EALREADY ? 0 : rc;
+}
+
+int vcworld_ready(vcworld *w, char *msg, size_t len)
+{
+    if (!w) {
+        snprintf(msg, len, "vCenter is not set up");
+        return VMG_ETRANSPORT;
+    }
+    if (w->ready && vs_session_state(w->s) == VS_STATE_READY && vs_inventory_synced(w->inv))
+        return 0;
+    snprintf(msg, len, "%s", w->why[0] ? w->why : "connecting to vCenter");
+    return w->sst.err ? w->sst.err : VMG_ETRANSPORT;
+}
+
+/* ---- the world ---- */
+
+static int w_ready(void *data, char *msg, size_t len)
+{
+    return vcworld_ready(data, msg, len);
+}
+
+static int w_folder(void *data, const char *folder, struct rec_folder *ret)
+{
+    vcworld *w = data;
+    const vs_cache *c = vs_inventory_cache(w->inv);
+    const struct vs_obj *f;
+    size_t n, others;
+
+    memset(ret, 0, sizeof(*ret));
+    if (!c || !vs_inventory_synced(w->inv)) {
+        ret->state = PLAN_FOLDER_UNKNOWN;
+        return 0;
+    }
+    f = vs_cache_folder(c, folder);
+    if (!f) {
+        ret->state = PLAN_FOLDER_ABSENT;
+        return 0;
+    }
+    ret->state = PLAN_FOLDER_PRESENT;
+    n = vs_cache_children(c, f->ref, true, w->objs, MAX_FOLDER_VMS);
+    if (n > MAX_FOLDER_VMS)
+        n = MAX_FOLDER_VMS;
+    others = vs_cache_children(c, f->ref, false, NULL, 0);
+    for (size_t i = 0; i < n; i++) {
+        const struct vs_obj *o = w->objs[i];
+        struct plan_vm *v = &w->vms[i];
+        memset(v, 0, sizeof(*v));
+        v->name = o->name;
+        v->mark_uid = o->has_mark_uid ? o->mark_uid : NULL;
+        v->template = o->has_mark_template ? o->mark_template : NULL;
+        v->powered_on = o->powered_on;
+        v->num_cpu = o->num_cpu;
+        v->memory_mb = (int)o->memory_mb;
+        v->create_order = o->create_order;
+        /* A half-made or broken VM: no name or no power state yet. */
+        v->failed = o->is_template;
+    }
+    ret->vms = w->vms;
+    ret->n_vms = n;
+    ret->other_objects = others;
+    return 0;
+}
+
+struct opctx {
+    vcworld *w;
+    rec_done_cb cb;
+    void *cbdata;
+    char ns[128], name[256];
+    bool tag;
+};
+
+static void tag_done(void *data, const struct vs_rest_result *res)
+{
+    struct opctx *c = data;
+    vcworld *w = c->w;
+
+    if (res->err && res->err != VMG_ECANCELED) {
+        if (!vs_rest_available(w->rest)) {
+            if (!w->rest_warned) {
+                vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
+                         "tagging is unavailable, VMs are managed without tags: %s",
+                         vs_rest_disabled_reason(w->rest));
+                w->rest_warned = true;
+            }
+        } else {
+            vmg_logf(VMG_LOG_WARN, LOGGER, c->ns, c->name, "tagging a VM failed: %s", res->msg);
+        }
+    }
+    free(c);
+}
+
+static void op_done(void *data, const struct vs_op_result *r)
+{
+    struct opctx *c = data;
+    const char *fault = r->fault_type && r->fault_type[0] ? r->fault_type : NULL;
+
+    c->cb(c->cbdata, r->err, fault, r->message);
+    if (c->tag && r->err == 0 && r->result && c->w->rest && vs_rest_available(c->w->rest)) {
+        if (vs_rest_attach(c->w->rest, c->ns, c->name, r->result->value, tag_done, c) == 0)
+            return;
+    }
+    free(c);
+}
+
+static struct opctx *ctx_new(vcworld *w, rec_done_cb cb, void *cbdata)
+{
+    struct opctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->w = w;
+    c->cb = cb;
+    c->cbdata = cbdata;
+    return c;
+}
+
+static int finish_start(struct opctx *c, int rc)
+{
+    if (rc < 0)
+        free(c);
+    return rc;
+}
+
+static int find_folder(vcworld *w, const char *folder, struct vim_moref *ret)
+{
+    int rc = vs_inventory_folder(w->inv, folder, ret);
+    return rc < 0 ? rc : 0;
+}
+
+static int find_vm(vcworld *w, const char *folder, const char *vm, struct vim_moref *ret)
+{
+    const vs_cache *c = vs_inventory_cache(w->inv);
+    const struct vs_obj *f = c ? vs_cache_folder(c, folder) : NULL;
+    size_t n;
+
+    if (!f)
+        return VMG_ENOTFOUND;
+    n = vs_cache_children(c, f->ref, true, w->objs, MAX_FOLDER_VMS);
+    if (n > MAX_FOLDER_VMS)
+        n = MAX_FOLDER_VMS;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(w->objs[i]->name, vm) == 0) {
+            snprintf(ret->type, sizeof(ret->type), "VirtualMachine");
+            snprintf(ret->value, sizeof(ret->value), "%s", w->objs[i]->ref);
+            return 0;
+        }
+    }
+    return VMG_ENOTFOUND;
+}
+
+static int w_create_folder(void *data, const char *folder, rec_done_cb cb, void *cbdata)
+{
+    vcworld *w = data;
+    const struct vs_placement *p = vs_inventory_placement(w->inv);
+    struct opctx *c;
+
+    if (!p)
+        return VMG_ECONFIG;
+    c = ctx_new(w, cb, cbdata);
+    if (!c)
+        return -ENOMEM;
+    return finish_start(c, vs_ops_create_folder(w->ops, &p->root_folder, folder, op_done, c, NULL));
+}
+
+static int w_destroy_folder(void *data, const char *folder, rec_done_cb cb, void *cbdata)
+{
+    vcworld *w = data;
+    struct vim_moref ref;
+    struct opctx *c;
+    int rc = find_folder(w, folder, &ref);
+
+    if (rc < 0)
+        return rc;
+    c = ctx_new(w, cb, cbdata);
+    if (!c)
+        return -ENOMEM;
+    return finish_start(c, vs_ops_destroy(w->ops, &ref, op_done, c, NULL));
+}
+
+static int w_clone(void *data, const struct vmgroup *g, const char *folder, const char *vm,
+                   const char *template_, int cpu, int memory_mb, rec_done_cb cb, void *cbdata)
+{
+    vcworld *w = data;
+    struct vim_moref ref;
+    struct vs_clone_spec spec = {0};
+    struct opctx *c;
+    int rc = find_folder(w, folder, &ref);
+
+    if (rc < 0)
+        return rc;
+    c = ctx_new(w, cb, cbdata);
+    if (!c)
+        return -ENOMEM;
+    snprintf(c->ns, sizeof(c->ns), "%s", g->meta.ns);
+    snprintf(c->name, sizeof(c->name), "%s", g->meta.name);
+    c->tag = w->rest != NULL;
+    spec.template_name = template_;
+    spec.folder = &ref;
+    spec.name = vm;
+    spec.num_cpus = cpu;
+    spec.memory_mb = memory_mb;
+    spec.mark_uid = g->meta.uid;
+    spec.mark_template = template_;
+    return finish_start(c, vs_ops_clone(w->ops, &spec, op_done, c, NULL));
+}
+
+static int w_power(void *data, const char *folder, const char *vm, bool on, rec_done_cb cb,
+                   void *cbdata)
+{
+    vcworld *w = data;
+    struct vim_moref ref;
+    struct opctx *c;
+    int rc = find_vm(w, folder, vm, &ref);
+
+    if (rc < 0)
+        return rc;
+    c = ctx_new(w, cb, cbdata);
+    if (!c)
+        return -ENOMEM;
+    return finish_start(c, on ? vs_ops_power_on(w->ops, &ref, op_done, c, NULL)
+                              : vs_ops_power_off(w->ops, &ref, op_done, c, NULL));
+}
+
+static int w_reconfigure(void *data, const char *folder, const char *vm, int cpu, int memory_mb,
+                         rec_done_cb cb, void *cbdata)
+{
+    vcworld *w = data;
+    struct vim_moref ref;
+    struct opctx *c;
+    int rc = find_vm(w, folder, vm, &ref);
+
+    if (rc < 0)
+        return rc;
+    c = ctx_new(w, cb, cbdata);
+    if (!c)
+        return -ENOMEM;
+    return finish_start(c, vs_ops_reconfigure(w->ops, &ref, cpu, memory_mb, op_done, c, NULL));
+}
+
+static int w_destroy_vm(void *data, const char *folder, const char *vm, rec_done_cb cb,
+                        void *cbdata)
+{
+    vcworld *w = data;
+    struct vim_moref ref;
+    struct opctx *c;
+    int rc = find_vm(w, folder, vm, &ref);
+
+    if (rc < 0)
+        return rc;
+    c = ctx_new(w, cb, cbdata);
+    if (!c)
+        return -ENOMEM;
+    return finish_start(c, vs_ops_destroy(w->ops, &ref, op_done, c, NULL));
+}
+
+void vcworld_fill(vcworld *w, struct rec_world *rw)
+{
+    rw->vcdata = w;
+    rw->vcenter_ready = w_ready;
+    rw->folder = w_folder;
+    rw->create_folder = w_create_folder;
+    rw->destroy_folder = w_destroy_folder;
+    rw->clone = w_clone;
+    rw->power = w_power;
+    rw->reconfigure = w_reconfigure;
+    rw->destroy_vm = w_destroy_vm;
+}
+
+static void untag_done(void *data, const struct vs_rest_result *res)
+{
+    (void)data;
+    (void)res;
+}
+
+void vcworld_forget_group(vcworld *w, const char *ns, const char *name)
+{
+    if (!w || !w->rest || !vs_rest_available(w->rest))
+        return;
+    vs_rest_delete_tag(w->rest, ns, name, untag_done, NULL);
+}
+
+/* ---- close ---- */
+
+static void closed_one(void *data)
+{
+    vcworld *w = data;
+    if (--w->closing == 0) {
+        void (*cb)(void *) = w->closed;
+        void *d = w->closed_data;
+        free(w);
+        if (cb)
+            cb(d);
+    }
+}
+
+void vcworld_close(vcworld *w, void (*closed)(void *data), void *data)
+{
+    if (!w) {
+        if (closed)
+            closed(data);
+        return;
+    }
+    w->closed = closed;
+    w->closed_data = data;
+    w->closing = 1;
+    if (w->ops) {
+        w->closing++;
+        vs_ops_close(w->ops, closed_one, w);
+        w->ops = NULL;
+    }
+    if (w->rest) {
+        w->closing++;
+        vs_rest_close(w->rest, closed_one, w);
+        w->rest = NULL;
+    }
+    if (w->inv) {
+        w->closing++;
+        vs_inventory_close(w->inv, closed_one, w);
+        w->inv = NULL;
+    }
+    if (w->s) {
+        w->closing++;
+        vs_session_close(w->s, closed_one, w); /* logs out */
+        w->s = NULL;
+    }
+    closed_one(w);
+}
