@@ -906,6 +906,7 @@ static int setup(struct mgr *m)
     io.on_note = on_note;
     io.note_data = m;
     io.resync_ms = o->resync_ms;
+    io.ns = o->watch_namespace;
     rc = informer_new(&m->loop, m->kc, &io, &m->inf);
     if (rc < 0)
         return rc;

@@ -622,7 +622,10 @@ static const char *reconcile(reconciler *r, const char *key)
     in.n_clones_inflight = ns;
     in.block = gs->block;
     in.block_message = gs->block_msg;
-    if (vr < 0) {
+    if (vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG) {
+        in.block = PLAN_BLOCK_PLACEMENT;
+        in.block_message = vmsg;
+    } else if (vr < 0) {
         in.transient_message = vmsg;
         transient_now = true;
     } else if (gs->transient) {

@@ -44,7 +44,9 @@ struct rec_world {
     /* The cached VmGroup of key, or NULL when it is gone. Read-only. */
     const struct vmgroup *(*get_group)(void *data, const char *key);
     /* 0 when vCenter is usable (session up, inventory synced); else a
-     * negative code and one sentence in msg, e.g. why the login failed. */
+     * negative code and one sentence in msg, e.g. why the login failed.
+     * VMG_ENOTFOUND, VMG_EAMBIGUOUS and VMG_ECONFIG mean the placement is
+     * invalid: the groups show ERROR instead of PENDING. */
     int (*vcenter_ready)(void *data, char *msg, size_t msglen);
     /* The VMs in the folder named folder under the root folder. */
     int (*folder)(void *data, const char *folder, struct rec_folder *ret);

@@ -303,6 +303,9 @@ int vcworld_ready(vcworld *w, char *msg, size_t len)
     if (w->ready && vs_session_state(w->s) == VS_STATE_READY && vs_inventory_synced(w->inv))
         return 0;
     snprintf(msg, len, "%s", w->why[0] ? w->why : "connecting to vCenter");
+    if (w->sst.state == VS_STATE_READY && !w->ist.synced &&
+        (w->ist.err == VMG_ENOTFOUND || w->ist.err == VMG_EAMBIGUOUS || w->ist.err == VMG_ECONFIG))
+        return w->ist.err; /* the placement flags name nothing usable */
     return w->sst.err ? w->sst.err : VMG_ETRANSPORT;
 }
 

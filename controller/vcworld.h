@@ -39,7 +39,9 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
 int vcworld_start(vcworld *w);
 
 /* vcworld_ready: 0 when the session is up and the inventory synced, else a
- * negative code and one sentence in msg. */
+ * negative code and one sentence in msg: VMG_ENOTFOUND, VMG_EAMBIGUOUS or
+ * VMG_ECONFIG when the placement (datacenter, root folder, pool, datastore)
+ * cannot be resolved, which only a change of the flags can fix. */
 int vcworld_ready(vcworld *w, char *msg, size_t len);
 
 /* vcworld_fill sets the vCenter members of *rw (folder, operations,

@@ -28,6 +28,8 @@ static const struct flag flags[] = {
     {"kubeconfig", NULL, K_STR, OFF(kubeconfig), 0, 0,
      "Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, then in-cluster."},
     {"context", NULL, K_STR, OFF(kube_context), 0, 0, "kubeconfig context to use."},
+    {"watch-namespace", "namespace", K_STR, OFF(watch_namespace), 0, 0,
+     "Manage only the VmGroups of this namespace (to shard); default: all namespaces."},
     {"kube-api-qps", NULL, K_DOUBLE, OFF(kube_qps), 0, 0,
      "Requests per second to the API server (client-side limit)."},
     {"kube-api-burst", NULL, K_INT, OFF(kube_burst), 1, 100000,

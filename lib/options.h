@@ -16,6 +16,7 @@ struct vmg_options {
     /* Kubernetes */
     const char *kubeconfig; /* NULL: KUBECONFIG, ~/.kube/config, in-cluster */
     const char *kube_context;
+    const char *watch_namespace; /* NULL: VmGroups of all namespaces */
     double kube_qps;
     int kube_burst;
     uint64_t resync_ms;

@@ -11,6 +11,11 @@ setup_file() {
 	kubectl create namespace crd-e2e >/dev/null
 }
 
+teardown_file() {
+	# No manager runs here, so there are no finalizers: the groups go at once.
+	kubectl delete vg --all -n crd-e2e >/dev/null
+}
+
 # vg_yaml NAME CPU MEMORY TEMPLATE REPLICAS: a VmGroup manifest; a value of
 # "-" leaves the field out, anything else is written as is (so types can be
 # wrong on purpose).

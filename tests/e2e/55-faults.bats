@@ -10,11 +10,12 @@ setup_file() {
 	kubectl apply -k "$VMG_TOP/crds" >/dev/null
 	kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
 	kubectl create namespace faults --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-	start_manager faults-manager
+	start_manager faults-manager --watch-namespace faults
 }
 
 teardown_file() {
 	stop_manager faults-manager
+	stop_manager faults-badpool
 	stop_manager faults-watch KILL
 }
 
@@ -93,10 +94,10 @@ watch_max() {
 		kubectl scale vg kill -n faults --replicas=$target
 		sleep "0.$((RANDOM % 9 + 1))"
 		stop_manager faults-manager KILL
-		start_manager faults-manager
+		start_manager faults-manager --watch-namespace faults
 		sleep "0.$((RANDOM % 9 + 1))"
 		stop_manager faults-manager KILL
-		start_manager faults-manager
+		start_manager faults-manager --watch-namespace faults
 		wait_running faults kill "$target" 90
 		stop_manager faults-watch KILL
 		# While going from prev to target, the group never held more VMs
@@ -115,4 +116,21 @@ watch_max() {
 	done
 	kubectl delete vg kill -n faults --timeout=90s
 	[ "$(GOVC_PERSIST_SESSION=false govc ls /DC0/vm/vm-operator | grep -c faults_kill || true)" = 0 ]
+}
+
+@test "faults: a placement that names nothing gives ERROR naming it, and nothing is done in vCenter" {
+	stop_manager faults-manager
+	start_manager faults-badpool --watch-namespace faults --resource-pool=no-such-pool
+	apply_vg faults badpool 1 1 vm-operator-template 1
+	retry 30 bash -c '[ "$(kubectl get vg badpool -n faults -o jsonpath={.status.phase})" = ERROR ]'
+	run vg_field faults badpool '{.status.lastMessage}'
+	echo "$output"
+	[[ "$output" == *no-such-pool* ]]
+	[ "$(vm_count faults badpool)" = 0 ]
+	run curl -s "$PROBE_URL/readyz"
+	[[ "$output" == *no-such-pool* ]]
+	stop_manager faults-badpool
+	start_manager faults-manager --watch-namespace faults
+	wait_running faults badpool 1
+	kubectl delete vg badpool -n faults --timeout=90s
 }

@@ -68,7 +68,7 @@ EOF
 	kubeconfig_for "$token" "$BATS_FILE_TMPDIR/sa.kubeconfig"
 	echo "$token" >"$BATS_FILE_TMPDIR/sa.token"
 	KUBECONFIG="$BATS_FILE_TMPDIR/sa.kubeconfig" start_manager deploy-manager \
-		--leader-elect --leader-election-namespace "$NS" \
+		--watch-namespace deploy-e2e --leader-elect --leader-election-namespace "$NS" \
 		--leader-election-lease-duration=4s --leader-election-renew-deadline=3s \
 		--leader-election-retry-period=1s
 	apply_vg deploy-e2e life 1 1 vm-operator-template 2
@@ -88,12 +88,12 @@ EOF
 @test "deploy: secure metrics answer 401 without a token, 403 without permission, 200 with it, and pass promtool" {
 	pick_port sport
 	KUBECONFIG="$BATS_FILE_TMPDIR/sa.kubeconfig" start_manager deploy-secure \
-		--leader-elect --leader-election-namespace "$NS" --leader-election-id secure-lease
+		--watch-namespace deploy-e2e --leader-elect --leader-election-namespace "$NS" --leader-election-id secure-lease
 	# start_manager served plain metrics; run one more with HTTPS metrics.
 	stop_manager deploy-secure
 	KUBECONFIG="$BATS_FILE_TMPDIR/sa.kubeconfig" setsid "$VMG_BIN" --vc-ca-file "$VC_CA_FILE" \
 		--metrics-bind-address "127.0.0.1:$sport" --health-probe-bind-address 0 \
-		--leader-elect --leader-election-namespace "$NS" --leader-election-id secure-lease \
+		--watch-namespace deploy-e2e --leader-elect --leader-election-namespace "$NS" --leader-election-id secure-lease \
 		</dev/null >>"$ENV_DIR/logs/deploy-secure.log" 2>&1 3>&- 4>&- &
 	echo $! >"$ENV_DIR/run/deploy-secure.pid"
 	url=https://127.0.0.1:$sport/metrics

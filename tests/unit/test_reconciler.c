@@ -51,7 +51,9 @@ static const struct vmgroup *f_get(void *d, const char *key)
 static int f_ready(void *d, char *msg, size_t len)
 {
     (void)d;
-    if (F.ready)
+    if (F.ready == VMG_ENOTFOUND)
+        snprintf(msg, len, "resource pool \"nope\" not found in datacenter \"DC0\"");
+    else if (F.ready)
         snprintf(msg, len, "Cannot reach vCenter at vc.test: connection refused");
     return F.ready;
 }
@@ -366,6 +368,18 @@ static void test_vcenter_down_shows_in_status(void **state)
     assert_non_null(strstr(F.last_status, "connection refused"));
 }
 
+static void test_invalid_placement_is_an_error(void **state)
+{
+    struct env *e = *state;
+    F.ready = VMG_ENOTFOUND;
+    set_group(GROUP("9", FIN, 2, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 0);
+    assert_int_equal(count("create-folder"), 0);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"ERROR\""));
+    assert_non_null(strstr(F.last_status, "resource pool \\\"nope\\\" not found"));
+}
+
 static void test_failure_is_reported_and_retried_later(void **state)
 {
     struct env *e = *state;
@@ -429,6 +443,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_placement_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_is_reported_and_retried_later, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_sync_costs_nothing, setup, teardown),
