@@ -459,16 +459,21 @@ static void dropped(struct events *ev, enum events_drop why, const struct events
         ev->on_drop(ev->drop_data, why, obj, reason);
 }
 
-/* Takes a token of the bucket of obj and type; false when empty. Warnings
- * have buckets of their own, so that a burst of routine Normal events never
- * silences the Warning that follows it. */
+/* Takes a token of the bucket of obj, type and reason; false when empty.
+ * Each kind of event has a bucket of its own, so that a burst of one kind
+ * (VMs created while scaling up) never silences another (the Reconfigured
+ * or the Warning that follows it), while a repeating one is still held. */
 static int take_token(struct events *ev, const struct events_object *obj, enum events_type type,
-                      bool *ret_ok)
+                      const char *reason, bool *ret_ok)
 {
-    const char *f[] = {obj->api_version, obj->kind,
-                       obj->ns,          obj->name,
-                       nz(obj->uid),     type == EVENTS_WARNING ? "Warning" : "Normal"};
-    char *key = make_key(f, 6);
+    const char *f[] = {obj->api_version,
+                       obj->kind,
+                       obj->ns,
+                       obj->name,
+                       nz(obj->uid),
+                       type == EVENTS_WARNING ? "Warning" : "Normal",
+                       reason};
+    char *key = make_key(f, 7);
     if (!key)
         return -ENOMEM;
     uint64_t h = fnv1a(key), now = now_ms(ev);
@@ -605,7 +610,7 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
         return -EINVAL;
 
     bool ok = false;
-    r = take_token(ev, obj, type, &ok);
+    r = take_token(ev, obj, type, reason, &ok);
     if (r < 0)
         return r;
     if (!ok) {

@@ -117,7 +117,7 @@ struct events_options {
     const char *instance;  /* reportingInstance; NULL: the host name */
     size_t cache_size;     /* entries of each LRU cache (aggregation, buckets) */
     uint64_t window_ms;    /* aggregation window */
-    uint32_t burst;        /* per object and type (Normal, Warning) */
+    uint32_t burst;        /* per object, type and reason */
     uint64_t refill_ms;    /* one token per refill_ms */
     size_t max_pending;    /* writes queued or in flight */
     int max_attempts;      /* tries per write, the first included */

@@ -45,6 +45,7 @@ struct gstate {
     size_t n_ops;
     bool meta_inflight;
     bool status_inflight;
+    bool status_dirty; /* a newer status waited for the write in flight */
 
     enum plan_block block; /* learned from a failed operation */
     char *block_msg;
@@ -387,7 +388,13 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     if (err == VMG_ECANCELED)
         return;
     if (err == 0) {
-        return; /* the watch brings the new object and re-enqueues the key */
+        /* The watch brings the new object and re-enqueues the key; a status
+         * computed while this write was in flight needs a pass of its own. */
+        if (status && gs->status_dirty) {
+            gs->status_dirty = false;
+            wq_add(r->q, gs->key);
+        }
+        return;
     }
     if (status) {
         /* Forget what was written so that the next pass writes again. */
@@ -510,8 +517,11 @@ static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     cJSON *st = NULL;
     char *text;
 
-    if (gs->status_inflight)
+    if (gs->status_inflight) {
+        /* One write at a time; when it ends, the key is planned again. */
+        gs->status_dirty = true;
         return;
+    }
     if (vmgroup_status_to_json(&p->status, &st) < 0)
         return;
     text = cJSON_PrintUnformatted(st);

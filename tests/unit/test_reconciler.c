@@ -380,6 +380,32 @@ static void test_invalid_placement_is_an_error(void **state)
     assert_non_null(strstr(F.last_status, "resource pool \\\"nope\\\" not found"));
 }
 
+static void test_status_computed_during_a_write_is_written_after_it(void **state)
+{
+    struct env *e = *state;
+    const char *k = NULL;
+
+    F.ready = VMG_ETRANSPORT;
+    set_group(GROUP("10", FIN, 1, ""));
+    add_vm(0, true);
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "PENDING"));
+    /* vCenter is back while the first write is in flight: one at a time. */
+    F.ready = 0;
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    /* When the write ends, the key comes back, even if no watch event does. */
+    while (wq_get(e->q, &k) == 0)
+        wq_done(e->q, k);
+    complete("status", 0, NULL, NULL);
+    assert_int_equal(wq_get(e->q, &k), 0);
+    assert_string_equal(k, "ns/web");
+    reconciler_handle(e->r, k);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "RUNNING"));
+}
+
 static void test_failure_is_reported_and_retried_later(void **state)
 {
     struct env *e = *state;
@@ -444,6 +470,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_placement_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_computed_during_a_write_is_written_after_it,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_is_reported_and_retried_later, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_sync_costs_nothing, setup, teardown),
