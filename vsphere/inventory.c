@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1122,6 +1123,25 @@ int vs_inventory_folder(const vs_inventory *inv, const char *name, struct vim_mo
     if (!o)
         return VMG_ENOTFOUND;
     return vim_moref_set(ret, "Folder", o->ref);
+}
+
+int vs_inventory_folder_vms(const vs_inventory *inv, const char *name, const struct vs_obj **out,
+                            size_t max, size_t *ret_others)
+{
+    const struct vs_obj *f;
+    size_t n;
+
+    if (!inv || !name || (max && !out))
+        return -EINVAL;
+    if (!inv->synced || !inv->cache)
+        return -EAGAIN;
+    f = vs_cache_folder(inv->cache, name);
+    if (!f)
+        return VMG_ENOTFOUND;
+    n = vs_cache_children(inv->cache, f->ref, true, out, max);
+    if (ret_others)
+        *ret_others = vs_cache_children(inv->cache, f->ref, false, NULL, 0);
+    return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 static void on_timer_closed(uv_handle_t *h)

@@ -136,10 +136,19 @@ const vs_cache *vs_inventory_cache(const vs_inventory *inv);
 
 bool vs_inventory_synced(const vs_inventory *inv);
 
-/* vs_inventory_folder finds the group folder name under the root folder:
- * 0 and *ret, VMG_ENOTFOUND, or VMG_EAGAIN-like -EAGAIN when the cache has
- * not synced yet. */
+/* vs_inventory_folder finds the group folder called name directly under
+ * the root folder: 0 and *ret, VMG_ENOTFOUND, or -EAGAIN while the cache
+ * has not synced (its answer would not be trustworthy). */
 int vs_inventory_folder(const vs_inventory *inv, const char *name, struct vim_moref *ret);
+
+/* vs_inventory_folder_vms fills out[0..max) with the VMs directly in the
+ * group folder called name and returns how many there are (possibly more
+ * than max); VMG_ENOTFOUND when there is no such folder, -EAGAIN while not
+ * synced. The pointers are valid until the loop runs again (the next
+ * update changes the cache). Objects in it that are not VMs (subfolders)
+ * are counted in *ret_others when ret_others is not NULL. */
+int vs_inventory_folder_vms(const vs_inventory *inv, const char *name, const struct vs_obj **out,
+                            size_t max, size_t *ret_others);
 
 /* vs_inventory_close stops the watch (no callback runs after this
  * returns), then frees it once its timer is closed and calls closed(data)

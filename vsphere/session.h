@@ -61,9 +61,12 @@ typedef struct vs_session vs_session;
 typedef struct vs_req vs_req;
 
 struct vs_session_config {
-    const char *host;       /* VC_HOST: host, host:port, or https://host[:port][/path] */
-    const char *user;       /* VC_USER */
-    const char *password;   /* VC_PASS; registered with vmg_log_add_secret() */
+    const char *host;     /* VC_HOST: host, host:port, or https://host[:port][/path] */
+    const char *user;     /* VC_USER */
+    const char *password; /* VC_PASS; registered with vmg_log_add_secret() */
+    /* TLS: a thumbprint, when given, is the whole check (and wins over the
+     * others); else insecure skips verification; else the chain and host
+     * name are verified against ca_file, or the system roots. */
     const char *ca_file;    /* PEM bundle to verify vCenter against; NULL: system roots */
     const char *thumbprint; /* SHA-256 fingerprint of vCenter's certificate; NULL: none */
     bool insecure;          /* no TLS verification at all (the caller warns) */

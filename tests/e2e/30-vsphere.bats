@@ -38,14 +38,25 @@ teardown_file() {
 watch_start() {
 	local out=$1
 	shift
-	vsd "$@" watch >"$out" 2>"$out.err" 3>&- &
+	# The binary itself, not through vsd, so that $! is its process.
+	"$VMG_DRIVERS/vsdrv" --ca-file "$VC_CA_FILE" "$@" watch >"$out" 2>"$out.err" 3>&- &
 	WATCH_PID=$!
 	retry 10 grep -q '"event":"synced"' "$out"
+}
+
+synced_twice() {
+	[ "$(grep -c '"event":"synced"' "$1")" -ge 2 ]
 }
 
 watch_stop() {
 	kill -TERM "$WATCH_PID" 2>/dev/null || true
 	wait "$WATCH_PID" || true
+	WATCH_PID=
+}
+
+teardown() {
+	# A watch left by a failed test must not outlive it.
+	[ -z "${WATCH_PID:-}" ] || kill -TERM "$WATCH_PID" 2>/dev/null || true
 }
 
 @test "vsphere: login verified against VC_CA_FILE" {
@@ -208,7 +219,7 @@ watch_stop() {
 
 @test "vsphere: after the session is terminated, the next call logs in again" {
 	local out=$BATS_TEST_TMPDIR/relogin.out go=$BATS_TEST_TMPDIR/go key
-	vsd relogin "$go" >"$out" 2>&1 3>&- &
+	"$VMG_DRIVERS/vsdrv" --ca-file "$VC_CA_FILE" relogin "$go" >"$out" 2>&1 3>&- &
 	local pid=$!
 	retry 10 grep -q '"event":"key"' "$out"
 	key=$(sed -n 's/.*"event":"key","key":"\([^"]*\)".*/\1/p' "$out")
@@ -238,7 +249,10 @@ watch_stop() {
 	# It notices, rebuilds and syncs again, with the state as it is: the VM
 	# that was there is not reported gone.
 	retry 30 grep -q '"event":"unsynced"' "$out"
-	retry 30 test "$(grep -c '"event":"synced"' "$out")" -ge 2
+	if ! retry 30 synced_twice "$out"; then
+		grep -v '"change"' "$out"
+		return 1
+	fi
 	! grep -q '"change":"removed","kind":"vm",.*"name":"vm-r"' "$out"
 	# And it sees later changes.
 	govc vm.power -off "/DC0/vm/vm-operator/$FOLDER/vm-r" >/dev/null
