@@ -367,8 +367,13 @@ gone() {
 }
 
 @test "kube: list-once pages through many groups with a small page size" {
-	for i in $(seq 1 12); do vg_apply "page-$i" 1 & done
-	wait
+	pids=()
+	for i in $(seq 1 12); do
+		vg_apply "page-$i" 1 &
+		pids+=($!)
+	done
+	# Not a bare wait: it would also wait for bats' own test-timeout job.
+	wait "${pids[@]}"
 	run "$VMG_DRIVERS/kubewatch" --kubeconfig "$KUBECONFIG" --namespace "$NS" --list-once \
 		--page-size 5
 	echo "$output"
