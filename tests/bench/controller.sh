@@ -55,7 +55,6 @@ run_case() { # GROUPS REPLICAS
 
 	sleep "$idle"
 	api2=$(metric_sum '^rest_client_requests_total')
-	vc2=$(metric_sum '^vmgroup_vcenter_requests_total\{method="(WaitForUpdatesEx)"')
 	vc2all=$(metric_sum '^vmgroup_vcenter_requests_total')
 	hwm=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
 
