@@ -467,6 +467,27 @@ static CURLcode ssl_ctx_pin(CURL *curl, void *ssl_ctx, void *userptr)
 
 static void on_done(void *data, const struct vmg_http_result *res);
 
+/* apply_tls sets the session's TLS trust on easy: verification against
+ * the CA file (or the system roots), a pinned certificate, or none with
+ * insecure. Returns 0 or VMG_ETRANSPORT (curl built without OpenSSL). */
+static int apply_tls(const vs_session *s, CURL *easy)
+{
+    if (s->insecure || s->pinned) {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (s->ca_file && curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file) != CURLE_OK)
+            return VMG_ETRANSPORT;
+    }
+    if (s->pinned && (curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_pin) != CURLE_OK ||
+                      curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, (void *)s) != CURLE_OK ||
+                      curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L) != CURLE_OK))
+        return VMG_ETRANSPORT;
+    return 0;
+}
+
 /* send_call starts c's transfer and puts it on the active list. */
 static int send_call(vs_session *s, vs_req *c)
 {
@@ -517,22 +538,9 @@ static int send_call(vs_session *s, vs_req *c)
         curl_easy_cleanup(easy);
         return VMG_ETRANSPORT;
     }
-    if (s->insecure || s->pinned) {
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else {
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (s->ca_file && curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file) != CURLE_OK) {
-            curl_easy_cleanup(easy);
-            return VMG_ETRANSPORT;
-        }
-    }
-    if (s->pinned && (curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_pin) != CURLE_OK ||
-                      curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, s) != CURLE_OK ||
-                      curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L) != CURLE_OK)) {
+    if (apply_tls(s, easy) < 0) {
         curl_easy_cleanup(easy);
-        return VMG_ETRANSPORT; /* curl built without OpenSSL */
+        return VMG_ETRANSPORT;
     }
     r = vmg_http_start(s->http, easy, c->max_response, NULL, on_done, c, &c->xfer);
     if (r < 0)
@@ -1192,20 +1200,6 @@ void vs_session_close(vs_session *s, void (*closed)(void *data), void *data)
 
 void vs_session_prepare_tls(void *data, CURL *easy)
 {
-    const vs_session *s = data;
-
-    if (s->insecure || s->pinned) {
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else {
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (s->ca_file)
-            curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file);
-    }
-    if (s->pinned) {
-        curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_pin);
-        curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, (void *)s);
-        curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L);
-    }
+    /* The caller's own start reports a handle that cannot do TLS. */
+    (void)apply_tls(data, easy);
 }
