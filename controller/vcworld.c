@@ -159,14 +159,6 @@ static double tasks_inflight(void *data)
     return w->ops ? (double)vs_ops_inflight(w->ops) : 0;
 }
 
-static void on_op(void *data, const vs_op *op, enum vs_op_phase phase, const struct vs_op_result *r)
-{
-    (void)data;
-    (void)op;
-    (void)phase;
-    (void)r;
-}
-
 static int metrics_setup(vcworld *w)
 {
     static const char *const req[] = {"method", "result"};
@@ -248,7 +240,6 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
         snprintf(err, errlen, "cannot set up vCenter operations: %s", vmg_strerror(rc));
         goto fail;
     }
-    vs_ops_set_observer(w->ops, on_op, w);
 
     if (o->tagging) {
         struct vs_rest_options ro = {0};
@@ -360,6 +351,7 @@ static int w_folder(void *data, const char *folder, struct rec_folder *ret)
 
 struct opctx {
     vcworld *w;
+    uint64_t queued_ms; /* for vmgroup_vcenter_task_duration_seconds */
     rec_done_cb cb;
     void *cbdata;
     char ns[128], name[256];
@@ -391,6 +383,10 @@ static void op_done(void *data, const struct vs_op_result *r)
     struct opctx *c = data;
     const char *fault = r->fault_type && r->fault_type[0] ? r->fault_type : NULL;
 
+    if (c->w->m_task_seconds && r->err != VMG_ECANCELED)
+        vmg_histogram_observe(c->w->m_task_seconds,
+                              (double)(uv_now(c->w->loop) - c->queued_ms) / 1000.0,
+                              (const char *[]){vs_op_kind_name(r->kind)});
     c->cb(c->cbdata, r->err, fault, r->message);
     if (c->tag && r->err == 0 && r->result && c->w->rest && vs_rest_available(c->w->rest)) {
         if (vs_rest_attach(c->w->rest, c->ns, c->name, r->result->value, tag_done, c) == 0)
@@ -405,6 +401,7 @@ static struct opctx *ctx_new(vcworld *w, rec_done_cb cb, void *cbdata)
     if (!c)
         return NULL;
     c->w = w;
+    c->queued_ms = uv_now(w->loop);
     c->cb = cb;
     c->cbdata = cbdata;
     return c;
