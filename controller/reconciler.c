@@ -32,6 +32,7 @@ struct op {
      * counts as in flight, so that nothing is done twice meanwhile
      * (client-go's "expectations"), until seen or until the deadline. */
     bool awaiting;
+    bool reread; /* the VM was read again when the first deadline passed */
     uint64_t deadline;
 };
 
@@ -494,6 +495,16 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
             free(op);
             continue;
         }
+        if (op->awaiting && t >= op->deadline && !op->reread && op->vm[0] && r->w.reread &&
+            r->w.reread(r->w.vcdata, gs->folder, op->vm) == 0) {
+            /* The watch may lag or have missed the change: read the VM
+             * itself, and wait once more before acting on the cache. */
+            vmg_log_v(1, LOGGER, gs->ns, gs->name,
+                      "the inventory did not show the end of %s %s in time; reading it again",
+                      kind_verb(op->kind), op->vm);
+            op->reread = true;
+            op->deadline = t + AWAIT_MS;
+        }
         if (op->awaiting && t >= op->deadline) {
             vmg_log_v(1, LOGGER, gs->ns, gs->name,
                       "the inventory did not show the end of %s %s in time; planning again",
@@ -507,7 +518,6 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
             next = op->deadline - t;
         pp = &op->next;
     }
-    (void)r;
     return next;
 }
 
@@ -762,7 +772,7 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
     if (r->o.blocked_retry_ms == 0)
         r->o.blocked_retry_ms = 60000;
     r->q = q;
-    r->clock = clock_default;
+    r->clock = r->o.clock ? r->o.clock : clock_default;
     r->groups = strmap_new();
     if (!r->groups) {
         free(r);

@@ -72,6 +72,11 @@ struct rec_world {
     int (*reconfigure)(void *data, const char *folder, const char *vm, int cpu, int memory_mb,
                        rec_done_cb cb, void *cbdata);
     int (*destroy_vm)(void *data, const char *folder, const char *vm, rec_done_cb cb, void *cbdata);
+    /* Optional: read the VM vm of folder again from vCenter, because an
+     * operation on it ended but the cache has not shown that in time.
+     * Returns 0 when the read is under way (the cache reports what it
+     * reads like any change), else a negative code. */
+    int (*reread)(void *data, const char *folder, const char *vm);
 
     /* Optional: called after each plan, for metrics (current, desired...). */
     void (*observed)(void *data, const struct vmgroup *g, const struct plan *p);
@@ -85,6 +90,7 @@ struct rec_world {
 struct rec_options {
     int max_group_tasks;       /* vCenter operations in flight per group */
     uint64_t blocked_retry_ms; /* how often a blocked group (e.g. missing template) is retried */
+    uint64_t (*clock)(void *data); /* milliseconds, monotonic; NULL: the system's (tests set it) */
 };
 
 typedef struct reconciler reconciler;

@@ -213,6 +213,7 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
     sc.thumbprint = o->vc_thumbprint;
     sc.insecure = o->insecure;
     sc.user_agent = "vmgroup-operator/" VMG_VERSION;
+    sc.call_timeout_ms = o->vc_request_timeout_ms;
     w->s = vs_session_new(loop, http, &sc, &rc, err, errlen);
     if (!w->s) {
         if (rc == 0)
@@ -356,6 +357,7 @@ struct opctx {
     void *cbdata;
     char ns[128], name[256];
     bool tag;
+    char vm_ref[VS_REF_MAX]; /* the VM destroyed, to read back */
 };
 
 static void tag_done(void *data, const struct vs_rest_result *res)
@@ -387,6 +389,13 @@ static void op_done(void *data, const struct vs_op_result *r)
         vmg_histogram_observe(c->w->m_task_seconds,
                               (double)(uv_now(c->w->loop) - c->queued_ms) / 1000.0,
                               (const char *[]){vs_op_kind_name(r->kind)});
+    /* A new or destroyed VM is read back at once, not only learned from the
+     * watch, which can lag (vcsim's by minutes under load): until the cache
+     * shows it, the reconciler waits, then plans again. */
+    if (r->err == 0 && r->kind == VS_OP_CLONE && r->result)
+        (void)vs_inventory_reread(c->w->inv, r->result->value);
+    else if (r->err == 0 && r->kind == VS_OP_DESTROY && c->vm_ref[0])
+        (void)vs_inventory_reread(c->w->inv, c->vm_ref);
     c->cb(c->cbdata, r->err, fault, r->message);
     if (c->tag && r->err == 0 && r->result && c->w->rest && vs_rest_available(c->w->rest)) {
         if (vs_rest_attach(c->w->rest, c->ns, c->name, r->result->value, tag_done, c) == 0)
@@ -530,6 +539,15 @@ static int w_reconfigure(void *data, const char *folder, const char *vm, int cpu
     return finish_start(c, vs_ops_reconfigure(w->ops, &ref, cpu, memory_mb, op_done, c, NULL));
 }
 
+static int w_reread(void *data, const char *folder, const char *vm)
+{
+    vcworld *w = data;
+    struct vim_moref ref;
+    int rc = find_vm(w, folder, vm, &ref);
+
+    return rc < 0 ? rc : vs_inventory_reread(w->inv, ref.value);
+}
+
 static int w_destroy_vm(void *data, const char *folder, const char *vm, rec_done_cb cb,
                         void *cbdata)
 {
@@ -543,6 +561,7 @@ static int w_destroy_vm(void *data, const char *folder, const char *vm, rec_done
     c = ctx_new(w, cb, cbdata);
     if (!c)
         return -ENOMEM;
+    snprintf(c->vm_ref, sizeof(c->vm_ref), "%s", ref.value);
     return finish_start(c, vs_ops_destroy(w->ops, &ref, op_done, c, NULL));
 }
 
@@ -557,6 +576,7 @@ void vcworld_fill(vcworld *w, struct rec_world *rw)
     rw->power = w_power;
     rw->reconfigure = w_reconfigure;
     rw->destroy_vm = w_destroy_vm;
+    rw->reread = w_reread;
 }
 
 static void untag_done(void *data, const struct vs_rest_result *res)

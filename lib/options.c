@@ -71,6 +71,8 @@ static const struct flag flags[] = {
      "Resource pool for new VMs (name or path); default: the only one."},
     {"datastore", NULL, K_STR, OFF(datastore), 0, 0,
      "Datastore for new VMs; default: the template's."},
+    {"vc-request-timeout", NULL, K_DURATION, OFF(vc_request_timeout_ms), 0, 0,
+     "How long a vCenter request may take; a long poll gets this beyond its own wait."},
     {"max-vcenter-tasks", NULL, K_INT, OFF(max_vcenter_tasks), 1, 1024,
      "vCenter tasks in flight at once; the rest wait."},
     {"max-group-tasks", NULL, K_INT, OFF(max_group_tasks), 1, 1024,
@@ -98,6 +100,7 @@ void vmg_options_defaults(struct vmg_options *o)
     o->retry_period_ms = 2000;
     o->root_folder = "vm-operator";
     o->max_vcenter_tasks = 8;
+    o->vc_request_timeout_ms = 2 * 60 * 1000;
     o->max_group_tasks = 4;
     o->tagging = 1;
 }
@@ -331,6 +334,10 @@ int vmg_options_check(const struct vmg_options *o, char *err, size_t errlen)
                  "(have %llums, %llums, %llums)",
                  (unsigned long long)o->lease_duration_ms, (unsigned long long)o->renew_deadline_ms,
                  (unsigned long long)o->retry_period_ms);
+        return VMG_ECONFIG;
+    }
+    if (o->vc_request_timeout_ms < 1000) {
+        snprintf(err, errlen, "--vc-request-timeout must be at least 1s");
         return VMG_ECONFIG;
     }
     if (o->insecure && (o->vc_ca_file || o->vc_thumbprint)) {

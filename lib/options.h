@@ -48,6 +48,7 @@ struct vmg_options {
     const char *resource_pool;
     const char *datastore;
     int max_vcenter_tasks;
+    uint64_t vc_request_timeout_ms;
     int max_group_tasks;
     int tagging;
 

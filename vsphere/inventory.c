@@ -605,6 +605,8 @@ struct vs_inventory {
     struct vim_moref *refresh;
     size_t nrefresh;
     vs_req *refresh_req;
+    struct vim_moref refresh_cur; /* the VM being read */
+    bool refresh_seen;            /* the read returned it */
 
     uv_timer_t timer;
     bool closing;
@@ -679,6 +681,23 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     return r;
 }
 
+/* add_refresh queues vm to be read again, once. */
+static int add_refresh(vs_inventory *inv, const struct vim_moref *vm)
+{
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].value, vm->value) == 0)
+            return 0;
+    if (!inv->refresh) {
+        inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
+        if (!inv->refresh)
+            return -ENOMEM;
+    }
+    if (inv->nrefresh >= REFRESH_MAX)
+        return -ENOSPC;
+    inv->refresh[inv->nrefresh++] = *vm;
+    return 0;
+}
+
 /* queue_refresh notes a VM to read again: its configuration changed
  * (config.changeVersion) but the update carried none of the values. */
 static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
@@ -694,18 +713,8 @@ static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
         else if (strncmp(n, "config.hardware.", 16) == 0)
             return;
     }
-    if (!version)
-        return;
-    for (size_t i = 0; i < inv->nrefresh; i++)
-        if (strcmp(inv->refresh[i].value, u->obj.value) == 0)
-            return;
-    if (!inv->refresh) {
-        inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
-        if (!inv->refresh)
-            return;
-    }
-    if (inv->nrefresh < REFRESH_MAX)
-        inv->refresh[inv->nrefresh++] = u->obj;
+    if (version)
+        (void)add_refresh(inv, &u->obj);
 }
 
 static void forget_refresh(vs_inventory *inv)
@@ -723,6 +732,8 @@ static int refresh_cb(void *arg, const struct vim_object_update *u)
     vs_inventory *inv = arg;
     int e = vs_cache_apply(inv->cache, u);
 
+    if (strcmp(u->obj.value, inv->refresh_cur.value) == 0)
+        inv->refresh_seen = true;
     return e == -ENOMEM ? e : 0;
 }
 
@@ -730,14 +741,25 @@ static void on_refresh(void *data, const struct vs_reply *r)
 {
     vs_inventory *inv = data;
     char token[512];
+    bool gone = false;
 
     if (!inv->refresh_req || inv->closing)
         return; /* canceled */
     inv->refresh_req = NULL;
-    /* A VM gone meanwhile (ManagedObjectNotFound) leaves with the watch. */
+    inv->refresh_seen = false;
     if (r->err == 0 &&
         vim_decode_retrieve_result(r->resp, refresh_cb, inv, token, sizeof(token)) >= 0)
-        vs_cache_commit(inv->cache);
+        gone = !inv->refresh_seen;
+    else if (r->err == VMG_EFAULT && r->fault &&
+             strcmp(r->fault->type, "ManagedObjectNotFound") == 0)
+        gone = true;
+    if (gone) {
+        /* Gone from vCenter: normally the watch says so too, but a read is
+         * asked for when the watch has not shown a change in time. */
+        struct vim_object_update u = {.kind = VIM_LEAVE, .obj = inv->refresh_cur};
+        (void)vs_cache_apply(inv->cache, &u);
+    }
+    vs_cache_commit(inv->cache);
     refresh_next(inv);
 }
 
@@ -751,6 +773,7 @@ static void refresh_next(vs_inventory *inv)
     if (inv->refresh_req || !inv->nrefresh || !sc || inv->closing || !inv->synced)
         return;
     vm = inv->refresh[0];
+    inv->refresh_cur = vm;
     memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
     inv->nrefresh--;
     if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, vim_vm_paths, vim_vm_paths_n,
@@ -759,6 +782,24 @@ static void refresh_next(vs_inventory *inv)
                 &inv->refresh_req) < 0)
         inv->refresh_req = NULL;
 }
+
+int vs_inventory_reread(vs_inventory *inv, const char *vm_ref)
+{
+    struct vim_moref vm;
+    int e;
+
+    if (!inv || !vm_ref || inv->closing)
+        return -EINVAL;
+    if (!inv->synced || !inv->cache)
+        return -EAGAIN;
+    e = vim_moref_set(&vm, "VirtualMachine", vm_ref);
+    if (e == 0)
+        e = add_refresh(inv, &vm);
+    if (e == 0)
+        refresh_next(inv);
+    return e;
+}
+
 static void send_wait(vs_inventory *inv);
 static void on_i_reply(void *data, const struct vs_reply *r);
 
@@ -805,7 +846,7 @@ static int i_send(vs_inventory *inv, enum istep step, const char *method, char *
     struct vs_call_opts o = {.max_response = VS_CALL_MAX_RESPONSE_LARGE};
 
     if (long_poll)
-        o.timeout_ms = (uint64_t)(inv->max_wait + 30) * 1000;
+        o.timeout_ms = (uint64_t)inv->max_wait * 1000 + vs_session_call_timeout_ms(inv->s);
     inv->step = step;
     return vs_call(inv->s, method, buf, len, &o, on_i_reply, inv, &inv->req);
 }

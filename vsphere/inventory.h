@@ -134,6 +134,12 @@ const struct vs_placement *vs_inventory_placement(const vs_inventory *inv);
 /* The cache, for lookups (NULL before the placement is known). */
 const vs_cache *vs_inventory_cache(const vs_inventory *inv);
 
+/* vs_inventory_reread reads the VM vm_ref from vCenter and puts what it
+ * reads in the cache (on_change reports it; a VM found gone leaves it): for
+ * when an operation ended and the watch has not shown it yet. Returns 0 once
+ * queued, -EAGAIN while the watch is not synced, -ENOSPC when too many wait. */
+int vs_inventory_reread(vs_inventory *inv, const char *vm_ref);
+
 bool vs_inventory_synced(const vs_inventory *inv);
 
 /* vs_inventory_folder finds the group folder called name directly under

@@ -531,7 +531,8 @@ static void tracker_kick(vs_ops *o)
     char *buf = NULL;
     size_t len = 0;
     struct vs_call_opts opts = {.max_response = VS_CALL_MAX_RESPONSE_LARGE,
-                                .timeout_ms = (uint64_t)(o->task_wait + 30) * 1000};
+                                .timeout_ms = (uint64_t)o->task_wait * 1000 +
+                                              vs_session_call_timeout_ms(o->s)};
 
     if (o->wait_req || o->closing || destroy_dead(o))
         return;

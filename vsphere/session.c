@@ -1093,6 +1093,11 @@ const struct vim_service_content *vs_session_content(const vs_session *s)
     return s && s->have_content ? &s->content : NULL;
 }
 
+uint64_t vs_session_call_timeout_ms(const vs_session *s)
+{
+    return s ? s->call_timeout_ms : VS_DEFAULT_CALL_TIMEOUT_MS;
+}
+
 unsigned long vs_session_generation(const vs_session *s)
 {
     return s ? s->gen : 0;

@@ -199,6 +199,11 @@ void vs_req_cancel(vs_req *c);
  * before the first. Valid until the next login completes. */
 const struct vim_service_content *vs_session_content(const vs_session *s);
 
+/* vs_session_call_timeout_ms is how long a call may take (the
+ * configuration's call_timeout_ms); a long poll is given this much beyond
+ * its own wait. */
+uint64_t vs_session_call_timeout_ms(const vs_session *s);
+
 /* vs_session_generation counts successful logins: objects made in the
  * session (views, collectors, filters) belong to one generation. */
 unsigned long vs_session_generation(const vs_session *s);

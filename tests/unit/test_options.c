@@ -141,6 +141,7 @@ static void test_check(void **state)
     char err[256];
     char *argv[] = {"m", "--leader-elect", "--leader-election-renew-deadline=20s"};
     char *argv2[] = {"m", "--insecure", "--vc-ca-file=/ca.pem"};
+    char *argv3[] = {"m", "--vc-request-timeout=10ms"};
 
     (void)state;
     vmg_options_defaults(&o);
@@ -155,6 +156,10 @@ static void test_check(void **state)
     assert_int_equal(parse(&o, err, sizeof(err), 3, argv2), 0);
     assert_int_equal(vmg_options_check(&o, err, sizeof(err)), VMG_ECONFIG);
     assert_non_null(strstr(err, "--insecure"));
+
+    assert_int_equal(parse(&o, err, sizeof(err), 2, argv3), 0);
+    assert_int_equal(vmg_options_check(&o, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "--vc-request-timeout"));
 }
 
 static void test_durations(void **state)

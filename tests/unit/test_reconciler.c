@@ -37,6 +37,9 @@ struct fake {
     char last_status[2048];
     size_t events;
     char last_event[256];
+    uint64_t now_ms; /* the reconciler's clock */
+    int rereads;     /* VMs asked to be read again */
+    char reread_vm[96];
 };
 
 static struct fake F;
@@ -175,6 +178,21 @@ static int f_destroy_vm(void *d, const char *folder, const char *vm, rec_done_cb
     return 0;
 }
 
+static int f_reread(void *d, const char *folder, const char *vm)
+{
+    (void)d;
+    (void)folder;
+    F.rereads++;
+    snprintf(F.reread_vm, sizeof(F.reread_vm), "%s", vm);
+    return 0;
+}
+
+static uint64_t f_clock(void *d)
+{
+    (void)d;
+    return F.now_ms;
+}
+
 static const struct rec_world world = {
     .get_group = f_get,
     .vcenter_ready = f_ready,
@@ -189,6 +207,7 @@ static const struct rec_world world = {
     .power = f_power,
     .reconfigure = f_reconfigure,
     .destroy_vm = f_destroy_vm,
+    .reread = f_reread,
 };
 
 static void set_group(const char *json)
@@ -275,7 +294,7 @@ static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof(*e));
     struct wq_options qo = {.name = "test"};
-    struct rec_options ro = {.max_group_tasks = 4, .blocked_retry_ms = 600000};
+    struct rec_options ro = {.max_group_tasks = 4, .blocked_retry_ms = 600000, .clock = f_clock};
 
     memset(&F, 0, sizeof(F));
     F.folder = PLAN_FOLDER_PRESENT;
@@ -462,6 +481,49 @@ static void test_power_off_then_destroy_on_scale_down(void **state)
     assert_string_equal(F.calls[F.n_calls - 1].what, "destroy");
 }
 
+/* A finished power-on that the inventory never shows (the watch lags or
+ * missed it): the VM is read again first; the operation is planned again
+ * only if the read does not show it either. */
+static void test_unseen_operation_reads_the_vm_before_acting_again(void **state)
+{
+    struct env *e = *state;
+
+    F.now_ms = 1000;
+    set_group(GROUP("9", FIN, 1, ""));
+    add_vm(0, false);
+    pass(e);
+    assert_int_equal(count("power-on"), 1);
+    complete("power-on", 0, NULL, NULL);
+    pass(e);
+    assert_int_equal(count("power-on"), 1);
+    assert_int_equal(F.rereads, 0);
+
+    F.now_ms += 31000; /* past the first deadline: read, do not act */
+    pass(e);
+    assert_int_equal(F.rereads, 1);
+    assert_string_equal(F.reread_vm, F.names[0]);
+    assert_int_equal(count("power-on"), 1);
+    pass(e);
+    assert_int_equal(F.rereads, 1);
+
+    F.now_ms += 31000; /* the read did not show it either: act again */
+    pass(e);
+    assert_int_equal(F.rereads, 1);
+    assert_int_equal(count("power-on"), 2);
+
+    /* This time the read shows the VM on: nothing more is done. */
+    complete("power-on", 0, NULL, NULL);
+    F.now_ms += 31000;
+    pass(e);
+    assert_int_equal(F.rereads, 2);
+    F.vms[0].powered_on = true;
+    pass(e);
+    F.now_ms += 31000;
+    pass(e);
+    assert_int_equal(count("power-on"), 2);
+    assert_int_equal(F.rereads, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +538,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_sync_costs_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_power_off_then_destroy_on_scale_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unseen_operation_reads_the_vm_before_acting_again,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
