@@ -68,6 +68,7 @@ struct kube_client {
     bool refreshed;              /* a refresh ended at last_refresh_ms */
     bool invalidated;            /* a 401 since the last refresh began */
     uint64_t last_refresh_ms;
+    unsigned long cred_gen; /* counts successful refreshes: which credential is current */
 
     bool closing;
     void (*closed)(void *data);
@@ -100,6 +101,7 @@ struct kube_req {
     unsigned attempts; /* exchanges made */
     unsigned retried;  /* retries used (reset per page) */
     bool auth_retried;
+    unsigned long cred_gen; /* the client's cred_gen when this was sent */
     bool lines_seen;
     bool canceling;      /* kube_cancel is stopping the transfer */
     bool in_page;        /* on_page is running */
@@ -798,6 +800,8 @@ static void on_refreshed(void *data, int err, const char *msg)
     c->refresh = NULL;
     c->refreshed = true;
     c->last_refresh_ms = uv_now(c->loop);
+    if (err == 0)
+        c->cred_gen++;
     if (err < 0) {
         char m[KUBE_MESSAGE_MAX];
 
@@ -840,6 +844,7 @@ static void pump(kube_client *c)
             break;
         }
         req_detach(r);
+        r->cred_gen = c->cred_gen;
         err = send_req(r, &msg);
         if (err < 0)
             finish_err(r, err, msg);
@@ -992,8 +997,12 @@ static void on_done(void *data, const struct vmg_http_result *res)
         return;
     }
     if (res->status == 401 && !r->auth_retried && !c->closing) {
-        kcfg_invalidate(c->cfg);
-        c->invalidated = true;
+        /* Only the credential this request carried is known bad: one
+         * refused before a refresh ended must not throw the new one away. */
+        if (r->cred_gen == c->cred_gen) {
+            kcfg_invalidate(c->cfg);
+            c->invalidated = true;
+        }
         r->auth_retried = true;
         make_ready(c, r);
         return;
