@@ -47,8 +47,9 @@ rejected() {
 }
 
 @test "crd: kubectl explain describes every field" {
-	run kubectl explain vg.spec.cpu
-	[[ "$output" == *"Number of virtual CPUs of each VM, from 1 to 4."* ]]
+	# The API server publishes a new CRD's OpenAPI schema a moment after
+	# the CRD is established; explain reads that schema.
+	retry 30 bash -c 'kubectl explain vg.spec.cpu | grep -qF "Number of virtual CPUs of each VM, from 1 to 4."'
 	for f in spec.memory spec.template spec.replicas status.phase status.currentReplicas \
 		status.desiredReplicas status.lastMessage status.observedGeneration status.conditions; do
 		run kubectl explain "vg.$f"
