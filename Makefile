@@ -6,6 +6,7 @@
 #   make lint       clang-format (check) and cppcheck
 #   make bench      benchmarks, printing their figures
 #   make run        the manager against the current kubeconfig and VC_* vCenter
+#   make image-check  the Dockerfile's stages, built in chroots (no engine needed)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 CC ?= cc
@@ -37,7 +38,7 @@ DRIVER_SRCS := $(sort $(wildcard tests/e2e/drivers/*.c))
 DRIVER_BINS := $(DRIVER_SRCS:tests/e2e/drivers/%.c=build/e2e/%)
 
 .PHONY: all build deps tools demo run test unit e2e fuzz lint format bench clean drivers \
-	deploy undeploy image env-up env-down
+	deploy undeploy image image-check env-up env-down
 
 all: build
 build: bin/vmgroup-operator
@@ -127,6 +128,10 @@ format:
 IMG ?= vmgroup-operator:$(VERSION)
 image:
 	docker build -t $(IMG) .
+
+# The Dockerfile's stages built with debootstrap and chroot (no engine needed).
+image-check:
+	@tests/image/check
 
 deploy:
 	@tests/deploy apply $(IMG)
