@@ -28,6 +28,10 @@
 #define TCACHE_N 32
 #define TRACKER_BACKOFF_MIN_MS 500
 #define TRACKER_BACKOFF_MAX_MS 30000
+/* A task long poll unanswered this long: read the tracked tasks' states
+ * directly (a server may answer late: vcsim computes each answer update by
+ * update, against every filter of the collector). */
+#define SLOW_POLL_CHECK_MS 30000
 #define DEAD_MAX 1024 /* filters of ended tasks waiting to be destroyed */
 #define DESTROY_BATCH 64
 
@@ -112,6 +116,7 @@ struct vs_ops {
     struct vs_placement placement;
     size_t max_inflight, max_queued;
     int task_wait;
+    uint64_t slow_check_ms;
     vs_ops_observer obs;
     void *obs_data;
 
@@ -141,6 +146,7 @@ struct vs_ops {
     size_t ndestroying;
     uv_timer_t timer; /* the tracker's backoff */
     uv_timer_t kick;  /* starts queued operations from the loop */
+    uv_timer_t slow;  /* reads the tasks' states while a long poll is slow */
     int open_handles;
 
     bool closing;
@@ -475,6 +481,7 @@ static void on_pc_reply(void *data, const struct vs_reply *r)
 /* ---- The tracker's long poll ---- */
 
 static void on_wait_reply(void *data, const struct vs_reply *r);
+static void on_slow(uv_timer_t *t);
 static void tracker_reset(vs_ops *o);
 
 static bool any_tracked(const vs_ops *o)
@@ -541,6 +548,8 @@ static void tracker_kick(vs_ops *o)
     if (vim_req_wait_for_updates_ex(&o->pc, o->version, o->task_wait, 100, &buf, &len) < 0 ||
         vs_call(o->s, "WaitForUpdatesEx", buf, len, &opts, on_wait_reply, o, &o->wait_req) < 0)
         tracker_reset(o);
+    else
+        uv_timer_start(&o->slow, on_slow, o->slow_check_ms, o->slow_check_ms);
 }
 
 static int wait_cb(void *arg, const struct vim_object_update *u)
@@ -566,6 +575,21 @@ static void on_timer(uv_timer_t *t)
         op->pc_tries = 0;
         need_pc(op);
     }
+}
+
+/* on_slow: the long poll has not answered for SLOW_POLL_CHECK_MS; read the
+ * state of the tasks it follows (each read finishes its operation if the
+ * task ended, else leaves it to the long poll). */
+static void on_slow(uv_timer_t *t)
+{
+    vs_ops *o = t->data;
+
+    if (o->closing || !o->wait_req) {
+        uv_timer_stop(t);
+        return;
+    }
+    for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;)
+        check_task(op, O_CHECK2);
 }
 
 static void on_kick(uv_timer_t *t)
@@ -604,6 +628,7 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     int e;
 
     o->wait_req = NULL;
+    uv_timer_stop(&o->slow);
     if (o->closing)
         return;
     if (r->err) {
@@ -1094,11 +1119,14 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
         cfg && cfg->max_inflight > 0 ? (size_t)cfg->max_inflight : VS_OPS_DEFAULT_MAX_INFLIGHT;
     o->max_queued = cfg && cfg->max_queued ? cfg->max_queued : VS_OPS_DEFAULT_MAX_QUEUED;
     o->task_wait = cfg && cfg->task_wait_seconds > 0 ? cfg->task_wait_seconds : 60;
+    o->slow_check_ms = cfg && cfg->slow_check_ms > 0 ? cfg->slow_check_ms : SLOW_POLL_CHECK_MS;
     uv_timer_init(loop, &o->timer);
     uv_timer_init(loop, &o->kick);
+    uv_timer_init(loop, &o->slow);
     o->timer.data = o;
     o->kick.data = o;
-    o->open_handles = 2;
+    o->slow.data = o;
+    o->open_handles = 3;
     return o;
 }
 
@@ -1318,6 +1346,7 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)
     o->closed_data = data;
     uv_timer_stop(&o->timer);
     uv_timer_stop(&o->kick);
+    uv_timer_stop(&o->slow);
     if (o->wait_req)
         vs_req_cancel(o->wait_req);
     if (o->pc_req)
@@ -1334,4 +1363,5 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)
         finish_err(o->queue.head, VMG_ECANCELED, "", "the operation was canceled");
     uv_close((uv_handle_t *)&o->timer, on_closed);
     uv_close((uv_handle_t *)&o->kick, on_closed);
+    uv_close((uv_handle_t *)&o->slow, on_closed);
 }

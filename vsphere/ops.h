@@ -85,9 +85,10 @@ typedef void (*vs_ops_observer)(void *data, const vs_op *op, enum vs_op_phase ph
                                 const struct vs_op_result *r);
 
 struct vs_ops_config {
-    int max_inflight;      /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
-    size_t max_queued;     /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
-    int task_wait_seconds; /* maxWaitSeconds of the task long poll; 0: 60 */
+    int max_inflight;       /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
+    size_t max_queued;      /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
+    int task_wait_seconds;  /* maxWaitSeconds of the task long poll; 0: 60 */
+    uint64_t slow_check_ms; /* a long poll unanswered this long: read the tasks' states; 0: 30 s */
 };
 
 struct vs_clone_spec {

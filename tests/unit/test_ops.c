@@ -73,6 +73,7 @@ struct fake {
     /* behaviour */
     bool instant;           /* tasks end as they are made */
     bool quiet_new_filters; /* like vcsim: a new filter's state is not reported */
+    bool mute_polls;        /* the long poll never answers (vcsim under load) */
     bool folder_exists;     /* CreateFolder: DuplicateName */
     bool template_missing;  /* FindChild and the VM listing find nothing */
     bool stale_after_end;   /* like vcsim: an older "running" follows the end */
@@ -200,7 +201,7 @@ static void try_wait(struct fake *f)
     char sets[12000];
     int n = 0;
 
-    if (!f->held)
+    if (!f->held || f->mute_polls)
         return;
     for (int i = 0; i < f->ntasks; i++) {
         struct task *t = &f->tasks[i];
@@ -476,12 +477,15 @@ static void sess_obs(void *data, const char *method, int err, const char *fault_
         f->client_reads++;
 }
 
+static uint64_t setup_slow_ms; /* the next setup's slow_check_ms (0: the default) */
+
 static void setup(struct fake *f, int max_inflight, size_t max_queued)
 {
     static const char *const sans[] = {"localhost"};
     struct vmg_server_opts o = {0};
     struct vs_session_config cfg = {0};
-    struct vs_ops_config ocfg = {.max_inflight = max_inflight, .max_queued = max_queued};
+    struct vs_ops_config ocfg = {
+        .max_inflight = max_inflight, .max_queued = max_queued, .slow_check_ms = setup_slow_ms};
     char err[256];
     int e = 0;
 
@@ -739,6 +743,29 @@ static void test_quiet_filter_then_end(void **state)
     teardown(&f);
 }
 
+static void test_slow_long_poll_reads_the_tasks(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(3);
+
+    (void)state;
+    /* The long poll never answers: the task's end is read directly. */
+    setup_slow_ms = 200;
+    setup(&f, 8, 0);
+    setup_slow_ms = 0;
+    f.mute_polls = true;
+    c.f = &f;
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    teardown(&f);
+}
+
 static void test_stale_state_after_end(void **state)
 {
     struct fake f;
@@ -944,6 +971,7 @@ int main(void)
         cmocka_unit_test(test_task_ended_before_filter),
         cmocka_unit_test(test_quiet_filter_then_end),
         cmocka_unit_test(test_stale_state_after_end),
+        cmocka_unit_test(test_slow_long_poll_reads_the_tasks),
         cmocka_unit_test(test_collector_lost),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
