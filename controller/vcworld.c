@@ -357,7 +357,7 @@ struct opctx {
     void *cbdata;
     char ns[128], name[256];
     bool tag;
-    char vm_ref[VS_REF_MAX]; /* the VM destroyed, to read back */
+    char vm_ref[VS_REF_MAX]; /* the VM acted on (read back after a destroy) */
 };
 
 static void tag_done(void *data, const struct vs_rest_result *res)
@@ -506,37 +506,44 @@ static int w_clone(void *data, const struct vmgroup *g, const char *folder, cons
     return finish_start(c, vs_ops_clone(w->ops, &spec, op_done, c, NULL));
 }
 
-static int w_power(void *data, const char *folder, const char *vm, bool on, rec_done_cb cb,
-                   void *cbdata)
+/* vm_op finds vm in folder and makes the context of an operation on it. */
+static int vm_op(vcworld *w, const char *folder, const char *vm, rec_done_cb cb, void *cbdata,
+                 struct vim_moref *ref, struct opctx **ret)
 {
-    vcworld *w = data;
-    struct vim_moref ref;
-    struct opctx *c;
-    int rc = find_vm(w, folder, vm, &ref);
+    int rc = find_vm(w, folder, vm, ref);
 
     if (rc < 0)
         return rc;
-    c = ctx_new(w, cb, cbdata);
-    if (!c)
+    *ret = ctx_new(w, cb, cbdata);
+    if (!*ret)
         return -ENOMEM;
-    return finish_start(c, on ? vs_ops_power_on(w->ops, &ref, op_done, c, NULL)
-                              : vs_ops_power_off(w->ops, &ref, op_done, c, NULL));
+    snprintf((*ret)->vm_ref, sizeof((*ret)->vm_ref), "%s", ref->value);
+    return 0;
+}
+
+static int w_power(void *data, const char *folder, const char *vm, bool on, rec_done_cb cb,
+                   void *cbdata)
+{
+    struct vim_moref ref;
+    struct opctx *c = NULL;
+    int rc = vm_op(data, folder, vm, cb, cbdata, &ref, &c);
+
+    if (rc < 0)
+        return rc;
+    return finish_start(c, on ? vs_ops_power_on(c->w->ops, &ref, op_done, c, NULL)
+                              : vs_ops_power_off(c->w->ops, &ref, op_done, c, NULL));
 }
 
 static int w_reconfigure(void *data, const char *folder, const char *vm, int cpu, int memory_mb,
                          rec_done_cb cb, void *cbdata)
 {
-    vcworld *w = data;
     struct vim_moref ref;
-    struct opctx *c;
-    int rc = find_vm(w, folder, vm, &ref);
+    struct opctx *c = NULL;
+    int rc = vm_op(data, folder, vm, cb, cbdata, &ref, &c);
 
     if (rc < 0)
         return rc;
-    c = ctx_new(w, cb, cbdata);
-    if (!c)
-        return -ENOMEM;
-    return finish_start(c, vs_ops_reconfigure(w->ops, &ref, cpu, memory_mb, op_done, c, NULL));
+    return finish_start(c, vs_ops_reconfigure(c->w->ops, &ref, cpu, memory_mb, op_done, c, NULL));
 }
 
 static int w_reread(void *data, const char *folder, const char *vm)
@@ -551,18 +558,13 @@ static int w_reread(void *data, const char *folder, const char *vm)
 static int w_destroy_vm(void *data, const char *folder, const char *vm, rec_done_cb cb,
                         void *cbdata)
 {
-    vcworld *w = data;
     struct vim_moref ref;
-    struct opctx *c;
-    int rc = find_vm(w, folder, vm, &ref);
+    struct opctx *c = NULL;
+    int rc = vm_op(data, folder, vm, cb, cbdata, &ref, &c);
 
     if (rc < 0)
         return rc;
-    c = ctx_new(w, cb, cbdata);
-    if (!c)
-        return -ENOMEM;
-    snprintf(c->vm_ref, sizeof(c->vm_ref), "%s", ref.value);
-    return finish_start(c, vs_ops_destroy(w->ops, &ref, op_done, c, NULL));
+    return finish_start(c, vs_ops_destroy(c->w->ops, &ref, op_done, c, NULL));
 }
 
 void vcworld_fill(vcworld *w, struct rec_world *rw)
