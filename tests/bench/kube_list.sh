@@ -54,6 +54,10 @@ cleanup() {
 		tests/env/down "$ENV_DIR" >/dev/null 2>&1 || true
 		rm -rf "$ENV_DIR" "$ENV_DIR.log"
 	else
+		# The test environment runs no namespace controller: a deleted
+		# namespace would keep its groups for good, so they go first, in
+		# one request for the whole collection.
+		kubectl delete --raw "/apis/vm.codeconnect.vmworld.com/v1alpha1/namespaces/$ns/vmgroups" >/dev/null 2>&1 || true
 		kubectl delete namespace "$ns" --wait=false --ignore-not-found >/dev/null 2>&1 || true
 	fi
 }
