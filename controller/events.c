@@ -25,6 +25,7 @@
 #include "controller/kube.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/str.h"
 
 #define LOGGER "events"
 #define FORMAT_MAX (64u * 1024u) /* a formatted message is cut here before redaction */
@@ -402,11 +403,6 @@ static char *make_key(const char *const *fields, size_t n)
     return k;
 }
 
-static const char *nz(const char *s)
-{
-    return s ? s : "";
-}
-
 static bool valid_reason(const char *r)
 {
     size_t n = r ? strlen(r) : 0;
@@ -470,7 +466,7 @@ static int take_token(struct events *ev, const struct events_object *obj, enum e
                        obj->kind,
                        obj->ns,
                        obj->name,
-                       nz(obj->uid),
+                       vmg_nz(obj->uid),
                        type == EVENTS_WARNING ? "Warning" : "Normal",
                        reason};
     char *key = make_key(f, 7);
@@ -622,7 +618,7 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
     timestamp(ev->wall_us(ev->clock_data), last_ts, sizeof(last_ts));
     const char *f[] = {obj->api_version, obj->kind,
                        obj->ns,          obj->name,
-                       nz(obj->uid),     type == EVENTS_WARNING ? "Warning" : "Normal",
+                       vmg_nz(obj->uid), type == EVENTS_WARNING ? "Warning" : "Normal",
                        reason,           msg};
     char *key = make_key(f, 8);
     if (!key)
@@ -744,13 +740,13 @@ static void write_object(const struct write *w, struct events_object *obj, const
 {
     const cJSON *io = cJSON_GetObjectItemCaseSensitive(w->event, "involvedObject");
 #define S(o, k) (cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k)))
-    obj->api_version = nz(S(io, "apiVersion"));
-    obj->kind = nz(S(io, "kind"));
-    obj->ns = nz(S(io, "namespace"));
-    obj->name = nz(S(io, "name"));
-    obj->uid = nz(S(io, "uid"));
-    obj->resource_version = nz(S(io, "resourceVersion"));
-    *reason = nz(S(w->event, "reason"));
+    obj->api_version = vmg_nz(S(io, "apiVersion"));
+    obj->kind = vmg_nz(S(io, "kind"));
+    obj->ns = vmg_nz(S(io, "namespace"));
+    obj->name = vmg_nz(S(io, "name"));
+    obj->uid = vmg_nz(S(io, "uid"));
+    obj->resource_version = vmg_nz(S(io, "resourceVersion"));
+    *reason = vmg_nz(S(w->event, "reason"));
 #undef S
 }
 

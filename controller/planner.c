@@ -11,6 +11,7 @@
 
 #include "controller/naming.h"
 #include "lib/err.h"
+#include "lib/str.h"
 
 #define COND_READY "Ready"
 #define COND_PROGRESSING "Progressing"
@@ -235,16 +236,6 @@ static int add_event(struct ctx *c, enum plan_event_type type, const char *reaso
     if (!a.reason || !a.message)
         return -ENOMEM;
     return add_action(c, &a);
-}
-
-static const char *nz(const char *s)
-{
-    return s ? s : "";
-}
-
-static bool str_eq(const char *a, const char *b)
-{
-    return strcmp(nz(a), nz(b)) == 0;
 }
 
 static bool is_mine(const struct ctx *c, const struct plan_vm *vm)
@@ -846,7 +837,7 @@ static int set_condition(struct ctx *c, unsigned i, const char *type,
 {
     const struct vmgroup_condition *old = vmgroup_condition_find(&c->g->status, type);
     struct vmgroup_condition *n = &c->p->status.conditions[i];
-    const char *ltt = old && old->status == status && nz(old->last_transition_time)[0]
+    const char *ltt = old && old->status == status && vmg_nz(old->last_transition_time)[0]
                           ? old->last_transition_time
                           : c->in->now;
 
@@ -912,8 +903,8 @@ static int finish(struct ctx *c)
     nd = &s->conditions[2];
     od = vmgroup_condition_find(old, COND_DEGRADED);
     if (nd->status == VMGROUP_COND_TRUE &&
-        (!od || od->status != VMGROUP_COND_TRUE || !str_eq(od->reason, nd->reason) ||
-         !str_eq(od->message, nd->message))) {
+        (!od || od->status != VMGROUP_COND_TRUE || !vmg_streq(od->reason, nd->reason) ||
+         !vmg_streq(od->message, nd->message))) {
         r = add_event(c, PLAN_EVENT_WARNING, nd->reason, nd->message);
         if (r < 0)
             return r;
@@ -943,16 +934,16 @@ static int check_input(const struct planner_input *in)
 static int copy_status(struct plan *p, const struct vmgroup_status *s)
 {
     p->status = *s;
-    p->status.last_message = mem_strdup(p->mem, nz(s->last_message));
+    p->status.last_message = mem_strdup(p->mem, vmg_nz(s->last_message));
     if (!p->status.last_message)
         return -ENOMEM;
     for (unsigned i = 0; i < s->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
         const struct vmgroup_condition *o = &s->conditions[i];
         struct vmgroup_condition *n = &p->status.conditions[i];
-        n->type = mem_strdup(p->mem, nz(o->type));
-        n->reason = mem_strdup(p->mem, nz(o->reason));
-        n->message = mem_strdup(p->mem, nz(o->message));
-        n->last_transition_time = mem_strdup(p->mem, nz(o->last_transition_time));
+        n->type = mem_strdup(p->mem, vmg_nz(o->type));
+        n->reason = mem_strdup(p->mem, vmg_nz(o->reason));
+        n->message = mem_strdup(p->mem, vmg_nz(o->message));
+        n->last_transition_time = mem_strdup(p->mem, vmg_nz(o->last_transition_time));
         if (!n->type || !n->reason || !n->message || !n->last_transition_time)
             return -ENOMEM;
     }

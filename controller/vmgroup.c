@@ -4,12 +4,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/err.h"
+#include "lib/str.h"
 
 /* Every string field of a VmGroup, at most: 4 metadata, the finalizers, the
  * template, lastMessage and 4 per condition. */
@@ -43,20 +43,6 @@ const char *vmgroup_cond_status_name(enum vmgroup_cond_status status)
         break;
     }
     return "Unknown";
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || !errlen)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* as_integer reads item as an integer in [min, max]. Returns 0 or -EINVAL. */
@@ -95,15 +81,15 @@ static int req_string(const cJSON *parent, const char *field, const char *path, 
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, field);
 
     if (!item) {
-        set_err(err, errlen, "%s%s: missing", path, field);
+        vmg_putf(err, errlen, "%s%s: missing", path, field);
         return VMG_EPARSE;
     }
     if (as_string(item, max, out) < 0) {
-        set_err(err, errlen, "%s%s: want a string of at most %zu bytes", path, field, max);
+        vmg_putf(err, errlen, "%s%s: want a string of at most %zu bytes", path, field, max);
         return VMG_EPARSE;
     }
     if (nonempty && !(*out)[0]) {
-        set_err(err, errlen, "%s%s: empty", path, field);
+        vmg_putf(err, errlen, "%s%s: empty", path, field);
         return VMG_EPARSE;
     }
     return 0;
@@ -116,11 +102,11 @@ static int req_int32(const cJSON *parent, const char *field, const char *path, i
     int64_t v;
 
     if (!item) {
-        set_err(err, errlen, "%s%s: missing", path, field);
+        vmg_putf(err, errlen, "%s%s: missing", path, field);
         return VMG_EPARSE;
     }
     if (as_integer(item, INT32_MIN, INT32_MAX, &v) < 0) {
-        set_err(err, errlen, "%s%s: want a 32-bit integer", path, field);
+        vmg_putf(err, errlen, "%s%s: want a 32-bit integer", path, field);
         return VMG_EPARSE;
     }
     *out = (int32_t)v;
@@ -135,7 +121,7 @@ static int parse_metadata(const cJSON *meta, struct draft *d, char *err, size_t 
     int r;
 
     if (!cJSON_IsObject(meta)) {
-        set_err(err, errlen, "metadata: %s", meta ? "want an object" : "missing");
+        vmg_putf(err, errlen, "metadata: %s", meta ? "want an object" : "missing");
         return VMG_EPARSE;
     }
     if ((r = req_string(meta, "name", "metadata.", VMGROUP_MAX_NAME, true, &m->name, err, errlen)) <
@@ -146,14 +132,14 @@ static int parse_metadata(const cJSON *meta, struct draft *d, char *err, size_t 
         return r;
     item = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
     if (item && as_string(item, VMGROUP_MAX_RESOURCE_VERSION, &m->resource_version) < 0) {
-        set_err(err, errlen, "metadata.resourceVersion: want a string of at most %d bytes",
-                VMGROUP_MAX_RESOURCE_VERSION);
+        vmg_putf(err, errlen, "metadata.resourceVersion: want a string of at most %d bytes",
+                 VMGROUP_MAX_RESOURCE_VERSION);
         return VMG_EPARSE;
     }
     item = cJSON_GetObjectItemCaseSensitive(meta, "generation");
     if (item) {
         if (as_integer(item, 0, 9007199254740992.0, &gen) < 0) {
-            set_err(err, errlen, "metadata.generation: want a non-negative integer");
+            vmg_putf(err, errlen, "metadata.generation: want a non-negative integer");
             return VMG_EPARSE;
         }
         m->generation = gen;
@@ -161,7 +147,7 @@ static int parse_metadata(const cJSON *meta, struct draft *d, char *err, size_t 
     item = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp");
     if (item && !cJSON_IsNull(item)) {
         if (!cJSON_IsString(item)) {
-            set_err(err, errlen, "metadata.deletionTimestamp: want a string");
+            vmg_putf(err, errlen, "metadata.deletionTimestamp: want a string");
             return VMG_EPARSE;
         }
         m->deleting = true;
@@ -169,19 +155,19 @@ static int parse_metadata(const cJSON *meta, struct draft *d, char *err, size_t 
     item = cJSON_GetObjectItemCaseSensitive(meta, "finalizers");
     if (item && !cJSON_IsNull(item)) {
         if (!cJSON_IsArray(item)) {
-            set_err(err, errlen, "metadata.finalizers: want an array");
+            vmg_putf(err, errlen, "metadata.finalizers: want an array");
             return VMG_EPARSE;
         }
         cJSON_ArrayForEach(fin, item)
         {
             if (m->n_finalizers == VMGROUP_MAX_FINALIZERS) {
-                set_err(err, errlen, "metadata.finalizers: more than %d entries",
-                        VMGROUP_MAX_FINALIZERS);
+                vmg_putf(err, errlen, "metadata.finalizers: more than %d entries",
+                         VMGROUP_MAX_FINALIZERS);
                 return VMG_EPARSE;
             }
             if (as_string(fin, VMGROUP_MAX_FINALIZER, &d->finalizers[m->n_finalizers]) < 0) {
-                set_err(err, errlen, "metadata.finalizers[%u]: want a string of at most %d bytes",
-                        m->n_finalizers, VMGROUP_MAX_FINALIZER);
+                vmg_putf(err, errlen, "metadata.finalizers[%u]: want a string of at most %d bytes",
+                         m->n_finalizers, VMGROUP_MAX_FINALIZER);
                 return VMG_EPARSE;
             }
             m->n_finalizers++;
@@ -195,7 +181,7 @@ static int parse_spec(const cJSON *spec, struct vmgroup_spec *s, char *err, size
     int r;
 
     if (!cJSON_IsObject(spec)) {
-        set_err(err, errlen, "spec: %s", spec ? "want an object" : "missing");
+        vmg_putf(err, errlen, "spec: %s", spec ? "want an object" : "missing");
         return VMG_EPARSE;
     }
     if ((r = req_int32(spec, "cpu", "spec.", &s->cpu, err, errlen)) < 0 ||
@@ -384,12 +370,12 @@ int vmgroup_from_json(const cJSON *obj, struct vmgroup **ret, char *err, size_t 
 
     memset(&d, 0, sizeof(d));
     if (!cJSON_IsObject(obj)) {
-        set_err(err, errlen, "VmGroup: want an object");
+        vmg_putf(err, errlen, "VmGroup: want an object");
         return VMG_EPARSE;
     }
     kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
     if (kind && (!cJSON_IsString(kind) || strcmp(kind->valuestring, VMGROUP_KIND) != 0)) {
-        set_err(err, errlen, "kind: want \"%s\"", VMGROUP_KIND);
+        vmg_putf(err, errlen, "kind: want \"%s\"", VMGROUP_KIND);
         return VMG_EPARSE;
     }
     r = parse_metadata(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), &d, err, errlen);
@@ -457,11 +443,6 @@ fail:
     return -ENOMEM;
 }
 
-static const char *nz(const char *s)
-{
-    return s ? s : empty;
-}
-
 int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
 {
     cJSON *obj, *list;
@@ -480,7 +461,7 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
         goto fail;
     if (!cJSON_AddNumberToObject(obj, "currentReplicas", s->current_replicas) ||
         !cJSON_AddNumberToObject(obj, "desiredReplicas", s->desired_replicas) ||
-        !cJSON_AddStringToObject(obj, "lastMessage", nz(s->last_message)) ||
+        !cJSON_AddStringToObject(obj, "lastMessage", vmg_nz(s->last_message)) ||
         !cJSON_AddRawToObject(obj, "observedGeneration", gen))
         goto fail;
     list = cJSON_AddArrayToObject(obj, "conditions");
@@ -493,11 +474,11 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
             cJSON_Delete(o);
             goto fail;
         }
-        if (!cJSON_AddStringToObject(o, "type", nz(c->type)) ||
+        if (!cJSON_AddStringToObject(o, "type", vmg_nz(c->type)) ||
             !cJSON_AddStringToObject(o, "status", vmgroup_cond_status_name(c->status)) ||
-            !cJSON_AddStringToObject(o, "reason", nz(c->reason)) ||
-            !cJSON_AddStringToObject(o, "message", nz(c->message)) ||
-            !cJSON_AddStringToObject(o, "lastTransitionTime", nz(c->last_transition_time)))
+            !cJSON_AddStringToObject(o, "reason", vmg_nz(c->reason)) ||
+            !cJSON_AddStringToObject(o, "message", vmg_nz(c->message)) ||
+            !cJSON_AddStringToObject(o, "lastTransitionTime", vmg_nz(c->last_transition_time)))
             goto fail;
     }
     *ret = obj;
@@ -507,23 +488,18 @@ fail:
     return -ENOMEM;
 }
 
-static bool str_eq(const char *a, const char *b)
-{
-    return strcmp(nz(a), nz(b)) == 0;
-}
-
 bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_status *b)
 {
     if (!a || !b || a->incomplete || b->incomplete || a->phase != b->phase ||
         a->current_replicas != b->current_replicas || a->desired_replicas != b->desired_replicas ||
         a->observed_generation != b->observed_generation ||
-        !str_eq(a->last_message, b->last_message) || a->n_conditions != b->n_conditions)
+        !vmg_streq(a->last_message, b->last_message) || a->n_conditions != b->n_conditions)
         return false;
     for (unsigned i = 0; i < a->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
         const struct vmgroup_condition *x = &a->conditions[i], *y = &b->conditions[i];
-        if (x->status != y->status || !str_eq(x->type, y->type) || !str_eq(x->reason, y->reason) ||
-            !str_eq(x->message, y->message) ||
-            !str_eq(x->last_transition_time, y->last_transition_time))
+        if (x->status != y->status || !vmg_streq(x->type, y->type) ||
+            !vmg_streq(x->reason, y->reason) || !vmg_streq(x->message, y->message) ||
+            !vmg_streq(x->last_transition_time, y->last_transition_time))
             return false;
     }
     return true;
@@ -535,7 +511,7 @@ const struct vmgroup_condition *vmgroup_condition_find(const struct vmgroup_stat
     if (!s || !type)
         return NULL;
     for (unsigned i = 0; i < s->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
-        if (str_eq(s->conditions[i].type, type))
+        if (vmg_streq(s->conditions[i].type, type))
             return &s->conditions[i];
     }
     return NULL;

@@ -3,12 +3,12 @@
 #include "vsphere/finder.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/err.h"
+#include "lib/str.h"
 
 #define TOKEN_MAX 512
 
@@ -35,16 +35,6 @@ struct vs_find {
     vs_list_cb lcb;
     int walk_err;
 };
-
-static void put(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void put(char *buf, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, size, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- Builders ---- */
 
@@ -235,7 +225,7 @@ static int found_cb(void *arg, const struct vim_object_update *u)
     for (size_t i = 0; i < u->n_changes; i++) {
         const struct vim_change *c = &u->changes[i];
         if (strcmp(c->name, "name") == 0 && c->kind == VIM_VAL_STRING)
-            put(x->name, sizeof(x->name), "%s", c->str);
+            vmg_putf(x->name, sizeof(x->name), "%s", c->str);
         else if (c->kind == VIM_VAL_MOREF && strcmp(c->name, "parent") == 0)
             (void)vim_moref_set(&x->parent, c->ref_type, c->ref_value);
         else if (c->kind == VIM_VAL_MOREF && strcmp(c->name, "vmFolder") == 0)
@@ -275,7 +265,7 @@ static void on_reply(void *data, const struct vs_reply *r)
     case F_PATH_CHILD:
         e = vim_decode_moref(r->resp, &f->cur);
         if (e == VMG_ENOTFOUND) {
-            put(msg, sizeof(msg), "%s not found", f->path);
+            vmg_putf(msg, sizeof(msg), "%s not found", f->path);
             end_path(f, VMG_ENOTFOUND, msg, NULL);
         } else if (e < 0) {
             end_path(f, e, "vCenter sent an unreadable answer to a search", NULL);
@@ -409,7 +399,7 @@ int vs_find_path(vs_session *s, const struct vim_moref *start, const char *path,
     f->s = s;
     f->pcb = cb;
     f->data = data;
-    put(f->path, sizeof(f->path), "%s", path);
+    vmg_putf(f->path, sizeof(f->path), "%s", path);
     if (path[0] == '/') {
         f->first = F_PATH_ABS;
     } else {

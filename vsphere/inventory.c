@@ -4,28 +4,18 @@
 #include "vsphere/inventory.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/err.h"
+#include "lib/str.h"
 
 #define MSG_MAX 768
 #define CANDIDATES_SHOWN 5
 #define REFRESH_MAX 1024 /* VMs waiting to be read again */
 #define CHANGE_VERSION "config.changeVersion"
-
-static void put(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void put(char *buf, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, size, fmt, ap);
-    va_end(ap);
-}
 
 static char *dup_opt(const char *s)
 {
@@ -81,7 +71,7 @@ static void r_fail_send(vs_resolver *r, int e, const char *what)
 {
     char msg[MSG_MAX];
 
-    put(msg, sizeof(msg), "could not look up the %s in vCenter: %s", what, vmg_strerror(e));
+    vmg_putf(msg, sizeof(msg), "could not look up the %s in vCenter: %s", what, vmg_strerror(e));
     r_end(r, e, msg);
 }
 
@@ -131,9 +121,9 @@ static void r_start_root(vs_resolver *r)
     int e;
 
     if (root[0] == '/')
-        put(r->p.root_path, sizeof(r->p.root_path), "%s", root);
+        vmg_putf(r->p.root_path, sizeof(r->p.root_path), "%s", root);
     else
-        put(r->p.root_path, sizeof(r->p.root_path), "%s/vm/%s", r->p.datacenter_path, root);
+        vmg_putf(r->p.root_path, sizeof(r->p.root_path), "%s/vm/%s", r->p.datacenter_path, root);
     r->step = RS_ROOT;
     e = vs_find_path(r->s, root[0] == '/' ? NULL : &r->p.vm_folder, root, on_r_path, r, &r->find);
     if (e < 0)
@@ -144,21 +134,21 @@ static void r_start_root(vs_resolver *r)
 static void take_dc(vs_resolver *r, const struct vs_found *f, const char *path)
 {
     r->p.datacenter = f->ref;
-    put(r->p.datacenter_name, sizeof(r->p.datacenter_name), "%s", f->name);
+    vmg_putf(r->p.datacenter_name, sizeof(r->p.datacenter_name), "%s", f->name);
     r->p.vm_folder = f->vm_folder;
     r->p.host_folder = f->host_folder;
     if (path) {
         const char *p = path;
         while (*p == '/')
             p++;
-        put(r->p.datacenter_path, sizeof(r->p.datacenter_path), "/%s", p);
+        vmg_putf(r->p.datacenter_path, sizeof(r->p.datacenter_path), "/%s", p);
     } else {
         const struct vim_service_content *sc = vs_session_content(r->s);
         /* A datacenter inside folders is named by its name alone. */
         if (sc && strcmp(f->parent.value, sc->root_folder.value) == 0)
-            put(r->p.datacenter_path, sizeof(r->p.datacenter_path), "/%s", f->name);
+            vmg_putf(r->p.datacenter_path, sizeof(r->p.datacenter_path), "/%s", f->name);
         else
-            put(r->p.datacenter_path, sizeof(r->p.datacenter_path), "%s", f->name);
+            vmg_putf(r->p.datacenter_path, sizeof(r->p.datacenter_path), "%s", f->name);
     }
 }
 
@@ -173,10 +163,10 @@ static void list_names(char *buf, size_t size, size_t n,
     for (size_t i = 0; i < n && used + 1 < size; i++) {
         const char *sep = i ? ", " : "";
         if (i == CANDIDATES_SHOWN) {
-            put(buf + used, size - used, ", ...");
+            vmg_putf(buf + used, size - used, ", ...");
             return;
         }
-        put(buf + used, size - used, "%s%s", sep, name_of(ctx, i));
+        vmg_putf(buf + used, size - used, "%s%s", sep, name_of(ctx, i));
         used += strlen(buf + used);
     }
 }
@@ -193,7 +183,7 @@ static void choose_dc(vs_resolver *r, const struct vs_found *found, size_t n)
 
     list_names(names, sizeof(names), n, found_name, found);
     if (n == 0) {
-        put(msg, sizeof(msg), "no datacenter found in vCenter at %s", vs_session_url(r->s));
+        vmg_putf(msg, sizeof(msg), "no datacenter found in vCenter at %s", vs_session_url(r->s));
         r_end(r, VMG_ENOTFOUND, msg);
         return;
     }
@@ -204,19 +194,19 @@ static void choose_dc(vs_resolver *r, const struct vs_found *found, size_t n)
                 match = i;
         }
     if (r->dc && count == 0) {
-        put(msg, sizeof(msg), "datacenter \"%s\" not found (found: %s)", r->dc, names);
+        vmg_putf(msg, sizeof(msg), "datacenter \"%s\" not found (found: %s)", r->dc, names);
         r_end(r, VMG_ENOTFOUND, msg);
         return;
     }
     if (count > 1) {
         if (r->dc)
-            put(msg, sizeof(msg),
-                "%zu datacenters are named \"%s\": name one by its inventory path with "
-                "--datacenter",
-                count, r->dc);
+            vmg_putf(msg, sizeof(msg),
+                     "%zu datacenters are named \"%s\": name one by its inventory path with "
+                     "--datacenter",
+                     count, r->dc);
         else
-            put(msg, sizeof(msg), "%zu datacenters found (%s): choose one with --datacenter", count,
-                names);
+            vmg_putf(msg, sizeof(msg), "%zu datacenters found (%s): choose one with --datacenter",
+                     count, names);
         r_end(r, VMG_EAMBIGUOUS, msg);
         return;
     }
@@ -253,7 +243,7 @@ static void pool_path(const struct vs_found *found, size_t n, const struct vs_fo
     buf[0] = '\0';
     while (depth > 0 && used + 1 < size) {
         const struct vs_found *c = chain[--depth];
-        put(buf + used, size - used, "%s%s", used ? "/" : "", c->name);
+        vmg_putf(buf + used, size - used, "%s%s", used ? "/" : "", c->name);
         used += strlen(buf + used);
     }
 }
@@ -297,27 +287,27 @@ static void choose_pool(vs_resolver *r, const struct vs_found *found, size_t n)
         }
     }
     if (npools == 0) {
-        put(msg, sizeof(msg), "no resource pool found in datacenter %s", r->p.datacenter_path);
+        vmg_putf(msg, sizeof(msg), "no resource pool found in datacenter %s", r->p.datacenter_path);
         r_end(r, VMG_ENOTFOUND, msg);
     } else if (count == 0) {
-        put(msg, sizeof(msg), "resource pool \"%s\" not found in %s/host (found: %s)", r->pool,
-            r->p.datacenter_path, names);
+        vmg_putf(msg, sizeof(msg), "resource pool \"%s\" not found in %s/host (found: %s)", r->pool,
+                 r->p.datacenter_path, names);
         r_end(r, VMG_ENOTFOUND, msg);
     } else if (count > 1) {
         if (r->pool)
-            put(msg, sizeof(msg),
-                "%zu resource pools match \"%s\" in %s/host (%s): give its path with "
-                "--resource-pool",
-                count, r->pool, r->p.datacenter_path, names);
+            vmg_putf(msg, sizeof(msg),
+                     "%zu resource pools match \"%s\" in %s/host (%s): give its path with "
+                     "--resource-pool",
+                     count, r->pool, r->p.datacenter_path, names);
         else
-            put(msg, sizeof(msg),
-                "%zu resource pools found in %s/host (%s): choose one with --resource-pool", count,
-                r->p.datacenter_path, names);
+            vmg_putf(msg, sizeof(msg),
+                     "%zu resource pools found in %s/host (%s): choose one with --resource-pool",
+                     count, r->p.datacenter_path, names);
         r_end(r, VMG_EAMBIGUOUS, msg);
     } else {
         r->p.pool = found[pp.idx[match]].ref;
-        put(r->p.pool_path, sizeof(r->p.pool_path), "%s/host/%s", r->p.datacenter_path,
-            pp.paths[match]);
+        vmg_putf(r->p.pool_path, sizeof(r->p.pool_path), "%s/host/%s", r->p.datacenter_path,
+                 pp.paths[match]);
         free(pp.paths);
         free(pp.idx);
         r_done_or_ds(r);
@@ -340,21 +330,21 @@ static void choose_ds(vs_resolver *r, const struct vs_found *found, size_t n)
                 match = i;
         }
     if (count == 0) {
-        put(msg, sizeof(msg), "datastore \"%s\" not found in datacenter %s (found: %s)", r->ds,
-            r->p.datacenter_path, names);
+        vmg_putf(msg, sizeof(msg), "datastore \"%s\" not found in datacenter %s (found: %s)", r->ds,
+                 r->p.datacenter_path, names);
         r_end(r, VMG_ENOTFOUND, msg);
         return;
     }
     if (count > 1) {
-        put(msg, sizeof(msg),
-            "%zu datastores are named \"%s\" in datacenter %s: give its inventory path", count,
-            r->ds, r->p.datacenter_path);
+        vmg_putf(msg, sizeof(msg),
+                 "%zu datastores are named \"%s\" in datacenter %s: give its inventory path", count,
+                 r->ds, r->p.datacenter_path);
         r_end(r, VMG_EAMBIGUOUS, msg);
         return;
     }
     r->p.has_datastore = true;
     r->p.datastore = found[match].ref;
-    put(r->p.datastore_name, sizeof(r->p.datastore_name), "%s", found[match].name);
+    vmg_putf(r->p.datastore_name, sizeof(r->p.datastore_name), "%s", found[match].name);
     r_end(r, 0, NULL);
 }
 
@@ -366,7 +356,7 @@ static void on_r_list(void *data, int err, const char *msg, const struct vs_foun
     r->find = NULL;
     if (err) {
         if (r->step == RS_DC_GET && err == VMG_ENOTFOUND) {
-            put(m, sizeof(m), "datacenter \"%s\" not found", r->dc);
+            vmg_putf(m, sizeof(m), "datacenter \"%s\" not found", r->dc);
             r_end(r, err, m);
             return;
         }
@@ -376,8 +366,8 @@ static void on_r_list(void *data, int err, const char *msg, const struct vs_foun
     switch (r->step) {
     case RS_DC_GET:
         if (n != 1 || strcmp(found[0].ref.type, "Datacenter") != 0) {
-            put(m, sizeof(m), "\"%s\" is a %s, not a datacenter", r->dc,
-                n ? found[0].ref.type : "?");
+            vmg_putf(m, sizeof(m), "\"%s\" is a %s, not a datacenter", r->dc,
+                     n ? found[0].ref.type : "?");
             r_end(r, VMG_ECONFIG, m);
             return;
         }
@@ -409,20 +399,20 @@ static void on_r_path(void *data, int err, const char *msg, const struct vim_mor
     if (err == VMG_ENOTFOUND) {
         switch (r->step) {
         case RS_DC_PATH:
-            put(m, sizeof(m), "datacenter \"%s\" not found", r->dc);
+            vmg_putf(m, sizeof(m), "datacenter \"%s\" not found", r->dc);
             break;
         case RS_ROOT:
             if (r->root && r->root[0] == '/')
-                put(m, sizeof(m), "root folder \"%s\" not found", r->root);
+                vmg_putf(m, sizeof(m), "root folder \"%s\" not found", r->root);
             else
-                put(m, sizeof(m), "root folder \"%s\" not found in %s/vm",
-                    r->root ? r->root : VS_DEFAULT_ROOT_FOLDER, r->p.datacenter_path);
+                vmg_putf(m, sizeof(m), "root folder \"%s\" not found in %s/vm",
+                         r->root ? r->root : VS_DEFAULT_ROOT_FOLDER, r->p.datacenter_path);
             break;
         case RS_POOL_PATH:
-            put(m, sizeof(m), "resource pool \"%s\" not found", r->pool);
+            vmg_putf(m, sizeof(m), "resource pool \"%s\" not found", r->pool);
             break;
         default:
-            put(m, sizeof(m), "datastore \"%s\" not found", r->ds);
+            vmg_putf(m, sizeof(m), "datastore \"%s\" not found", r->ds);
             break;
         }
         r_end(r, err, m);
@@ -441,7 +431,8 @@ static void on_r_path(void *data, int err, const char *msg, const struct vim_mor
         return;
     case RS_ROOT:
         if (strcmp(ref->type, "Folder") != 0) {
-            put(m, sizeof(m), "root folder %s is a %s, not a folder", r->p.root_path, ref->type);
+            vmg_putf(m, sizeof(m), "root folder %s is a %s, not a folder", r->p.root_path,
+                     ref->type);
             r_end(r, VMG_ECONFIG, m);
             return;
         }
@@ -450,17 +441,18 @@ static void on_r_path(void *data, int err, const char *msg, const struct vim_mor
         return;
     case RS_POOL_PATH:
         if (strcmp(ref->type, "ResourcePool") != 0) {
-            put(m, sizeof(m), "resource pool %s is a %s, not a resource pool", r->pool, ref->type);
+            vmg_putf(m, sizeof(m), "resource pool %s is a %s, not a resource pool", r->pool,
+                     ref->type);
             r_end(r, VMG_ECONFIG, m);
             return;
         }
         r->p.pool = *ref;
-        put(r->p.pool_path, sizeof(r->p.pool_path), "%s", r->pool);
+        vmg_putf(r->p.pool_path, sizeof(r->p.pool_path), "%s", r->pool);
         r_done_or_ds(r);
         return;
     case RS_DS_PATH:
         if (strcmp(ref->type, "Datastore") != 0) {
-            put(m, sizeof(m), "datastore %s is a %s, not a datastore", r->ds, ref->type);
+            vmg_putf(m, sizeof(m), "datastore %s is a %s, not a datastore", r->ds, ref->type);
             r_end(r, VMG_ECONFIG, m);
             return;
         }
@@ -468,7 +460,8 @@ static void on_r_path(void *data, int err, const char *msg, const struct vim_mor
         r->p.datastore = *ref;
         {
             const char *slash = strrchr(r->ds, '/');
-            put(r->p.datastore_name, sizeof(r->p.datastore_name), "%s", slash ? slash + 1 : r->ds);
+            vmg_putf(r->p.datastore_name, sizeof(r->p.datastore_name), "%s",
+                     slash ? slash + 1 : r->ds);
         }
         r_end(r, 0, NULL);
         return;
@@ -496,7 +489,7 @@ static int r_begin(vs_resolver *r)
     }
     if (r->dc && strchr(r->dc, '/')) {
         char path[VS_PATH_MAX];
-        put(path, sizeof(path), "/%s", r->dc + (r->dc[0] == '/'));
+        vmg_putf(path, sizeof(path), "/%s", r->dc + (r->dc[0] == '/'));
         r->step = RS_DC_PATH;
         return vs_find_path(r->s, NULL, path, on_r_path, r, &r->find);
     }
@@ -826,7 +819,7 @@ static void fail(vs_inventory *inv, int err, const char *msg, bool transport)
     inv->failures++;
     inv->last_transport = transport;
     inv->last_err = err;
-    put(inv->last_msg, sizeof(inv->last_msg), "%s", msg);
+    vmg_putf(inv->last_msg, sizeof(inv->last_msg), "%s", msg);
     inv->retry_wait = transport && inv->step == I_WAIT && inv->have_pc;
     if (!transport && inv->failures == 1)
         delay = 0;
@@ -939,7 +932,7 @@ static void start_resolve(vs_inventory *inv)
     inv->step = I_RESOLVE;
     e = vs_placement_resolve(inv->s, &inv->pcfg, on_resolved, inv, &inv->res);
     if (e < 0) {
-        put(msg, sizeof(msg), "could not start resolving the placement: %s", vmg_strerror(e));
+        vmg_putf(msg, sizeof(msg), "could not start resolving the placement: %s", vmg_strerror(e));
         fail(inv, e, msg, e == VMG_ETRANSPORT);
     }
 }
@@ -984,7 +977,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         return;
     }
     if (e == 1)
-        put(inv->version, sizeof(inv->version), "%s", us.version);
+        vmg_putf(inv->version, sizeof(inv->version), "%s", us.version);
     if (inv->resyncing && (e == 0 || !us.truncated)) {
         inv->resyncing = false;
         vs_cache_end_resync(inv->cache);
@@ -1030,9 +1023,10 @@ static void on_i_reply(void *data, const struct vs_reply *r)
     if (r->err) {
         bool transport = r->err == VMG_ETRANSPORT || r->err == VMG_EHTTP;
         if (step == I_WAIT && r->err == VMG_EFAULT)
-            put(msg, sizeof(msg), "the inventory watch stopped (%s); rebuilding it", r->message);
+            vmg_putf(msg, sizeof(msg), "the inventory watch stopped (%s); rebuilding it",
+                     r->message);
         else
-            put(msg, sizeof(msg), "%s", r->message);
+            vmg_putf(msg, sizeof(msg), "%s", r->message);
         fail(inv, r->err, msg, transport);
         return;
     }
@@ -1101,7 +1095,7 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
     inv->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
     inv->on_change = on_change;
     inv->data = data;
-    put(inv->last_msg, sizeof(inv->last_msg), "the inventory watch is starting");
+    vmg_putf(inv->last_msg, sizeof(inv->last_msg), "the inventory watch is starting");
     inv->last_err = -EAGAIN;
     uv_timer_init(loop, &inv->timer);
     inv->timer.data = inv;

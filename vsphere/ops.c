@@ -16,13 +16,13 @@
 #include "vsphere/ops.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "controller/naming.h"
 #include "lib/err.h"
+#include "lib/str.h"
 
 #define MSG_MAX 768
 #define TCACHE_N 32
@@ -153,16 +153,6 @@ struct vs_ops {
     void (*closed)(void *data);
     void *closed_data;
 };
-
-static void put(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void put(char *buf, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, size, fmt, ap);
-    va_end(ap);
-}
 
 static const char *method_of(enum vs_op_kind k)
 {
@@ -301,7 +291,8 @@ static void fail_call(vs_op *op, const struct vs_reply *rep)
     char msg[MSG_MAX];
     bool monf = rep->err == VMG_EFAULT && strcmp(rep->fault->type, "ManagedObjectNotFound") == 0;
 
-    put(msg, sizeof(msg), "%s %s: %s", vs_op_kind_name(op->kind), vs_op_target(op), rep->message);
+    vmg_putf(msg, sizeof(msg), "%s %s: %s", vs_op_kind_name(op->kind), vs_op_target(op),
+             rep->message);
     finish_err(op, monf ? VMG_ENOTFOUND : rep->err, rep->err == VMG_EFAULT ? rep->fault->type : "",
                msg);
 }
@@ -322,8 +313,9 @@ static void task_apply(struct task_info *ti, const struct vim_object_update *u)
     for (size_t i = 0; i < u->n_changes; i++) {
         const struct vim_change *c = &u->changes[i];
         if (strcmp(c->name, "info.state") == 0) {
-            put(ti->state, sizeof(ti->state), "%s",
-                (c->kind == VIM_VAL_ENUM || c->kind == VIM_VAL_STRING) && c->str ? c->str : "");
+            vmg_putf(ti->state, sizeof(ti->state), "%s",
+                     (c->kind == VIM_VAL_ENUM || c->kind == VIM_VAL_STRING) && c->str ? c->str
+                                                                                      : "");
         } else if (strcmp(c->name, "info.error") == 0) {
             ti->has_fault = c->kind == VIM_VAL_FAULT && soap_method_fault(c->node, &ti->fault) == 0;
         } else if (strcmp(c->name, "info.result") == 0) {
@@ -347,12 +339,12 @@ static void complete_task(vs_op *op)
     r.err = VMG_EFAULT;
     if (op->ti.has_fault) {
         r.fault_type = op->ti.fault.type;
-        put(msg, sizeof(msg), "%s %s: %s failed: %s: %s", vs_op_kind_name(op->kind),
-            vs_op_target(op), method_of(op->kind), op->ti.fault.type, op->ti.fault.message);
+        vmg_putf(msg, sizeof(msg), "%s %s: %s failed: %s: %s", vs_op_kind_name(op->kind),
+                 vs_op_target(op), method_of(op->kind), op->ti.fault.type, op->ti.fault.message);
     } else {
         r.fault_type = "";
-        put(msg, sizeof(msg), "%s %s: %s failed", vs_op_kind_name(op->kind), vs_op_target(op),
-            method_of(op->kind));
+        vmg_putf(msg, sizeof(msg), "%s %s: %s failed", vs_op_kind_name(op->kind), vs_op_target(op),
+                 method_of(op->kind));
     }
     r.message = msg;
     finish(op, &r);
@@ -370,8 +362,8 @@ static void send_failed(vs_op *op, int e, const char *what)
 {
     char msg[MSG_MAX];
 
-    put(msg, sizeof(msg), "%s %s: could not send %s: %s", vs_op_kind_name(op->kind),
-        vs_op_target(op), what, vmg_strerror(e));
+    vmg_putf(msg, sizeof(msg), "%s %s: could not send %s: %s", vs_op_kind_name(op->kind),
+             vs_op_target(op), what, vmg_strerror(e));
     finish_err(op, e, "", msg);
 }
 
@@ -471,8 +463,8 @@ static void on_pc_reply(void *data, const struct vs_reply *r)
             send_filter(op);
         return;
     }
-    put(msg, sizeof(msg), "could not follow the task: %s",
-        r->err ? r->message : "unreadable PropertyCollector");
+    vmg_putf(msg, sizeof(msg), "could not follow the task: %s",
+             r->err ? r->message : "unreadable PropertyCollector");
     for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
         finish_err(op, r->err ? r->err : VMG_EPARSE, r->err == VMG_EFAULT ? r->fault->type : "",
                    msg);
@@ -642,7 +634,7 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     }
     o->failures = 0;
     if (e == 1)
-        put(o->version, sizeof(o->version), "%s", us.version);
+        vmg_putf(o->version, sizeof(o->version), "%s", us.version);
     if (e == 0) {
         /* A quiet long poll: read the state of the tasks followed, as a
          * safety net against an end the server did not report. */
@@ -696,8 +688,8 @@ static void on_t_list(void *data, int err, const char *msg, const struct vs_foun
             pick_template = i;
     }
     if (named == 0) {
-        put(m, sizeof(m), "template \"%s\" not found in %s/vm or its subfolders", t->name,
-            p ? p->datacenter_path : "the datacenter");
+        vmg_putf(m, sizeof(m), "template \"%s\" not found in %s/vm or its subfolders", t->name,
+                 p ? p->datacenter_path : "the datacenter");
         tentry_done(t, VMG_ENOTFOUND, m);
         return;
     }
@@ -706,10 +698,10 @@ static void on_t_list(void *data, int err, const char *msg, const struct vs_foun
         tentry_done(t, 0, NULL);
         return;
     }
-    put(m, sizeof(m),
-        "%zu VMs named \"%s\" in %s/vm (%zu of them templates): give the template's inventory "
-        "path",
-        named, t->name, p ? p->datacenter_path : "the datacenter", templates);
+    vmg_putf(m, sizeof(m),
+             "%zu VMs named \"%s\" in %s/vm (%zu of them templates): give the template's inventory "
+             "path",
+             named, t->name, p ? p->datacenter_path : "the datacenter", templates);
     tentry_done(t, VMG_EAMBIGUOUS, m);
 }
 
@@ -729,15 +721,15 @@ static void on_t_path(void *data, int err, const char *msg, const struct vim_mor
     if (strchr(t->name, '/')) {
         if (err == VMG_ENOTFOUND) {
             if (t->name[0] == '/')
-                put(m, sizeof(m), "template \"%s\" not found", t->name);
+                vmg_putf(m, sizeof(m), "template \"%s\" not found", t->name);
             else
-                put(m, sizeof(m), "template \"%s\" not found in %s/vm", t->name,
-                    p ? p->datacenter_path : "the datacenter");
+                vmg_putf(m, sizeof(m), "template \"%s\" not found in %s/vm", t->name,
+                         p ? p->datacenter_path : "the datacenter");
             tentry_done(t, err, m);
         } else if (err) {
             tentry_done(t, err, msg);
         } else {
-            put(m, sizeof(m), "template \"%s\" is a %s, not a VM", t->name, ref->type);
+            vmg_putf(m, sizeof(m), "template \"%s\" is a %s, not a VM", t->name, ref->type);
             tentry_done(t, VMG_ECONFIG, m);
         }
         return;
@@ -754,7 +746,8 @@ static void on_t_path(void *data, int err, const char *msg, const struct vim_mor
     t->listing = true;
     e = vs_find_list(t->o->s, &p->vm_folder, VS_LIST_VMS, 0, on_t_list, t, &t->find);
     if (e < 0) {
-        put(m, sizeof(m), "could not search for template \"%s\": %s", t->name, vmg_strerror(e));
+        vmg_putf(m, sizeof(m), "could not search for template \"%s\": %s", t->name,
+                 vmg_strerror(e));
         tentry_done(t, e, m);
     }
 }
@@ -780,7 +773,7 @@ static void tentry_done(struct tentry *t, int err, const char *msg)
         op->tnext = NULL;
         if (err) {
             char m[MSG_MAX];
-            put(m, sizeof(m), "clone %s: %s", op->name, msg);
+            vmg_putf(m, sizeof(m), "clone %s: %s", op->name, msg);
             finish_err(op, err, "", m);
         } else {
             op->tmpl = t->ref;
@@ -845,13 +838,13 @@ static void resolve_template(vs_op *op)
     t->o = o;
     t->state = T_PENDING;
     t->listing = false;
-    put(t->name, sizeof(t->name), "%s", op->template_name);
+    vmg_putf(t->name, sizeof(t->name), "%s", op->template_name);
     if (t->name[0] == '/')
         e = vs_find_path(o->s, NULL, t->name, on_t_path, t, &t->find);
     else
         e = vs_find_path(o->s, &p->vm_folder, t->name, on_t_path, t, &t->find);
     if (e < 0) {
-        put(m, sizeof(m), "could not look up template \"%s\": %s", t->name, vmg_strerror(e));
+        vmg_putf(m, sizeof(m), "could not look up template \"%s\": %s", t->name, vmg_strerror(e));
         tentry_done(t, e, m);
     }
 }
@@ -996,8 +989,8 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             return;
         }
         if (vim_decode_moref(r->resp, &ref) < 0) {
-            put(msg, sizeof(msg), "%s %s: vCenter sent an unreadable answer to %s",
-                vs_op_kind_name(op->kind), vs_op_target(op), method_of(op->kind));
+            vmg_putf(msg, sizeof(msg), "%s %s: vCenter sent an unreadable answer to %s",
+                     vs_op_kind_name(op->kind), vs_op_target(op), method_of(op->kind));
             finish_err(op, VMG_EPARSE, "", msg);
             return;
         }
@@ -1019,8 +1012,9 @@ static void on_op_reply(void *data, const struct vs_reply *r)
         }
         e = vim_decode_moref(r->resp, &ref);
         if (e < 0) {
-            put(msg, sizeof(msg),
-                "create-folder %s: vCenter says the name exists but no child has it", op->name);
+            vmg_putf(msg, sizeof(msg),
+                     "create-folder %s: vCenter says the name exists but no child has it",
+                     op->name);
             finish_err(op, e == VMG_ENOTFOUND ? VMG_ECONFLICT : e, "DuplicateName", msg);
             return;
         }
@@ -1050,8 +1044,8 @@ static void on_op_reply(void *data, const struct vs_reply *r)
         }
         e = vim_decode_retrieve_result(r->resp, check_cb, &op->ti, token, sizeof(token));
         if (e < 0 && op->step == O_CHECK1) {
-            put(msg, sizeof(msg), "%s %s: unreadable task state", vs_op_kind_name(op->kind),
-                vs_op_target(op));
+            vmg_putf(msg, sizeof(msg), "%s %s: unreadable task state", vs_op_kind_name(op->kind),
+                     vs_op_target(op));
             finish_err(op, e, "", msg);
             return;
         }
@@ -1214,7 +1208,7 @@ int vs_ops_create_folder(vs_ops *o, const struct vim_moref *parent, const char *
     op = op_new(o, VS_OP_CREATE_FOLDER, parent, cb, data, &e);
     if (!op)
         return e;
-    put(op->name, sizeof(op->name), "%s", name);
+    vmg_putf(op->name, sizeof(op->name), "%s", name);
     return submit(op, ret);
 }
 
@@ -1232,17 +1226,17 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
     op = op_new(o, VS_OP_CLONE, spec->folder, cb, data, &e);
     if (!op)
         return e;
-    put(op->name, sizeof(op->name), "%s", spec->name);
-    put(op->template_name, sizeof(op->template_name), "%s", spec->template_name);
+    vmg_putf(op->name, sizeof(op->name), "%s", spec->name);
+    vmg_putf(op->template_name, sizeof(op->template_name), "%s", spec->template_name);
     op->num_cpus = spec->num_cpus;
     op->memory_mb = spec->memory_mb;
     if (spec->mark_uid) {
         op->has_uid = true;
-        put(op->mark_uid, sizeof(op->mark_uid), "%s", spec->mark_uid);
+        vmg_putf(op->mark_uid, sizeof(op->mark_uid), "%s", spec->mark_uid);
     }
     if (spec->mark_template) {
         op->has_tmark = true;
-        put(op->mark_template, sizeof(op->mark_template), "%s", spec->mark_template);
+        vmg_putf(op->mark_template, sizeof(op->mark_template), "%s", spec->mark_template);
     }
     return submit(op, ret);
 }

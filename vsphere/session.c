@@ -10,7 +10,6 @@
 #include "vsphere/session.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/str.h"
 
 #define COOKIE_NAME "vmware_soap_session"
 #define COOKIE_MAX 512
@@ -116,19 +116,6 @@ struct vs_session {
 
 /* ---- Pure helpers ---- */
 
-static void put(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void put(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static bool host_char_ok(char c)
 {
     return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_';
@@ -148,18 +135,18 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     int n;
 
     if (!host || !buf || size == 0) {
-        put(err, errlen, "VC_HOST is empty");
+        vmg_putf(err, errlen, "VC_HOST is empty");
         return VMG_ECONFIG;
     }
     for (const char *p = host; *p; p++)
         if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
-            put(err, errlen, "VC_HOST \"%.200s\" holds a blank or a control character", host);
+            vmg_putf(err, errlen, "VC_HOST \"%.200s\" holds a blank or a control character", host);
             return VMG_ECONFIG;
         }
     rest = strstr(host, "://");
     if (rest) {
         if ((size_t)(rest - host) != 5 || strncasecmp(host, "https", 5) != 0) {
-            put(err, errlen, "VC_HOST \"%.200s\": only https URLs are supported", host);
+            vmg_putf(err, errlen, "VC_HOST \"%.200s\": only https URLs are supported", host);
             return VMG_ECONFIG;
         }
         rest += 3;
@@ -170,36 +157,37 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     auth_end = slash ? slash : rest + strlen(rest);
     auth_len = (size_t)(auth_end - rest);
     if (memchr(rest, '@', auth_len)) {
-        put(err, errlen,
-            "VC_HOST \"%.200s\" holds a user name; give it in VC_USER and VC_PASS instead", host);
+        vmg_putf(err, errlen,
+                 "VC_HOST \"%.200s\" holds a user name; give it in VC_USER and VC_PASS instead",
+                 host);
         return VMG_ECONFIG;
     }
     if (slash && strcmp(slash, "/") != 0) {
         path = slash;
         path_len = strlen(slash);
         if (strpbrk(path, "?#")) {
-            put(err, errlen, "VC_HOST \"%.200s\": a query or fragment is not allowed", host);
+            vmg_putf(err, errlen, "VC_HOST \"%.200s\": a query or fragment is not allowed", host);
             return VMG_ECONFIG;
         }
     }
     if (auth_len == 0) {
-        put(err, errlen, "VC_HOST \"%.200s\" names no host", host);
+        vmg_putf(err, errlen, "VC_HOST \"%.200s\" names no host", host);
         return VMG_ECONFIG;
     }
     if (rest[0] == '[') {
         const char *close = memchr(rest, ']', auth_len);
         if (!close || close == rest + 1) {
-            put(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+            vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
             return VMG_ECONFIG;
         }
         for (const char *p = rest + 1; p < close; p++)
             if (!v6_char_ok(*p)) {
-                put(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+                vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
                 return VMG_ECONFIG;
             }
         if (close + 1 < auth_end) {
             if (close[1] != ':') {
-                put(err, errlen, "VC_HOST \"%.200s\": bad text after the IPv6 address", host);
+                vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad text after the IPv6 address", host);
                 return VMG_ECONFIG;
             }
             colon = close + 1;
@@ -215,7 +203,7 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
             /* A bare IPv6 address: no port can follow it unambiguously. */
             for (const char *p = rest; p < auth_end; p++)
                 if (!v6_char_ok(*p)) {
-                    put(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+                    vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
                     return VMG_ECONFIG;
                 }
             if (auth_len + 2 >= sizeof(hostpart))
@@ -228,12 +216,12 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
             size_t hl = c1 ? (size_t)(c1 - rest) : auth_len;
             colon = c1;
             if (hl == 0) {
-                put(err, errlen, "VC_HOST \"%.200s\" names no host", host);
+                vmg_putf(err, errlen, "VC_HOST \"%.200s\" names no host", host);
                 return VMG_ECONFIG;
             }
             for (size_t i = 0; i < hl; i++)
                 if (!host_char_ok(rest[i])) {
-                    put(err, errlen, "VC_HOST \"%.200s\": invalid host name", host);
+                    vmg_putf(err, errlen, "VC_HOST \"%.200s\": invalid host name", host);
                     return VMG_ECONFIG;
                 }
             if (hl >= sizeof(hostpart))
@@ -247,18 +235,18 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
         size_t digits = (size_t)(auth_end - p);
         port = 0;
         if (digits == 0 || digits > 5) {
-            put(err, errlen, "VC_HOST \"%.200s\": bad port", host);
+            vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad port", host);
             return VMG_ECONFIG;
         }
         for (; p < auth_end; p++) {
             if (!isdigit((unsigned char)*p)) {
-                put(err, errlen, "VC_HOST \"%.200s\": bad port", host);
+                vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad port", host);
                 return VMG_ECONFIG;
             }
             port = port * 10 + (*p - '0');
         }
         if (port < 1 || port > 65535) {
-            put(err, errlen, "VC_HOST \"%.200s\": port out of range", host);
+            vmg_putf(err, errlen, "VC_HOST \"%.200s\": port out of range", host);
             return VMG_ECONFIG;
         }
     }
@@ -268,7 +256,7 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     return 0;
 toolong:
     buf[0] = '\0';
-    put(err, errlen, "VC_HOST \"%.100s...\" is too long", host);
+    vmg_putf(err, errlen, "VC_HOST \"%.100s...\" is too long", host);
     return VMG_ECONFIG;
 }
 
@@ -289,7 +277,7 @@ int vs_thumbprint_parse(const char *s, unsigned char out[VS_SHA256_LEN], char *e
     int hi = 0;
 
     if (!s || !out || !*s) {
-        put(err, errlen, "the vCenter thumbprint is empty");
+        vmg_putf(err, errlen, "the vCenter thumbprint is empty");
         return VMG_ECONFIG;
     }
     for (const char *p = s; *p; p++) {
@@ -310,10 +298,10 @@ int vs_thumbprint_parse(const char *s, unsigned char out[VS_SHA256_LEN], char *e
     if (digits % 2 != 0)
         goto bad;
     if (nbytes == 20) {
-        put(err, errlen,
-            "the vCenter thumbprint \"%.120s\" is a SHA-1 fingerprint; give the SHA-256 "
-            "fingerprint of the certificate (openssl x509 -noout -fingerprint -sha256)",
-            s);
+        vmg_putf(err, errlen,
+                 "the vCenter thumbprint \"%.120s\" is a SHA-1 fingerprint; give the SHA-256 "
+                 "fingerprint of the certificate (openssl x509 -noout -fingerprint -sha256)",
+                 s);
         return VMG_ECONFIG;
     }
     if (nbytes != VS_SHA256_LEN)
@@ -321,10 +309,10 @@ int vs_thumbprint_parse(const char *s, unsigned char out[VS_SHA256_LEN], char *e
     memcpy(out, tmp, VS_SHA256_LEN);
     return 0;
 bad:
-    put(err, errlen,
-        "the vCenter thumbprint \"%.120s\" is not a SHA-256 fingerprint (64 hex digits, "
-        "optionally as AA:BB:...)",
-        s);
+    vmg_putf(err, errlen,
+             "the vCenter thumbprint \"%.120s\" is not a SHA-256 fingerprint (64 hex digits, "
+             "optionally as AA:BB:...)",
+             s);
     return VMG_ECONFIG;
 }
 
@@ -500,7 +488,7 @@ static int send_call(vs_session *s, vs_req *c)
 
     curl_slist_free_all(c->hdrs);
     c->hdrs = NULL;
-    put(hdr, sizeof(hdr), "SOAPAction: %s", action);
+    vmg_putf(hdr, sizeof(hdr), "SOAPAction: %s", action);
     t = curl_slist_append(h, "Content-Type: text/xml; charset=utf-8");
     if (t)
         t = curl_slist_append(h = t, hdr);
@@ -562,7 +550,7 @@ static vs_req *call_new(vs_session *s, enum call_kind kind, const char *method, 
     }
     c->s = s;
     c->kind = kind;
-    put(c->method, sizeof(c->method), "%s", method);
+    vmg_putf(c->method, sizeof(c->method), "%s", method);
     c->buf = buf;
     c->len = len;
     c->max_response = max_response ? max_response : VS_CALL_MAX_RESPONSE;
@@ -631,8 +619,8 @@ static void login_failed(vs_session *s, int err, const char *msg)
     s->stats.login_failures++;
     s->attempts++;
     s->last_err = err;
-    put(s->last_msg, sizeof(s->last_msg), "%s", msg);
-    put(copy, sizeof(copy), "%s", msg);
+    vmg_putf(s->last_msg, sizeof(s->last_msg), "%s", msg);
+    vmg_putf(copy, sizeof(copy), "%s", msg);
     if (s->closing)
         return;
     s->state = VS_STATE_BACKOFF;
@@ -689,7 +677,7 @@ static void start_login(vs_session *s)
     if (r == 0)
         r = internal_send(s, CK_CONTENT, "RetrieveServiceContent", buf, len, 0);
     if (r < 0) {
-        put(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
+        vmg_putf(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
         login_failed(s, r, msg);
     }
 }
@@ -722,13 +710,13 @@ static void describe(char *buf, size_t size, const char *method, int err,
                      const struct soap_fault *f, long status, const char *errmsg)
 {
     if (err == VMG_EFAULT && f)
-        put(buf, size, "vCenter %s failed: %s: %s", method, f->type, f->message);
+        vmg_putf(buf, size, "vCenter %s failed: %s: %s", method, f->type, f->message);
     else if (err == VMG_EHTTP)
-        put(buf, size, "vCenter %s failed: HTTP status %ld", method, status);
+        vmg_putf(buf, size, "vCenter %s failed: HTTP status %ld", method, status);
     else if (errmsg && *errmsg)
-        put(buf, size, "vCenter %s failed: %s: %s", method, vmg_strerror(err), errmsg);
+        vmg_putf(buf, size, "vCenter %s failed: %s: %s", method, vmg_strerror(err), errmsg);
     else
-        put(buf, size, "vCenter %s failed: %s", method, vmg_strerror(err));
+        vmg_putf(buf, size, "vCenter %s failed: %s", method, vmg_strerror(err));
 }
 
 static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_result *res, int err,
@@ -744,7 +732,7 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
         if (r == 0 && soap_action(s->action, sizeof(s->action), sc.api_version) < 0)
             r = VMG_EPARSE;
         if (r < 0) {
-            put(msg, sizeof(msg), "vCenter at %s sent an unreadable ServiceContent", s->url);
+            vmg_putf(msg, sizeof(msg), "vCenter at %s sent an unreadable ServiceContent", s->url);
             login_failed(s, r, msg);
             return;
         }
@@ -754,7 +742,7 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
         if (r == 0)
             r = internal_send(s, CK_LOGIN, "Login", buf, len, 0);
         if (r < 0) {
-            put(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
+            vmg_putf(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
             login_failed(s, r, msg);
         }
         return;
@@ -762,30 +750,31 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
     if (err == 0) { /* Login */
         struct vim_user_session us;
         if (take_cookie(s, res->xfer) < 0 || vim_decode_user_session(resp, &us) < 0) {
-            put(msg, sizeof(msg), "vCenter at %s accepted the login but sent no session", s->url);
+            vmg_putf(msg, sizeof(msg), "vCenter at %s accepted the login but sent no session",
+                     s->url);
             login_failed(s, VMG_EPARSE, msg);
             return;
         }
-        put(s->key, sizeof(s->key), "%s", us.key);
+        vmg_putf(s->key, sizeof(s->key), "%s", us.key);
         login_succeeded(s);
         return;
     }
     if (err == VMG_EFAULT && c->kind == CK_LOGIN && strcmp(fault->type, "InvalidLogin") == 0) {
-        put(msg, sizeof(msg),
-            "vCenter refused the login for user %s: incorrect user name or password", s->user);
+        vmg_putf(msg, sizeof(msg),
+                 "vCenter refused the login for user %s: incorrect user name or password", s->user);
         login_failed(s, VMG_EAUTH, msg);
         return;
     }
     if (err == VMG_EFAULT && c->kind == CK_LOGIN) {
-        put(msg, sizeof(msg), "vCenter refused the login for user %s: %s: %s", s->user, fault->type,
-            fault->message);
+        vmg_putf(msg, sizeof(msg), "vCenter refused the login for user %s: %s: %s", s->user,
+                 fault->type, fault->message);
         login_failed(s, VMG_EAUTH, msg);
         return;
     }
     describe(msg, sizeof(msg), c->method, err, fault, res->status, res->errmsg);
     if (err == VMG_ETRANSPORT) {
         size_t n = strlen(msg);
-        put(msg + n, sizeof(msg) - n, " (at %s)", s->url);
+        vmg_putf(msg + n, sizeof(msg) - n, " (at %s)", s->url);
     }
     login_failed(s, err, msg);
 }
@@ -928,16 +917,16 @@ vs_session *vs_session_new(uv_loop_t *loop, vmg_http *http, const struct vs_sess
     if (err && errlen)
         err[0] = '\0';
     if (!loop || !http || !cfg) {
-        put(err, errlen, "no loop, HTTP client or configuration");
+        vmg_putf(err, errlen, "no loop, HTTP client or configuration");
         goto fail;
     }
     if (!cfg->user || !*cfg->user) {
-        put(err, errlen, "VC_USER is empty");
+        vmg_putf(err, errlen, "VC_USER is empty");
         r = VMG_ECONFIG;
         goto fail;
     }
     if (!cfg->password || !*cfg->password) {
-        put(err, errlen, "VC_PASS is empty");
+        vmg_putf(err, errlen, "VC_PASS is empty");
         r = VMG_ECONFIG;
         goto fail;
     }
@@ -958,8 +947,8 @@ vs_session *vs_session_new(uv_loop_t *loop, vmg_http *http, const struct vs_sess
         s->pinned = true;
     }
     if (cfg->ca_file && *cfg->ca_file && access(cfg->ca_file, R_OK) != 0) {
-        put(err, errlen, "the vCenter CA file %.300s cannot be read: %s", cfg->ca_file,
-            strerror(errno));
+        vmg_putf(err, errlen, "the vCenter CA file %.300s cannot be read: %s", cfg->ca_file,
+                 strerror(errno));
         r = VMG_ECONFIG;
         goto fail;
     }
@@ -1122,7 +1111,7 @@ void vs_session_key(const vs_session *s, char *buf, size_t size)
 {
     if (!buf || size == 0)
         return;
-    put(buf, size, "%s", s && s->state == VS_STATE_READY ? s->key : "");
+    vmg_putf(buf, size, "%s", s && s->state == VS_STATE_READY ? s->key : "");
 }
 
 void vs_session_stats(const vs_session *s, struct vs_session_stats *ret)
