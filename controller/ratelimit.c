@@ -1,121 +1,39 @@
 /* ratelimit.c: per-key exponential backoff combined with a token bucket.
  *
- * Failure counts live in an open-addressing hash table (linear probing,
- * backward-shift deletion) keyed by string, bounded by max_keys. */
+ * Failure counts live in a lib/keytab table keyed by string, bounded by
+ * max_keys. */
 #include "controller/ratelimit.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/err.h"
-
-#define TABLE_MIN_CAP 16
+#include "lib/keytab.h"
 
 struct failure {
-    uint64_t hash;
+    struct keytab_node node;
     uint32_t count;
     char key[]; /* NUL-terminated copy */
 };
 
 struct rl {
     struct rl_options o;
-    struct failure **slots; /* cap slots, NULL when empty; cap is 0 or a power of 2 */
-    size_t cap;
-    size_t count;
-    uint64_t seed;
-    double tokens;    /* may go negative: tokens reserved ahead of time */
-    uint64_t last_ms; /* when tokens was last brought up to date */
+    struct keytab failures; /* struct failure by key, at most max_keys */
+    double tokens;          /* may go negative: tokens reserved ahead of time */
+    uint64_t last_ms;       /* when tokens was last brought up to date */
 };
 
-/* hash_key hashes a key with FNV-1a from a per-table seed, then mixes the
- * result so that its low bits (the slot) depend on every byte. The seed
- * makes colliding names harder to choose; it is not a keyed PRF. */
-static uint64_t hash_key(uint64_t seed, const char *s, size_t len)
+static struct failure *lookup(const struct rl *l, const char *key, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
+    struct keytab_node *n = keytab_find(&l->failures, key, keytab_hash(&l->failures, key, len));
+    return n ? keytab_entry(n, struct failure, node) : NULL;
 }
 
-/* check_key returns the length of a valid key, or a negative code. */
-static long check_key(const char *key)
+static void free_failure(struct keytab_node *n)
 {
-    if (!key || !key[0])
-        return -EINVAL;
-    size_t len = strnlen(key, RL_KEY_MAX + 1);
-    if (len > RL_KEY_MAX)
-        return VMG_ETOOBIG;
-    return (long)len;
-}
-
-static size_t find_slot(const struct rl *l, const char *key, uint64_t h)
-{
-    size_t mask = l->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        struct failure *f = l->slots[i];
-        if (!f || (f->hash == h && strcmp(f->key, key) == 0))
-            return i;
-    }
-}
-
-static struct failure *lookup(const struct rl *l, const char *key, uint64_t h)
-{
-    if (l->cap == 0)
-        return NULL;
-    return l->slots[find_slot(l, key, h)];
-}
-
-static int resize(struct rl *l, size_t cap)
-{
-    struct failure **slots = calloc(cap, sizeof(*slots));
-    if (!slots)
-        return -ENOMEM;
-    for (size_t i = 0; i < l->cap; i++) {
-        struct failure *f = l->slots[i];
-        if (!f)
-            continue;
-        size_t j = f->hash & (cap - 1);
-        while (slots[j])
-            j = (j + 1) & (cap - 1);
-        slots[j] = f;
-    }
-    free(l->slots);
-    l->slots = slots;
-    l->cap = cap;
-    return 0;
-}
-
-/* remove_at empties slot i and shifts later members of its cluster back, so
- * that every lookup still finds its key without tombstones. */
-static void remove_at(struct rl *l, size_t i)
-{
-    size_t mask = l->cap - 1;
-    free(l->slots[i]);
-    l->slots[i] = NULL;
-    l->count--;
-    for (size_t j = (i + 1) & mask; l->slots[j]; j = (j + 1) & mask) {
-        size_t home = l->slots[j]->hash & mask;
-        /* Move slot j into the hole at i unless its home lies cyclically in (i, j]. */
-        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (stays)
-            continue;
-        l->slots[i] = l->slots[j];
-        l->slots[j] = NULL;
-        i = j;
-    }
-    /* Shrink when sparse; a failed shrink only keeps the larger table. */
-    if (l->cap > TABLE_MIN_CAP && l->count < l->cap / 8)
-        (void)resize(l, l->cap / 2);
+    free(keytab_entry(n, struct failure, node));
 }
 
 void rl_options_init(struct rl_options *o)
@@ -137,9 +55,7 @@ int rl_new(const struct rl_options *o, struct rl **ret)
     if (!l)
         return -ENOMEM;
     l->o = *o;
-    struct timespec ts = {0};
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    l->seed = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)l;
+    keytab_init(&l->failures);
     if (l->o.max_keys == 0)
         l->o.max_keys = RL_DEFAULT_MAX_KEYS;
     l->tokens = o->burst;
@@ -153,9 +69,7 @@ void rl_free(struct rl *l)
 {
     if (!l)
         return;
-    for (size_t i = 0; i < l->cap; i++)
-        free(l->slots[i]);
-    free(l->slots);
+    keytab_release(&l->failures, free_failure);
     free(l);
 }
 
@@ -193,27 +107,24 @@ static uint64_t bucket_reserve(struct rl *l)
 
 int rl_when(struct rl *l, const char *key, uint64_t *ret_delay_ms)
 {
-    long len = check_key(key);
+    long len = keytab_key_len(key, RL_KEY_MAX);
     if (len < 0)
         return (int)len;
-    uint64_t h = hash_key(l->seed, key, (size_t)len);
-    struct failure *f = lookup(l, key, h);
+    struct failure *f = lookup(l, key, (size_t)len);
     if (!f) {
-        if (l->count >= l->o.max_keys)
+        if (l->failures.count >= l->o.max_keys)
             return -ENOSPC;
-        if ((l->count + 1) * 4 > l->cap * 3) {
-            int r = resize(l, l->cap ? l->cap * 2 : TABLE_MIN_CAP);
-            if (r < 0)
-                return r;
-        }
+        int r = keytab_reserve(&l->failures);
+        if (r < 0)
+            return r;
         f = malloc(sizeof(*f) + (size_t)len + 1);
         if (!f)
             return -ENOMEM;
-        f->hash = h;
         f->count = 0;
         memcpy(f->key, key, (size_t)len + 1);
-        l->slots[find_slot(l, key, h)] = f;
-        l->count++;
+        f->node.key = f->key;
+        f->node.hash = keytab_hash(&l->failures, key, (size_t)len);
+        keytab_insert(&l->failures, &f->node);
     }
     uint64_t d = backoff(l->o.base_delay_ms, l->o.max_delay_ms, f->count);
     if (f->count < UINT32_MAX)
@@ -225,24 +136,26 @@ int rl_when(struct rl *l, const char *key, uint64_t *ret_delay_ms)
 
 void rl_forget(struct rl *l, const char *key)
 {
-    long len = check_key(key);
-    if (!l || len < 0 || l->cap == 0)
+    long len = keytab_key_len(key, RL_KEY_MAX);
+    if (!l || len < 0)
         return;
-    size_t i = find_slot(l, key, hash_key(l->seed, key, (size_t)len));
-    if (l->slots[i])
-        remove_at(l, i);
+    struct failure *f = lookup(l, key, (size_t)len);
+    if (f) {
+        keytab_remove(&l->failures, &f->node);
+        free(f);
+    }
 }
 
 uint32_t rl_num_requeues(const struct rl *l, const char *key)
 {
-    long len = check_key(key);
+    long len = keytab_key_len(key, RL_KEY_MAX);
     if (!l || len < 0)
         return 0;
-    struct failure *f = lookup(l, key, hash_key(l->seed, key, (size_t)len));
+    struct failure *f = lookup(l, key, (size_t)len);
     return f ? f->count : 0;
 }
 
 size_t rl_keys(const struct rl *l)
 {
-    return l ? l->count : 0;
+    return l ? l->failures.count : 0;
 }

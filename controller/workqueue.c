@@ -1,8 +1,7 @@
 /* workqueue.c: a deduplicating, delaying, rate-limited queue of keys.
  *
- * Each distinct key the queue holds is one item, found through an
- * open-addressing hash table (linear probing, backward-shift deletion). An
- * item can be, at the same time:
+ * Each distinct key the queue holds is one item, found through a
+ * lib/keytab table. An item can be, at the same time:
  *   - dirty: it must be processed (again); it sits in the FIFO unless it is
  *     also processing, in which case wq_done() moves it into the FIFO;
  *   - processing: handed out and not done yet (a doubly linked list, for the
@@ -17,13 +16,13 @@
 #include <string.h>
 
 #include "lib/err.h"
+#include "lib/keytab.h"
 
-#define TABLE_MIN_CAP 16
 #define HEAP_MIN_CAP 16
 #define NOT_WAITING SIZE_MAX
 
 struct item {
-    uint64_t hash;
+    struct keytab_node node;
     struct item *qnext;         /* FIFO link while queued */
     struct item *pprev, *pnext; /* processing list links while processing */
     uint64_t add_ms;            /* when it became dirty */
@@ -53,10 +52,7 @@ struct wq {
     void (*observe)(void *data, int kind, double seconds);
     void *observe_data;
 
-    struct item **slots; /* the hash table: cap slots, 0 or a power of 2 */
-    size_t cap;
-    uint64_t seed;
-    size_t count;
+    struct keytab items; /* struct item by key, at most max_keys */
 
     struct item *head, *tail; /* the FIFO of ready keys */
     size_t depth;
@@ -95,118 +91,36 @@ static void observe(struct wq *q, int kind, uint64_t from, uint64_t to)
         q->observe(q->observe_data, kind, to > from ? (double)(to - from) / 1000.0 : 0.0);
 }
 
-/* hash_key hashes a key with FNV-1a from a per-table seed, then mixes the
- * result so that its low bits (the slot) depend on every byte. The seed
- * makes colliding names harder to choose; it is not a keyed PRF. */
-static uint64_t hash_key(uint64_t seed, const char *s, size_t len)
+static struct item *lookup(const struct wq *q, const char *key, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
+    struct keytab_node *n = keytab_find(&q->items, key, keytab_hash(&q->items, key, len));
+    return n ? keytab_entry(n, struct item, node) : NULL;
 }
 
-/* check_key returns the length of a valid key, or a negative code. */
-static long check_key(const char *key)
+static void free_item(struct keytab_node *n)
 {
-    if (!key || !key[0])
-        return -EINVAL;
-    size_t len = strnlen(key, WQ_KEY_MAX + 1);
-    if (len > WQ_KEY_MAX)
-        return VMG_ETOOBIG;
-    return (long)len;
-}
-
-/* ---- the hash table ---- */
-
-static size_t find_slot(const struct wq *q, const char *key, uint64_t h)
-{
-    size_t mask = q->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        struct item *it = q->slots[i];
-        if (!it || (it->hash == h && strcmp(it->key, key) == 0))
-            return i;
-    }
-}
-
-static struct item *lookup(const struct wq *q, const char *key, uint64_t h)
-{
-    if (q->cap == 0)
-        return NULL;
-    return q->slots[find_slot(q, key, h)];
-}
-
-static int table_resize(struct wq *q, size_t cap)
-{
-    struct item **slots = calloc(cap, sizeof(*slots));
-    if (!slots)
-        return -ENOMEM;
-    for (size_t i = 0; i < q->cap; i++) {
-        struct item *it = q->slots[i];
-        if (!it)
-            continue;
-        size_t j = it->hash & (cap - 1);
-        while (slots[j])
-            j = (j + 1) & (cap - 1);
-        slots[j] = it;
-    }
-    free(q->slots);
-    q->slots = slots;
-    q->cap = cap;
-    return 0;
-}
-
-/* table_remove takes it out of the table, shifting later members of its
- * cluster back so that no tombstones are needed. */
-static void table_remove(struct wq *q, struct item *it)
-{
-    size_t mask = q->cap - 1;
-    size_t i = it->hash & mask;
-    while (q->slots[i] != it)
-        i = (i + 1) & mask;
-    q->slots[i] = NULL;
-    q->count--;
-    for (size_t j = (i + 1) & mask; q->slots[j]; j = (j + 1) & mask) {
-        size_t home = q->slots[j]->hash & mask;
-        /* Move slot j into the hole at i unless its home lies cyclically in (i, j]. */
-        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (stays)
-            continue;
-        q->slots[i] = q->slots[j];
-        q->slots[j] = NULL;
-        i = j;
-    }
-    /* Shrink when sparse; a failed shrink only keeps the larger table. */
-    if (q->cap > TABLE_MIN_CAP && q->count < q->cap / 8)
-        (void)table_resize(q, q->cap / 2);
+    free(keytab_entry(n, struct item, node));
 }
 
 /* new_item adds an item for key (absent from the table) and returns it in
  * *ret. Fails with -ENOSPC at max_keys, or -ENOMEM, changing nothing. */
-static int new_item(struct wq *q, const char *key, size_t len, uint64_t h, struct item **ret)
+static int new_item(struct wq *q, const char *key, size_t len, struct item **ret)
 {
-    if (q->count >= q->max_keys) {
+    if (q->items.count >= q->max_keys) {
         q->rejected_total++;
         return -ENOSPC;
     }
-    if ((q->count + 1) * 4 > q->cap * 3) {
-        int r = table_resize(q, q->cap ? q->cap * 2 : TABLE_MIN_CAP);
-        if (r < 0)
-            return r;
-    }
+    int r = keytab_reserve(&q->items);
+    if (r < 0)
+        return r;
     struct item *it = calloc(1, sizeof(*it) + len + 1);
     if (!it)
         return -ENOMEM;
-    it->hash = h;
     it->heap_idx = NOT_WAITING;
     memcpy(it->key, key, len + 1);
-    q->slots[find_slot(q, key, h)] = it;
-    q->count++;
+    it->node.key = it->key;
+    it->node.hash = keytab_hash(&q->items, key, len);
+    keytab_insert(&q->items, &it->node);
     *ret = it;
     return 0;
 }
@@ -216,7 +130,7 @@ static void maybe_free(struct wq *q, struct item *it)
 {
     if (it->dirty || it->processing || it->heap_idx != NOT_WAITING)
         return;
-    table_remove(q, it);
+    keytab_remove(&q->items, &it->node);
     free(it);
 }
 
@@ -434,7 +348,7 @@ int wq_new(uv_loop_t *loop, const struct wq_options *o, struct wq **ret)
     if (!q)
         return -ENOMEM;
     q->loop = loop;
-    q->seed = uv_hrtime() ^ (uint64_t)(uintptr_t)q;
+    keytab_init(&q->items);
     if (o->name)
         memcpy(q->name, o->name, strlen(o->name) + 1);
     q->handler = o->handler;
@@ -471,13 +385,12 @@ int wq_add(struct wq *q, const char *key)
 {
     if (q->shut)
         return -ESHUTDOWN;
-    long len = check_key(key);
+    long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    uint64_t h = hash_key(q->seed, key, (size_t)len);
-    struct item *it = lookup(q, key, h);
+    struct item *it = lookup(q, key, (size_t)len);
     if (!it) {
-        int r = new_item(q, key, (size_t)len, h, &it);
+        int r = new_item(q, key, (size_t)len, &it);
         if (r < 0)
             return r;
     }
@@ -498,15 +411,14 @@ int wq_add_after(struct wq *q, const char *key, uint64_t delay_ms)
             q->retries_total++;
         return r;
     }
-    long len = check_key(key);
+    long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    uint64_t h = hash_key(q->seed, key, (size_t)len);
-    struct item *it = lookup(q, key, h);
+    struct item *it = lookup(q, key, (size_t)len);
     if (!it || it->heap_idx == NOT_WAITING) {
         int r = heap_reserve(q);
         if (r == 0 && !it)
-            r = new_item(q, key, (size_t)len, h, &it);
+            r = new_item(q, key, (size_t)len, &it);
         if (r < 0)
             return r;
     }
@@ -530,10 +442,10 @@ int wq_add_rate_limited(struct wq *q, const char *key)
 {
     if (q->shut)
         return -ESHUTDOWN;
-    long len = check_key(key);
+    long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    if (q->count >= q->max_keys && !lookup(q, key, hash_key(q->seed, key, (size_t)len))) {
+    if (q->items.count >= q->max_keys && !lookup(q, key, (size_t)len)) {
         q->rejected_total++;
         return -ENOSPC;
     }
@@ -556,10 +468,10 @@ uint32_t wq_num_requeues(const struct wq *q, const char *key)
 
 int wq_done(struct wq *q, const char *key)
 {
-    long len = check_key(key);
+    long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    struct item *it = lookup(q, key, hash_key(q->seed, key, (size_t)len));
+    struct item *it = lookup(q, key, (size_t)len);
     if (!it || !it->processing)
         return -ENOENT;
     if (it->pprev)
@@ -620,9 +532,7 @@ int wq_shutting_down(const struct wq *q)
 
 static void free_queue(struct wq *q)
 {
-    for (size_t i = 0; i < q->cap; i++)
-        free(q->slots[i]);
-    free(q->slots);
+    keytab_release(&q->items, free_item);
     free(q->heap);
     if (q->own_limiter)
         rl_free(q->limiter);
@@ -661,7 +571,7 @@ void wq_get_stats(const struct wq *q, struct wq_stats *ret)
     ret->depth = q->depth;
     ret->waiting = q->heap_len;
     ret->active = q->active;
-    ret->keys = q->count;
+    ret->keys = q->items.count;
     ret->adds_total = q->adds_total;
     ret->retries_total = q->retries_total;
     ret->rejected_total = q->rejected_total;
