@@ -32,6 +32,10 @@ OBJS := $(SRCS:%.c=build/obj/%.o)
 SAN_OBJS := $(SRCS:%.c=build/san/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/unit/%)
+# What several unit tests share (tests/unit/*.c that are not test_*.c),
+# linked from an archive so that each test takes only what it uses.
+UNIT_SUPPORT_SRCS := $(filter-out $(UNIT_SRCS),$(sort $(wildcard tests/unit/*.c)))
+UNIT_SUPPORT_HDRS := $(sort $(wildcard tests/unit/*.h))
 # Small programs the e2e suites drive (tests/e2e/drivers/*.c), built with
 # the sanitizers so that e2e runs catch memory errors too.
 DRIVER_SRCS := $(sort $(wildcard tests/e2e/drivers/*.c))
@@ -65,9 +69,20 @@ build/libvmgroup-san.a: $(SAN_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-build/unit/%: tests/unit/%.c build/libvmgroup-san.a $(HDRS) tests/unit/unit.h
+build/unit-support/%.o: tests/unit/%.c $(HDRS) $(UNIT_SUPPORT_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_CFLAGS) -o $@ $< build/libvmgroup-san.a $(PKG_LIBS) -lcmocka -lm
+	$(CC) $(SAN_CFLAGS) -c -o $@ $<
+
+build/unit-support/libunit.a: $(UNIT_SUPPORT_SRCS:tests/unit/%.c=build/unit-support/%.o)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+build/unit/%: tests/unit/%.c build/unit-support/libunit.a build/libvmgroup-san.a $(HDRS) \
+		$(UNIT_SUPPORT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_CFLAGS) -o $@ $< build/unit-support/libunit.a build/libvmgroup-san.a \
+		$(PKG_LIBS) -lcmocka -lm
 
 build/e2e/%: tests/e2e/drivers/%.c build/libvmgroup-san.a $(HDRS)
 	@mkdir -p $(@D)

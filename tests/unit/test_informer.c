@@ -27,6 +27,7 @@
 #include "lib/http.h"
 #include "controller/vmgroup.h"
 #include "lib/err.h"
+#include "tests/unit/srv.h"
 
 /* ---- lines from a real watch ---- */
 
@@ -761,244 +762,6 @@ static void test_bad_options(void **state)
  * 410 relists) with a server that answers what a test scripts; the e2e
  * suite runs the same against kube-apiserver. */
 
-/* ---- a small HTTP/1.1 server on loopback ---- */
-
-#define MAX_REQS 64
-
-struct sreq {
-    char method[16];
-    char target[1024];
-    char ua[128];
-    char auth[256];
-    char ctype[128];
-    char accept[128];
-    char body[2048];
-};
-
-struct srv;
-struct sconn;
-
-/* A handler answers request number i (from 0) on c, now or later. */
-typedef void (*handler_fn)(struct srv *s, int i, struct sconn *c);
-
-struct sconn {
-    uv_tcp_t tcp;
-    struct srv *s;
-    struct sconn *next;
-    char buf[16384];
-    size_t len;
-    bool closing, answered;
-};
-
-struct srv {
-    uv_loop_t *loop;
-    uv_tcp_t lis;
-    int port;
-    struct sconn *conns;
-    int n;
-    struct sreq reqs[MAX_REQS];
-    handler_fn handle;
-    void *data;
-    struct sconn *held; /* a connection left unanswered */
-};
-
-struct wbuf {
-    uv_write_t w;
-    struct sconn *c;
-    bool close_after;
-    char data[];
-};
-
-static void sconn_closed(uv_handle_t *h)
-{
-    struct sconn *c = h->data;
-    struct sconn **p = &c->s->conns;
-
-    while (*p != c)
-        p = &(*p)->next;
-    *p = c->next;
-    free(c);
-}
-
-static void sconn_close(struct sconn *c)
-{
-    if (c->closing)
-        return;
-    c->closing = true;
-    if (c->s->held == c)
-        c->s->held = NULL;
-    uv_close((uv_handle_t *)&c->tcp, sconn_closed);
-}
-
-static void on_wrote(uv_write_t *w, int status)
-{
-    struct wbuf *b = (struct wbuf *)w;
-
-    if (status < 0 || b->close_after)
-        sconn_close(b->c);
-    free(b);
-}
-
-static void ssend(struct sconn *c, const char *data, size_t len, bool close_after)
-{
-    struct wbuf *b;
-    uv_buf_t ub;
-
-    if (c->closing)
-        return;
-    b = malloc(sizeof(*b) + len + 1);
-    assert_non_null(b);
-    memcpy(b->data, data, len);
-    b->c = c;
-    b->close_after = close_after;
-    ub = uv_buf_init(b->data, (unsigned)len);
-    if (uv_write(&b->w, (uv_stream_t *)&c->tcp, &ub, 1, on_wrote) < 0) {
-        free(b);
-        sconn_close(c);
-    }
-}
-
-/* reply answers with status, extra headers (each ending "\r\n") and body,
- * then closes the connection. */
-static void reply(struct sconn *c, int status, const char *headers, const char *body)
-{
-    char head[1024];
-    int n;
-
-    c->answered = true;
-    n = snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n%s\r\n",
-                 status, strlen(body), headers ? headers : "");
-    assert_true(n > 0 && (size_t)n < sizeof(head));
-    ssend(c, head, (size_t)n, false);
-    ssend(c, body, strlen(body), true);
-}
-
-/* stream_start answers 200 with a body of unknown length: lines follow
- * with stream_send; stream_end closes. */
-static void stream_start(struct sconn *c)
-{
-    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                               "Connection: close\r\n\r\n";
-
-    c->answered = true;
-    ssend(c, head, sizeof(head) - 1, false);
-}
-
-static void stream_send(struct sconn *c, const char *text, bool close_after)
-{
-    ssend(c, text, strlen(text), close_after);
-}
-
-static void header_value(const char *head, const char *name, char *out, size_t len)
-{
-    size_t nlen = strlen(name);
-
-    out[0] = '\0';
-    for (const char *p = strstr(head, "\r\n"); p && p[2]; p = strstr(p + 2, "\r\n")) {
-        const char *line = p + 2;
-
-        if (strncasecmp(line, name, nlen) == 0 && line[nlen] == ':') {
-            const char *v = line + nlen + 1, *e = strstr(v, "\r\n");
-
-            while (*v == ' ')
-                v++;
-            snprintf(out, len, "%.*s", (int)(e ? e - v : (long)strlen(v)), v);
-            return;
-        }
-    }
-}
-
-static void salloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    struct sconn *c = h->data;
-
-    (void)suggested;
-    buf->base = c->buf + c->len;
-    buf->len = sizeof(c->buf) - 1 - c->len;
-}
-
-static void sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
-{
-    struct sconn *c = st->data;
-    struct srv *s = c->s;
-    char *end, cl[32];
-    size_t head_len, body_len;
-    struct sreq *q;
-    int i;
-
-    (void)buf;
-    if (nread < 0) {
-        sconn_close(c);
-        return;
-    }
-    c->len += (size_t)nread;
-    c->buf[c->len] = '\0';
-    if (c->answered || !(end = strstr(c->buf, "\r\n\r\n")))
-        return;
-    head_len = (size_t)(end + 4 - c->buf);
-    *end = '\0';
-    header_value(c->buf, "Content-Length", cl, sizeof(cl));
-    body_len = cl[0] ? (size_t)strtoul(cl, NULL, 10) : 0;
-    if (c->len < head_len + body_len) {
-        *end = '\r';
-        return;
-    }
-    assert_true(s->n < MAX_REQS);
-    i = s->n++;
-    q = &s->reqs[i];
-    memset(q, 0, sizeof(*q));
-    assert_int_equal(sscanf(c->buf, "%15s %1023s", q->method, q->target), 2);
-    header_value(c->buf, "User-Agent", q->ua, sizeof(q->ua));
-    header_value(c->buf, "Authorization", q->auth, sizeof(q->auth));
-    header_value(c->buf, "Content-Type", q->ctype, sizeof(q->ctype));
-    header_value(c->buf, "Accept", q->accept, sizeof(q->accept));
-    snprintf(q->body, sizeof(q->body), "%.*s", (int)body_len, c->buf + head_len);
-    c->answered = true;
-    s->handle(s, i, c);
-}
-
-static void on_conn(uv_stream_t *lis, int status)
-{
-    struct srv *s = lis->data;
-    struct sconn *c = calloc(1, sizeof(*c));
-
-    assert_int_equal(status, 0);
-    assert_non_null(c);
-    c->s = s;
-    assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
-    c->tcp.data = c;
-    c->next = s->conns;
-    s->conns = c;
-    assert_int_equal(uv_accept(lis, (uv_stream_t *)&c->tcp), 0);
-    assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, salloc, sread), 0);
-}
-
-static void srv_start(struct srv *s, uv_loop_t *loop)
-{
-    struct sockaddr_in addr;
-    struct sockaddr_storage name;
-    int len = sizeof(name);
-
-    s->loop = loop;
-    assert_int_equal(uv_tcp_init(loop, &s->lis), 0);
-    s->lis.data = s;
-    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
-    assert_int_equal(uv_tcp_bind(&s->lis, (const struct sockaddr *)&addr, 0), 0);
-    assert_int_equal(uv_tcp_getsockname(&s->lis, (struct sockaddr *)&name, &len), 0);
-    s->port = ntohs(((struct sockaddr_in *)&name)->sin_port);
-    assert_int_equal(uv_listen((uv_stream_t *)&s->lis, 64, on_conn), 0);
-}
-
-static void srv_stop(struct srv *s)
-{
-    if (!uv_is_closing((uv_handle_t *)&s->lis))
-        uv_close((uv_handle_t *)&s->lis, NULL);
-    for (struct sconn *c = s->conns; c; c = c->next)
-        sconn_close(c);
-}
-
 struct st {
     uv_loop_t loop;
     uv_timer_t dog;
@@ -1053,7 +816,7 @@ static const char *no_env(void *data, const char *name)
     return NULL;
 }
 
-static struct st *st_start(handler_fn handle, enum informer_list_mode mode)
+static struct st *st_start(srv_handler_fn handle, enum informer_list_mode mode)
 {
     struct st *t = calloc(1, sizeof(*t));
     char path[128], text[1024], err[256];
@@ -1174,7 +937,7 @@ static void send_obj_line(struct sconn *c, const char *type, const char *name, c
     memcpy(withnl, line, n);
     withnl[n] = '\n';
     withnl[n + 1] = '\0';
-    stream_send(c, withnl, close_after);
+    srv_stream_send(c, withnl, close_after);
     free(withnl);
     free(line);
     free(obj);
@@ -1197,7 +960,7 @@ static void list_page_reply(struct sconn *c, const char *rv, const char *cont,
         free(o);
     }
     text = cJSON_PrintUnformatted(p);
-    reply(c, 200, NULL, text);
+    srv_reply(c, 200, NULL, text);
     cJSON_free(text);
     cJSON_Delete(p);
 }
@@ -1212,10 +975,10 @@ static void h_fallback(struct srv *s, int i, struct sconn *c)
     static const char *const ab[] = {"a", "b"}, *const only_a[] = {"a"};
 
     if (strstr(target, "sendInitialEvents=true")) {
-        reply(c, 422, NULL,
-              "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"sendInitialEvents is "
-              "forbidden for watch unless the WatchList feature gate is enabled\",\"reason\":"
-              "\"Invalid\",\"code\":422}");
+        srv_reply(c, 422, NULL,
+                  "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"sendInitialEvents is "
+                  "forbidden for watch unless the WatchList feature gate is enabled\",\"reason\":"
+                  "\"Invalid\",\"code\":422}");
     } else if (!strstr(target, "watch=1")) {
         if (t->step < 2) /* the first list, in two pages */
             list_page_reply(c, "10", strstr(target, "continue=") ? NULL : "next",
@@ -1224,15 +987,15 @@ static void h_fallback(struct srv *s, int i, struct sconn *c)
             list_page_reply(c, "30", NULL, only_a, 1);
     } else if (strstr(target, "resourceVersion=10&")) {
         t->step = 1;
-        stream_start(c);
+        srv_stream_start(c);
         send_obj_line(c, "ADDED", "c", "11", true);
     } else if (strstr(target, "resourceVersion=11&")) {
         t->step = 2;
-        reply(c, 410, NULL,
-              "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"too old resource "
-              "version: 11 (20)\",\"reason\":\"Expired\",\"code\":410}");
+        srv_reply(c, 410, NULL,
+                  "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"too old resource "
+                  "version: 11 (20)\",\"reason\":\"Expired\",\"code\":410}");
     } else {
-        stream_start(c);
+        srv_stream_start(c);
         s->held = c;
     }
 }
@@ -1281,29 +1044,31 @@ static void h_stream(struct srv *s, int i, struct sconn *c)
     if (!strstr(s->reqs[i].target, "sendInitialEvents=true") ||
         !strstr(s->reqs[i].target, "resourceVersionMatch=NotOlderThan") ||
         strstr(s->reqs[i].target, "resourceVersion=")) {
-        reply(c, 400, NULL, "{}");
+        srv_reply(c, 400, NULL, "{}");
         return;
     }
-    stream_start(c);
+    srv_stream_start(c);
     if (t->step++ == 0) {
         send_obj_line(c, "ADDED", "a", "5", false);
         send_obj_line(c, "ADDED", "b", "6", false);
-        stream_send(c,
-                    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/"
-                    "initial-events-end\":\"true\"},\"resourceVersion\":\"7\"}}}\n",
-                    false);
+        srv_stream_send(
+            c,
+            "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/"
+            "initial-events-end\":\"true\"},\"resourceVersion\":\"7\"}}}\n",
+            false);
         send_obj_line(c, "MODIFIED", "a", "8", false);
-        stream_send(c,
-                    "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
-                    "\"reason\":\"Expired\",\"message\":\"too old\"}}\n",
-                    false);
+        srv_stream_send(c,
+                        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
+                        "\"reason\":\"Expired\",\"message\":\"too old\"}}\n",
+                        false);
         s->held = c;
     } else {
         send_obj_line(c, "ADDED", "a", "8", false);
-        stream_send(c,
-                    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/"
-                    "initial-events-end\":\"true\"},\"resourceVersion\":\"9\"}}}\n",
-                    false);
+        srv_stream_send(
+            c,
+            "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/"
+            "initial-events-end\":\"true\"},\"resourceVersion\":\"9\"}}}\n",
+            false);
         s->held = c;
     }
 }

@@ -25,6 +25,7 @@
 #include "controller/kubeconfig.h"
 #include "lib/err.h"
 #include "lib/http.h"
+#include "tests/unit/srv.h"
 
 /* ---- Status bodies, as kube-apiserver v1.32 sends them ---- */
 
@@ -355,244 +356,6 @@ static void test_query(void **state)
     assert_string_equal(buf, "/api/v1/pods?limit=500&continue=a%2Bb%2Fc%3D");
 }
 
-/* ---- a small HTTP/1.1 server on loopback ---- */
-
-#define MAX_REQS 64
-
-struct sreq {
-    char method[16];
-    char target[1024];
-    char ua[128];
-    char auth[256];
-    char ctype[128];
-    char accept[128];
-    char body[2048];
-};
-
-struct srv;
-struct sconn;
-
-/* A handler answers request number i (from 0) on c, now or later. */
-typedef void (*handler_fn)(struct srv *s, int i, struct sconn *c);
-
-struct sconn {
-    uv_tcp_t tcp;
-    struct srv *s;
-    struct sconn *next;
-    char buf[16384];
-    size_t len;
-    bool closing, answered;
-};
-
-struct srv {
-    uv_loop_t *loop;
-    uv_tcp_t lis;
-    int port;
-    struct sconn *conns;
-    int n;
-    struct sreq reqs[MAX_REQS];
-    handler_fn handle;
-    void *data;
-    struct sconn *held; /* a connection left unanswered */
-};
-
-struct wbuf {
-    uv_write_t w;
-    struct sconn *c;
-    bool close_after;
-    char data[];
-};
-
-static void sconn_closed(uv_handle_t *h)
-{
-    struct sconn *c = h->data;
-    struct sconn **p = &c->s->conns;
-
-    while (*p != c)
-        p = &(*p)->next;
-    *p = c->next;
-    free(c);
-}
-
-static void sconn_close(struct sconn *c)
-{
-    if (c->closing)
-        return;
-    c->closing = true;
-    if (c->s->held == c)
-        c->s->held = NULL;
-    uv_close((uv_handle_t *)&c->tcp, sconn_closed);
-}
-
-static void on_wrote(uv_write_t *w, int status)
-{
-    struct wbuf *b = (struct wbuf *)w;
-
-    if (status < 0 || b->close_after)
-        sconn_close(b->c);
-    free(b);
-}
-
-static void ssend(struct sconn *c, const char *data, size_t len, bool close_after)
-{
-    struct wbuf *b;
-    uv_buf_t ub;
-
-    if (c->closing)
-        return;
-    b = malloc(sizeof(*b) + len + 1);
-    assert_non_null(b);
-    memcpy(b->data, data, len);
-    b->c = c;
-    b->close_after = close_after;
-    ub = uv_buf_init(b->data, (unsigned)len);
-    if (uv_write(&b->w, (uv_stream_t *)&c->tcp, &ub, 1, on_wrote) < 0) {
-        free(b);
-        sconn_close(c);
-    }
-}
-
-/* reply answers with status, extra headers (each ending "\r\n") and body,
- * then closes the connection. */
-static void reply(struct sconn *c, int status, const char *headers, const char *body)
-{
-    char head[1024];
-    int n;
-
-    c->answered = true;
-    n = snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n%s\r\n",
-                 status, strlen(body), headers ? headers : "");
-    assert_true(n > 0 && (size_t)n < sizeof(head));
-    ssend(c, head, (size_t)n, false);
-    ssend(c, body, strlen(body), true);
-}
-
-/* stream_start answers 200 with a body of unknown length: lines follow
- * with stream_send; stream_end closes. */
-static void stream_start(struct sconn *c)
-{
-    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                               "Connection: close\r\n\r\n";
-
-    c->answered = true;
-    ssend(c, head, sizeof(head) - 1, false);
-}
-
-static void stream_send(struct sconn *c, const char *text, bool close_after)
-{
-    ssend(c, text, strlen(text), close_after);
-}
-
-static void header_value(const char *head, const char *name, char *out, size_t len)
-{
-    size_t nlen = strlen(name);
-
-    out[0] = '\0';
-    for (const char *p = strstr(head, "\r\n"); p && p[2]; p = strstr(p + 2, "\r\n")) {
-        const char *line = p + 2;
-
-        if (strncasecmp(line, name, nlen) == 0 && line[nlen] == ':') {
-            const char *v = line + nlen + 1, *e = strstr(v, "\r\n");
-
-            while (*v == ' ')
-                v++;
-            snprintf(out, len, "%.*s", (int)(e ? e - v : (long)strlen(v)), v);
-            return;
-        }
-    }
-}
-
-static void salloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    struct sconn *c = h->data;
-
-    (void)suggested;
-    buf->base = c->buf + c->len;
-    buf->len = sizeof(c->buf) - 1 - c->len;
-}
-
-static void sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
-{
-    struct sconn *c = st->data;
-    struct srv *s = c->s;
-    char *end, cl[32];
-    size_t head_len, body_len;
-    struct sreq *q;
-    int i;
-
-    (void)buf;
-    if (nread < 0) {
-        sconn_close(c);
-        return;
-    }
-    c->len += (size_t)nread;
-    c->buf[c->len] = '\0';
-    if (c->answered || !(end = strstr(c->buf, "\r\n\r\n")))
-        return;
-    head_len = (size_t)(end + 4 - c->buf);
-    *end = '\0';
-    header_value(c->buf, "Content-Length", cl, sizeof(cl));
-    body_len = cl[0] ? (size_t)strtoul(cl, NULL, 10) : 0;
-    if (c->len < head_len + body_len) {
-        *end = '\r';
-        return;
-    }
-    assert_true(s->n < MAX_REQS);
-    i = s->n++;
-    q = &s->reqs[i];
-    memset(q, 0, sizeof(*q));
-    assert_int_equal(sscanf(c->buf, "%15s %1023s", q->method, q->target), 2);
-    header_value(c->buf, "User-Agent", q->ua, sizeof(q->ua));
-    header_value(c->buf, "Authorization", q->auth, sizeof(q->auth));
-    header_value(c->buf, "Content-Type", q->ctype, sizeof(q->ctype));
-    header_value(c->buf, "Accept", q->accept, sizeof(q->accept));
-    snprintf(q->body, sizeof(q->body), "%.*s", (int)body_len, c->buf + head_len);
-    c->answered = true;
-    s->handle(s, i, c);
-}
-
-static void on_conn(uv_stream_t *lis, int status)
-{
-    struct srv *s = lis->data;
-    struct sconn *c = calloc(1, sizeof(*c));
-
-    assert_int_equal(status, 0);
-    assert_non_null(c);
-    c->s = s;
-    assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
-    c->tcp.data = c;
-    c->next = s->conns;
-    s->conns = c;
-    assert_int_equal(uv_accept(lis, (uv_stream_t *)&c->tcp), 0);
-    assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, salloc, sread), 0);
-}
-
-static void srv_start(struct srv *s, uv_loop_t *loop)
-{
-    struct sockaddr_in addr;
-    struct sockaddr_storage name;
-    int len = sizeof(name);
-
-    s->loop = loop;
-    assert_int_equal(uv_tcp_init(loop, &s->lis), 0);
-    s->lis.data = s;
-    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
-    assert_int_equal(uv_tcp_bind(&s->lis, (const struct sockaddr *)&addr, 0), 0);
-    assert_int_equal(uv_tcp_getsockname(&s->lis, (struct sockaddr *)&name, &len), 0);
-    s->port = ntohs(((struct sockaddr_in *)&name)->sin_port);
-    assert_int_equal(uv_listen((uv_stream_t *)&s->lis, 64, on_conn), 0);
-}
-
-static void srv_stop(struct srv *s)
-{
-    if (!uv_is_closing((uv_handle_t *)&s->lis))
-        uv_close((uv_handle_t *)&s->lis, NULL);
-    for (struct sconn *c = s->conns; c; c = c->next)
-        sconn_close(c);
-}
-
 /* ---- the fixture: loop, server, kubeconfig, http, client ---- */
 
 struct rec {
@@ -615,8 +378,8 @@ struct t {
     vmg_http *http;
     kube_client *kc;
     int observed;
-    long observed_status[MAX_REQS];
-    char observed_method[MAX_REQS][8];
+    long observed_status[SRV_MAX_REQS];
+    char observed_method[SRV_MAX_REQS][8];
     char observed_host[64];
     uint64_t start_ms;
     /* Per-test state for handlers. */
@@ -647,7 +410,7 @@ static void observe(void *data, const char *method, const char *host, long statu
 
     (void)err;
     (void)seconds;
-    if (t->observed < MAX_REQS) {
+    if (t->observed < SRV_MAX_REQS) {
         t->observed_status[t->observed] = status;
         snprintf(t->observed_method[t->observed], sizeof(t->observed_method[0]), "%s", method);
     }
@@ -795,14 +558,14 @@ static void h_ok_object(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     (void)i;
-    reply(c, 200, NULL, "{\"kind\":\"VmGroup\",\"metadata\":{\"name\":\"a\"}}");
+    srv_reply(c, 200, NULL, "{\"kind\":\"VmGroup\",\"metadata\":{\"name\":\"a\"}}");
 }
 
 static void h_not_found(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     (void)i;
-    reply(c, 404, NULL, ST_NOT_FOUND);
+    srv_reply(c, 404, NULL, ST_NOT_FOUND);
 }
 
 static void test_get_ok(void **state)
@@ -863,7 +626,7 @@ static void h_429_then_ok(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     if (i == 0)
-        reply(c, 429, "Retry-After: 1\r\n", ST_TOO_MANY);
+        srv_reply(c, 429, "Retry-After: 1\r\n", ST_TOO_MANY);
     else
         h_ok_object(s, i, c);
 }
@@ -898,7 +661,7 @@ static void h_always_429(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     (void)i;
-    reply(c, 429, "Retry-After: 0\r\n", ST_TOO_MANY);
+    srv_reply(c, 429, "Retry-After: 0\r\n", ST_TOO_MANY);
 }
 
 static void test_429_bounded(void **state)
@@ -921,7 +684,7 @@ static void h_503_twice(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     if (i < 2)
-        reply(c, 503, NULL, "{\"kind\":\"Status\",\"status\":\"Failure\",\"code\":503}");
+        srv_reply(c, 503, NULL, "{\"kind\":\"Status\",\"status\":\"Failure\",\"code\":503}");
     else
         h_ok_object(s, i, c);
 }
@@ -972,11 +735,11 @@ static void h_500_retry_after_then_ok(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     if (i == 0)
-        reply(c, 500, "Retry-After: 0\r\n",
-              "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"InternalError\","
-              "\"code\":500}");
+        srv_reply(c, 500, "Retry-After: 0\r\n",
+                  "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"InternalError\","
+                  "\"code\":500}");
     else
-        reply(c, 201, NULL, "{\"kind\":\"ConfigMap\"}");
+        srv_reply(c, 201, NULL, "{\"kind\":\"ConfigMap\"}");
 }
 
 static void test_5xx_with_retry_after_retried_for_post(void **state)
@@ -1000,7 +763,7 @@ static void h_always_500(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     (void)i;
-    reply(c, 500, NULL, "not json at all");
+    srv_reply(c, 500, NULL, "not json at all");
 }
 
 static void test_retries_bounded(void **state)
@@ -1054,7 +817,7 @@ static void h_hang_then_close(struct srv *s, int i, struct sconn *c)
     (void)i;
     /* The request was received: the server drops the connection. */
     (void)s;
-    sconn_close(c);
+    srv_conn_close(c);
 }
 
 static void test_post_sent_then_dropped_not_retried(void **state)
@@ -1094,7 +857,7 @@ static void h_401_unless_new(struct srv *s, int i, struct sconn *c)
         snprintf(path, sizeof(path), "%s/token", t->dir);
         write_file(path, "new-token\n");
     }
-    reply(c, 401, NULL, ST_UNAUTHORIZED);
+    srv_reply(c, 401, NULL, ST_UNAUTHORIZED);
 }
 
 static void test_401_rereads_token_file(void **state)
@@ -1121,7 +884,7 @@ static void h_always_401(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     (void)i;
-    reply(c, 401, NULL, ST_UNAUTHORIZED);
+    srv_reply(c, 401, NULL, ST_UNAUTHORIZED);
 }
 
 static void test_401_retried_once(void **state)
@@ -1147,7 +910,7 @@ static void h_exec_token(struct srv *s, int i, struct sconn *c)
     if (strcmp(s->reqs[i].auth, "Bearer tok-2") == 0)
         h_ok_object(s, i, c);
     else
-        reply(c, 401, NULL, ST_UNAUTHORIZED);
+        srv_reply(c, 401, NULL, ST_UNAUTHORIZED);
 }
 
 static void test_exec_plugin_refresh(void **state)
@@ -1225,19 +988,20 @@ static void h_pages(struct srv *s, int i, struct sconn *c)
     const char *target = s->reqs[i].target;
 
     if (!strstr(target, "continue=")) {
-        reply(c, 200, NULL,
-              "{\"kind\":\"VmGroupList\",\"metadata\":{\"resourceVersion\":\"77\","
-              "\"continue\":\"tok+1=\",\"remainingItemCount\":3},\"items\":[{\"n\":1},{\"n\":2}]}");
+        srv_reply(
+            c, 200, NULL,
+            "{\"kind\":\"VmGroupList\",\"metadata\":{\"resourceVersion\":\"77\","
+            "\"continue\":\"tok+1=\",\"remainingItemCount\":3},\"items\":[{\"n\":1},{\"n\":2}]}");
     } else if (strstr(target, "continue=tok%2B1%3D")) {
-        reply(c, 200, NULL,
-              "{\"kind\":\"VmGroupList\",\"metadata\":{\"resourceVersion\":\"77\","
-              "\"continue\":\"tok2\"},\"items\":[{\"n\":3},{\"n\":4}]}");
+        srv_reply(c, 200, NULL,
+                  "{\"kind\":\"VmGroupList\",\"metadata\":{\"resourceVersion\":\"77\","
+                  "\"continue\":\"tok2\"},\"items\":[{\"n\":3},{\"n\":4}]}");
     } else if (strstr(target, "continue=tok2")) {
-        reply(c, 200, NULL,
-              "{\"kind\":\"VmGroupList\",\"metadata\":{\"resourceVersion\":\"77\"},"
-              "\"items\":[{\"n\":5}]}");
+        srv_reply(c, 200, NULL,
+                  "{\"kind\":\"VmGroupList\",\"metadata\":{\"resourceVersion\":\"77\"},"
+                  "\"items\":[{\"n\":5}]}");
     } else {
-        reply(c, 400, NULL, ST_BAD_REQUEST);
+        srv_reply(c, 400, NULL, ST_BAD_REQUEST);
     }
 }
 
@@ -1326,7 +1090,7 @@ static void h_expired_continue(struct srv *s, int i, struct sconn *c)
     if (i == 0)
         h_pages(s, i, c);
     else
-        reply(c, 410, NULL, ST_EXPIRED_CONTINUE);
+        srv_reply(c, 410, NULL, ST_EXPIRED_CONTINUE);
 }
 
 static void test_list_expired_continue(void **state)
@@ -1381,13 +1145,13 @@ static void h_watch(struct srv *s, int i, struct sconn *c)
     (void)s;
     (void)i;
     if (strstr(s->reqs[i].target, "resourceVersion=1&")) {
-        reply(c, 410, NULL, ST_GONE_WATCH);
+        srv_reply(c, 410, NULL, ST_GONE_WATCH);
         return;
     }
-    stream_start(c);
-    stream_send(c, "{\"type\":\"ADDED\",\"object\":{\"n\":1}}\n", false);
-    stream_send(c, "{\"type\":\"MODIFIED\",\"object\":{\"n\":1}}\r\n", false);
-    stream_send(c, "{\"type\":\"BOOKMARK\",\"object\":{\"n\":1}}\n", true);
+    srv_stream_start(c);
+    srv_stream_send(c, "{\"type\":\"ADDED\",\"object\":{\"n\":1}}\n", false);
+    srv_stream_send(c, "{\"type\":\"MODIFIED\",\"object\":{\"n\":1}}\r\n", false);
+    srv_stream_send(c, "{\"type\":\"BOOKMARK\",\"object\":{\"n\":1}}\n", true);
 }
 
 static void test_watch_streams_lines(void **state)
@@ -1424,12 +1188,12 @@ static void test_watch_streams_lines(void **state)
 static void h_watch_429_503(struct srv *s, int i, struct sconn *c)
 {
     if (strstr(s->reqs[i].target, "fail=503")) {
-        reply(c, 503, "Retry-After: 0\r\n", ST_UNAVAILABLE);
+        srv_reply(c, 503, "Retry-After: 0\r\n", ST_UNAVAILABLE);
     } else if (i == 0) {
-        reply(c, 429, "Retry-After: 0\r\n",
-              "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"storage is "
-              "(re)initializing\",\"reason\":\"TooManyRequests\",\"details\":"
-              "{\"retryAfterSeconds\":1},\"code\":429}");
+        srv_reply(c, 429, "Retry-After: 0\r\n",
+                  "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"storage is "
+                  "(re)initializing\",\"reason\":\"TooManyRequests\",\"details\":"
+                  "{\"retryAfterSeconds\":1},\"code\":429}");
     } else {
         h_watch(s, i, c);
     }
@@ -1488,8 +1252,8 @@ static void h_watch_open(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     (void)i;
-    stream_start(c);
-    stream_send(c, "{\"type\":\"ERROR\",\"object\":{}}\n", false);
+    srv_stream_start(c);
+    srv_stream_send(c, "{\"type\":\"ERROR\",\"object\":{}}\n", false);
     s->held = c; /* stays open */
 }
 
@@ -1635,7 +1399,7 @@ static void h_echo(struct srv *s, int i, struct sconn *c)
 {
     (void)s;
     (void)i;
-    reply(c, 200, NULL, "{}");
+    srv_reply(c, 200, NULL, "{}");
 }
 
 static void test_verbs(void **state)
