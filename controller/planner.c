@@ -497,6 +497,9 @@ static bool spec_error(const struct vmgroup_spec *s, struct msg *m)
                 VMGROUP_MEMORY_MAX);
     else if (s->replicas < 0)
         msg_add(m, "spec.replicas %d is negative", (int)s->replicas);
+    else if (s->replicas > VMGROUP_REPLICAS_MAX)
+        msg_add(m, "spec.replicas %d is above %d, the most VMs one group can hold",
+                (int)s->replicas, VMGROUP_REPLICAS_MAX);
     else if (!s->template[0])
         msg_add(m, "spec.template is empty");
     else

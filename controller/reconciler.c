@@ -13,7 +13,6 @@
 #include "lib/strmap.h"
 
 #define LOGGER "reconciler"
-#define MAX_VMS 4096
 #define MSG_MAX 512
 #define AWAIT_MS 30000 /* longest wait for the inventory to show a finished operation */
 
@@ -603,8 +602,10 @@ static const char *reconcile(reconciler *r, const char *key)
         }
     }
 
-    if (f.n_vms > MAX_VMS)
-        f.n_vms = MAX_VMS;
+    if (f.n_vms > VMGROUP_REPLICAS_MAX) {
+        f.n_vms = VMGROUP_REPLICAS_MAX;
+        f.truncated = true;
+    }
     await_ms = sweep(r, gs, &f, t);
     vms = f.n_vms ? calloc(f.n_vms, sizeof(*vms)) : NULL;
     slots = gs->n_ops ? calloc(gs->n_ops, sizeof(*slots)) : NULL;
@@ -642,7 +643,18 @@ static const char *reconcile(reconciler *r, const char *key)
     in.n_clones_inflight = ns;
     in.block = gs->block;
     in.block_message = gs->block_msg;
-    if (vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG) {
+    if (f.truncated && !g->meta.deleting) {
+        /* A partial view could make a live group clone over VMs it does
+         * not see; a deleting one only removes what it sees, and sees more
+         * as they go. */
+        snprintf(vmsg, sizeof(vmsg),
+                 "folder %s holds more than %d VMs, the most one group can manage: nothing is "
+                 "done until it holds fewer",
+                 gs->folder, VMGROUP_REPLICAS_MAX);
+        in.block = PLAN_BLOCK_OTHER;
+        in.block_reason = "TooManyVMs";
+        in.block_message = vmsg;
+    } else if (vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG) {
         in.block = PLAN_BLOCK_PLACEMENT;
         in.block_message = vmsg;
     } else if (vr < 0) {

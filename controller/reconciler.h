@@ -36,6 +36,7 @@ struct rec_folder {
     const struct plan_vm *vms;
     size_t n_vms;
     size_t other_objects; /* children that are not VMs */
+    bool truncated;       /* the folder holds more VMs than vms[] (VMGROUP_REPLICAS_MAX) */
 };
 
 struct rec_world {

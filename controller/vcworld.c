@@ -16,7 +16,7 @@
 #include "vsphere/session.h"
 
 #define LOGGER "vcenter"
-#define MAX_FOLDER_VMS 4096
+#define MAX_FOLDER_VMS VMGROUP_REPLICAS_MAX
 
 struct vcworld {
     uv_loop_t *loop;
@@ -327,8 +327,10 @@ static int w_folder(void *data, const char *folder, struct rec_folder *ret)
     }
     ret->state = PLAN_FOLDER_PRESENT;
     n = vs_cache_children(c, f->ref, true, w->objs, MAX_FOLDER_VMS);
-    if (n > MAX_FOLDER_VMS)
+    if (n > MAX_FOLDER_VMS) {
         n = MAX_FOLDER_VMS;
+        ret->truncated = true;
+    }
     others = vs_cache_children(c, f->ref, false, NULL, 0);
     for (size_t i = 0; i < n; i++) {
         const struct vs_obj *o = w->objs[i];

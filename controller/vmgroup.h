@@ -29,6 +29,9 @@
 #define VMGROUP_CPU_MAX 4
 #define VMGROUP_MEMORY_MIN 1 /* GiB */
 #define VMGROUP_MEMORY_MAX 8
+/* The most VMs one group manages. The CRD allows any int32 (the API is
+ * kept as it was); the planner reports more as an error and acts on none. */
+#define VMGROUP_REPLICAS_MAX 4096
 
 /* Bounds on what is decoded, in bytes without the NUL. Metadata or spec
  * beyond them is rejected; status beyond them is dropped (see below). */

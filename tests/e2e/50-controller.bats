@@ -123,6 +123,19 @@ setup() {
 	wait_running ctl notmpl 1
 }
 
+@test "controller: kubectl scale beyond 4096 replicas gives ERROR naming the limit and changes nothing" {
+	apply_vg ctl big 1 1 vm-operator-template 1
+	wait_running ctl big 1
+	kubectl scale vg big -n ctl --replicas=5000
+	retry 30 bash -c '[ "$(kubectl get vg big -n ctl -o jsonpath={.status.phase})" = ERROR ]'
+	run vg_field ctl big '{.status.lastMessage}'
+	[[ "$output" == *"spec.replicas 5000 is above 4096"* ]]
+	[ "$(vm_count ctl big)" = 1 ]
+	kubectl scale vg big -n ctl --replicas=1
+	wait_running ctl big 1
+	kubectl delete vg big -n ctl --timeout=90s
+}
+
 @test "controller: a template change applies to new VMs and status counts the older ones" {
 	GOVC_PERSIST_SESSION=false govc vm.clone -vm /DC0/vm/vm-operator-template -folder /DC0/vm -on=false \
 		-pool /DC0/host/DC0_C0/Resources vm-operator-template-2 >/dev/null

@@ -31,7 +31,8 @@ struct fake {
     char names[16][96];
     size_t n_vms;
     enum plan_folder_state folder;
-    int ready; /* 0 or a negative code */
+    bool truncated; /* the folder holds more VMs than it shows */
+    int ready;      /* 0 or a negative code */
     struct call calls[MAXCALLS];
     size_t n_calls;
     char last_status[2048];
@@ -69,6 +70,7 @@ static int f_folder(void *d, const char *folder, struct rec_folder *ret)
     ret->vms = F.vms;
     ret->n_vms = F.n_vms;
     ret->other_objects = 0;
+    ret->truncated = F.truncated;
     return 0;
 }
 
@@ -387,6 +389,27 @@ static void test_vcenter_down_shows_in_status(void **state)
     assert_non_null(strstr(F.last_status, "connection refused"));
 }
 
+/* A folder holding more VMs than a group can manage is seen only in part:
+ * a live group does nothing (it could clone over VMs it does not see) and
+ * says why; a deleting one goes on removing what it sees. */
+static void test_folder_beyond_the_limit_blocks_a_live_group(void **state)
+{
+    struct env *e = *state;
+    F.truncated = true;
+    add_vm(0, false);
+    set_group(GROUP("10", FIN, 3, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 0);
+    assert_int_equal(count("power-on"), 0);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"ERROR\""));
+    assert_non_null(strstr(F.last_status, "holds more than 4096 VMs"));
+    assert_non_null(strstr(F.last_event, "TooManyVMs"));
+
+    set_group(GROUP("11", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 3, ""));
+    pass(e);
+    assert_true(count("power-off") + count("destroy") >= 1);
+}
+
 static void test_invalid_placement_is_an_error(void **state)
 {
     struct env *e = *state;
@@ -532,6 +555,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_placement_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_folder_beyond_the_limit_blocks_a_live_group, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_status_computed_during_a_write_is_written_after_it,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_is_reported_and_retried_later, setup,
