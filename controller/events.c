@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "controller/kube.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/str.h"
@@ -213,20 +214,6 @@ struct events {
 
 static void arm(struct events *ev);
 
-static uint64_t hr_clock(void *data)
-{
-    (void)data;
-    return uv_hrtime() / 1000000u;
-}
-
-static int64_t real_clock(void *data)
-{
-    (void)data;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static uint64_t now_ms(const struct events *ev)
 {
     return ev->now_ms(ev->clock_data);
@@ -288,8 +275,8 @@ int events_new(uv_loop_t *loop, const struct events_options *o, events **ret)
     ev->burst = o->burst ? o->burst : EVENTS_DEFAULT_BURST;
     ev->max_pending = o->max_pending ? o->max_pending : EVENTS_DEFAULT_MAX_PENDING;
     ev->max_attempts = o->max_attempts > 0 ? o->max_attempts : EVENTS_DEFAULT_MAX_ATTEMPTS;
-    ev->now_ms = o->now_ms ? o->now_ms : hr_clock;
-    ev->wall_us = o->wall_us ? o->wall_us : real_clock;
+    ev->now_ms = o->now_ms ? o->now_ms : vmg_clock_mono_ms;
+    ev->wall_us = o->wall_us ? o->wall_us : vmg_clock_wall_us;
     ev->clock_data = o->clock_data;
     ev->io = o->io;
     ev->io_ctx = o->io_ctx;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "controller/kube.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 
 #define LEASE_API_VERSION "coordination.k8s.io/v1"
@@ -97,21 +98,7 @@ struct leader {
 static void step(struct leader *le);
 static void arm(struct leader *le);
 
-/* Clocks. */
-
-static uint64_t hr_clock(void *data)
-{
-    (void)data;
-    return uv_hrtime() / 1000000u;
-}
-
-static int64_t real_clock(void *data)
-{
-    (void)data;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+/* Randomness (jitter). */
 
 static double splitmix_rand(void *data)
 {
@@ -403,8 +390,8 @@ int leader_new(uv_loop_t *loop, const struct leader_options *o, leader **ret, ch
     le->lease_ms = lease;
     le->renew_ms = renew;
     le->retry_ms = retry;
-    le->now_ms = o->now_ms ? o->now_ms : hr_clock;
-    le->wall_us = o->wall_us ? o->wall_us : real_clock;
+    le->now_ms = o->now_ms ? o->now_ms : vmg_clock_mono_ms;
+    le->wall_us = o->wall_us ? o->wall_us : vmg_clock_wall_us;
     le->clock_data = o->clock_data;
     if (o->rand01) {
         le->rand01 = o->rand01;
