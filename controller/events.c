@@ -412,18 +412,6 @@ static int check_field(const char *s, bool required)
     return strlen(s) > EVENTS_MAX_FIELD ? VMG_ETOOBIG : 0;
 }
 
-/* RFC 3339 in seconds, as metav1.Time is written. */
-static void timestamp(int64_t wall_us, char *buf, size_t len)
-{
-    struct tm tm;
-    time_t secs = (time_t)(wall_us / 1000000);
-    if (wall_us < 0 || !gmtime_r(&secs, &tm)) {
-        snprintf(buf, len, "1970-01-01T00:00:00Z");
-        return;
-    }
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static void dropped(struct events *ev, enum events_drop why, const struct events_object *obj,
                     const char *reason)
 {
@@ -602,7 +590,7 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
     }
 
     events_message(msg, message);
-    timestamp(ev->wall_us(ev->clock_data), last_ts, sizeof(last_ts));
+    vmg_rfc3339(ev->wall_us(ev->clock_data), last_ts, sizeof(last_ts));
     const char *f[] = {obj->api_version, obj->kind,
                        obj->ns,          obj->name,
                        vmg_nz(obj->uid), type == EVENTS_WARNING ? "Warning" : "Normal",

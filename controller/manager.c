@@ -23,6 +23,7 @@
 #include "controller/vcworld.h"
 #include "controller/vmgroup.h"
 #include "controller/workqueue.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "lib/log.h"
@@ -413,11 +414,7 @@ static const struct vmgroup *w_get_group(void *data, const char *key)
 
 static void w_now(void *data, char *buf, size_t len)
 {
-    time_t t = time(NULL);
-    struct tm tm;
-    (void)data;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    vmg_rfc3339(vmg_clock_wall_us(data), buf, len);
 }
 
 struct write {
