@@ -39,7 +39,7 @@ load helpers
 	run env -u VC_HOST VC_PASS=pa55word-not-shown "$VMG_BIN"
 	[ "$status" -eq 2 ]
 	[[ "$output" == *VC_HOST* ]]
-	! [[ "$output" == *pa55word-not-shown* ]]
+	[[ "$output" != *pa55word-not-shown* ]]
 }
 
 @test "manager: SIGTERM stops it with status 0" {
@@ -52,5 +52,5 @@ load helpers
 	rc=0
 	wait "$pid" || rc=$?
 	[ "$rc" -eq 0 ]
-	! grep -q "$VC_PASS" "$BATS_TEST_TMPDIR/log"
+	refute grep -qF "$VC_PASS" "$BATS_TEST_TMPDIR/log"
 }

@@ -55,7 +55,7 @@ rejected() {
 		run kubectl explain "vg.$f"
 		[ "$status" -eq 0 ]
 		[[ "$output" == *DESCRIPTION* ]]
-		! [[ "$output" == *"<empty>"* ]]
+		[[ "$output" != *"<empty>"* ]]
 	done
 }
 

@@ -214,7 +214,7 @@ teardown() {
 	govc object.destroy "/DC0/vm/vm-operator/$FOLDER-x" >/dev/null
 	retry 2 grep -q "\"change\":\"removed\",\"kind\":\"folder\",.*\"group\":\"$FOLDER-x\"" "$out"
 	watch_stop
-	! grep -q '"event":"unsynced"' "$out"
+	refute grep -q '"event":"unsynced"' "$out"
 }
 
 @test "vsphere: after the session is terminated, the next call logs in again" {
@@ -225,7 +225,7 @@ teardown() {
 	key=$(sed -n 's/.*"event":"key","key":"\([^"]*\)".*/\1/p' "$out")
 	govc session.ls | grep -q "$key"
 	govc session.rm "$key"
-	! govc session.ls | grep -q "$key"
+	refute bash -c 'govc session.ls | grep -qF "$1"' _ "$key"
 	touch "$go"
 	wait "$pid"
 	cat "$out"
@@ -253,7 +253,7 @@ teardown() {
 		grep -v '"change"' "$out"
 		return 1
 	fi
-	! grep -q '"change":"removed","kind":"vm",.*"name":"vm-r"' "$out"
+	refute grep -q '"change":"removed","kind":"vm",.*"name":"vm-r"' "$out"
 	# And it sees later changes.
 	govc vm.power -off "/DC0/vm/vm-operator/$FOLDER/vm-r" >/dev/null
 	retry 5 grep -q '"change":"updated","kind":"vm",.*"name":"vm-r",.*"power":"poweredOff"' "$out"

@@ -134,3 +134,17 @@ watch_max() {
 	wait_running faults badpool 1
 	kubectl delete vg badpool -n faults --timeout=90s
 }
+
+@test "faults: after logins, re-logins and errors, the vCenter password is in no manager log, Event or status" {
+	local f n=0
+	for f in "$ENV_DIR"/logs/ctl-manager.log "$ENV_DIR"/logs/faults-*.log; do
+		[ -f "$f" ] || continue
+		n=$((n + 1))
+		grep -q '"logger":"vcenter"' "$f" # the log did see vCenter
+		refute grep -qF "$VC_PASS" "$f"
+	done
+	[ "$n" -ge 2 ]
+	kubectl get events,vg -A -o yaml >"$BATS_TEST_TMPDIR/objects.yaml"
+	grep -q 'kind: Event' "$BATS_TEST_TMPDIR/objects.yaml"
+	refute grep -qF "$VC_PASS" "$BATS_TEST_TMPDIR/objects.yaml"
+}

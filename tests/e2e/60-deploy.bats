@@ -80,7 +80,7 @@ EOF
 	[ -n "$output" ]
 	forbidden=$(curl -sf "$METRICS_URL" | awk '/^rest_client_requests_total/ && /code="403"/ { s += $2 } END { print s + 0 }')
 	[ "$forbidden" = 0 ]
-	! grep -qi forbidden "$ENV_DIR/logs/deploy-manager.log"
+	refute grep -qi forbidden "$ENV_DIR/logs/deploy-manager.log"
 	run kubectl get events -n deploy-e2e --field-selector involvedObject.name=life -o name
 	[ -n "$output" ]
 }
@@ -163,9 +163,9 @@ EOF
 
 @test "deploy: secrets never appear in logs or metrics" {
 	for f in "$ENV_DIR"/logs/deploy-*.log "$BATS_FILE_TMPDIR/metrics.txt"; do
-		! grep -qF "$VC_PASS" "$f"
-		! grep -qF "$(cat "$BATS_FILE_TMPDIR/sa.token")" "$f"
-		! grep -qF "$(cat "$BATS_FILE_TMPDIR/scraper.token")" "$f"
+		refute grep -qF "$VC_PASS" "$f"
+		refute grep -qF "$(cat "$BATS_FILE_TMPDIR/sa.token")" "$f"
+		refute grep -qF "$(cat "$BATS_FILE_TMPDIR/scraper.token")" "$f"
 	done
 	stop_manager deploy-secure
 }

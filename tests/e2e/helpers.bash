@@ -15,6 +15,15 @@ retry() {
 	"$@"
 }
 
+# refute CMD [ARG...]: fails when CMD succeeds. A bare "! CMD" cannot fail a
+# bats test unless it is the test's last command: errexit ignores "!".
+refute() {
+	if "$@"; then
+		printf 'refute: this succeeded: %s\n' "$*" >&2
+		return 1
+	fi
+}
+
 # jsonpath OBJ PATH: kubectl get with a jsonpath, in the test namespace.
 jsonpath() {
 	kubectl get "$1" -n "${NS:-default}" -o "jsonpath=$2"
