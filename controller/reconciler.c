@@ -58,6 +58,13 @@ struct gstate {
 
     char *written_status; /* the last status written, and the resourceVersion */
     char *written_rv;     /* of the object it was planned from */
+    /* A finalizer write (meta_kind: PLAN_ADD_FINALIZER or
+     * PLAN_REMOVE_FINALIZER) that succeeded, awaited in the cache until
+     * meta_until: versions the cache shows before it (another write's, say)
+     * still look as if it had to be made again. */
+    bool meta_expect;
+    enum plan_action_kind meta_kind;
+    uint64_t meta_until;
 };
 
 struct reconciler {
@@ -388,6 +395,8 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     if (err == VMG_ECANCELED)
         return;
     if (err == 0) {
+        if (!status)
+            gs->meta_until = r->clock(NULL) + AWAIT_MS;
         /* The watch brings the new object and re-enqueues the key; a status
          * computed while this write was in flight needs a pass of its own. */
         if (status && gs->status_dirty) {
@@ -396,10 +405,11 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
         }
         return;
     }
-    if (status) {
-        /* Forget what was written so that the next pass writes again. */
+    /* Forget what was written so that the next pass writes again. */
+    if (status)
         set_str(&gs->written_status, NULL);
-    }
+    else
+        gs->meta_expect = false;
     if (err == VMG_ENOTFOUND) {
         wq_add(r->q, gs->key);
         return;
@@ -569,7 +579,7 @@ static const char *reconcile(reconciler *r, const char *key)
     uint64_t t = r->clock(NULL);
     int vr, rc;
     size_t n = 0, ns = 0;
-    bool transient_now = false, blocked = false;
+    bool transient_now = false, blocked = false, meta_started = false;
     const char *result = "success";
     uint64_t await_ms = 0;
 
@@ -589,6 +599,10 @@ static const char *reconcile(reconciler *r, const char *key)
         wq_add_rate_limited(r->q, key);
         return "error";
     }
+    /* The cache shows the finalizer write awaited: nothing to wait for. */
+    if (gs->meta_expect && !gs->meta_inflight &&
+        vmgroup_has_finalizer(g, VMGROUP_FINALIZER) == (gs->meta_kind == PLAN_ADD_FINALIZER))
+        gs->meta_expect = false;
 
     memset(&in, 0, sizeof(in));
     memset(&f, 0, sizeof(f));
@@ -687,14 +701,32 @@ static const char *reconcile(reconciler *r, const char *key)
         switch (a->kind) {
         case PLAN_ADD_FINALIZER:
         case PLAN_REMOVE_FINALIZER:
-            if (gs->meta_inflight)
+            /* The finalizer patch is made against this version of the
+             * object: a status write in flight would make it conflict.
+             * When that write ends, the key is planned again. */
+            if (gs->status_inflight)
+                gs->status_dirty = true;
+            if (gs->meta_inflight || gs->status_inflight)
                 break;
+            if (gs->meta_expect && gs->meta_kind == a->kind && t < gs->meta_until) {
+                /* Written, and not in the cache yet: the write would only
+                 * be made again (or conflict). Look again when the wait
+                 * is over. */
+                wq_add_after(r->q, key, gs->meta_until - t);
+                break;
+            }
             if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
-                if (start_write(r, gs, g, false, patch) < 0)
+                if (start_write(r, gs, g, false, patch) < 0) {
                     wq_add_rate_limited(r->q, key);
-                else if (a->kind == PLAN_REMOVE_FINALIZER)
-                    vmg_logf(VMG_LOG_INFO, LOGGER, g->meta.ns, g->meta.name,
-                             "removing the finalizer: vCenter is clean");
+                } else {
+                    gs->meta_expect = true;
+                    gs->meta_kind = a->kind;
+                    meta_started = true;
+                    gs->meta_until = UINT64_MAX; /* set when the write succeeds */
+                    if (a->kind == PLAN_REMOVE_FINALIZER)
+                        vmg_logf(VMG_LOG_INFO, LOGGER, g->meta.ns, g->meta.name,
+                                 "removing the finalizer: vCenter is clean");
+                }
             }
             cJSON_Delete(patch);
             break;
@@ -714,7 +746,10 @@ static const char *reconcile(reconciler *r, const char *key)
         }
     }
 
-    if (p->status_changed)
+    /* Not with a finalizer write, for the same reason: the status goes
+     * with the next pass, on the object that write makes (if any: removing
+     * the last finalizer of a deleted group removes it). */
+    if (p->status_changed && !meta_started)
         write_status(r, gs, g, p);
 
     blocked = gs->block != PLAN_BLOCK_NONE;

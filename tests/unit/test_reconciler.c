@@ -343,6 +343,81 @@ static void test_finalizer_first(void **state)
     assert_int_equal(count("meta"), 1);
 }
 
+/* A finalizer written is not written again while the cache has not shown
+ * it, even when a newer version comes first (another write's); it is when
+ * the write failed, when the wait is over, or when the cache showed it and
+ * then lost it again. */
+static void test_finalizer_written_once_per_object_version(void **state)
+{
+    struct env *e = *state;
+    set_group(GROUP("1", "", 0, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+    complete("meta", 0, NULL, NULL);
+    pass(e);                          /* the watch has not brought the written object yet */
+    set_group(GROUP("2", "", 0, "")); /* the version a status write made */
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+    settle_status();
+    F.now_ms += 30000; /* never shown: written again */
+    pass(e);
+    assert_int_equal(count("meta"), 2);
+    complete("meta", VMG_ETRANSPORT, NULL, "connection reset");
+    settle_status();
+    pass(e);
+    assert_int_equal(count("meta"), 3);
+    complete("meta", 0, NULL, NULL);
+    set_group(GROUP("4", FIN, 0, ""));
+    pass(e);
+    set_group(GROUP("5", "", 0, "")); /* someone took it off after the cache showed it */
+    settle_status();
+    pass(e);
+    assert_int_equal(count("meta"), 4);
+    complete("meta", 0, NULL, NULL);
+
+    /* The same for removing it once vCenter is clean. */
+    F.folder = PLAN_FOLDER_ABSENT;
+    set_group(GROUP("7", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 0, ""));
+    settle_status();
+    pass(e);
+    assert_int_equal(count("meta"), 5);
+    complete("meta", 0, NULL, NULL);
+    settle_status();
+    set_group(GROUP("8", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 0, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 5);
+}
+
+/* A finalizer patch is made against one version of the object (its
+ * resourceVersion is a precondition): a status write in flight at the same
+ * time would make it conflict, so the two are never in flight together. */
+static void test_finalizer_and_status_writes_do_not_cross(void **state)
+{
+    struct env *e = *state;
+    const char *k = NULL;
+
+    F.folder = PLAN_FOLDER_ABSENT;
+    set_group(GROUP("1", "", 0, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+    assert_int_equal(count("status"), 0); /* it goes with the next pass */
+    complete("meta", 0, NULL, NULL);
+    set_group(GROUP("2", FIN, 0, ""));
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    /* Deleted while that status write is in flight: the finalizer waits,
+     * and the end of that write plans the group again. */
+    set_group(GROUP("3", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 0, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+    assert_int_equal(wq_get(e->q, &k), -EAGAIN);
+    settle_status();
+    assert_int_equal(wq_get(e->q, &k), 0);
+    reconciler_handle(e->r, k);
+    assert_int_equal(count("meta"), 2);
+    assert_int_equal(count("status"), 1);
+}
+
 static void test_clones_not_started_twice(void **state)
 {
     struct env *e = *state;
@@ -551,6 +626,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_finalizer_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_finalizer_written_once_per_object_version, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_finalizer_and_status_writes_do_not_cross, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
