@@ -7,9 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/secretfile.h"
+#include "lib/str.h"
 #include "vsphere/inventory.h"
 #include "vsphere/ops.h"
 #include "vsphere/rest.h"
@@ -17,6 +21,7 @@
 
 #define LOGGER "vcenter"
 #define MAX_FOLDER_VMS VMGROUP_REPLICAS_MAX
+#define PASS_POLL_MS 5000 /* how often VC_PASS_FILE is looked at */
 
 struct vcworld {
     uv_loop_t *loop;
@@ -42,6 +47,12 @@ struct vcworld {
 
     vmg_metrics *metrics;
     struct vmg_metric *m_requests, *m_logins, *m_tasks, *m_task_seconds;
+
+    /* VC_PASS_FILE, watched: a rotated secret is logged in with at once. */
+    uv_fs_poll_t pass_poll;
+    bool pass_polling;
+    char pass[VMG_SECRET_FILE_MAX + 1]; /* the password in use */
+
     int closing;
     void (*closed)(void *);
     void *closed_data;
@@ -277,9 +288,57 @@ fail:
     return rc < 0 ? rc : VMG_ECONFIG;
 }
 
+/* on_pass_file reads VC_PASS_FILE again when it changed (kubelet swaps a
+ * mounted Secret's files when the Secret is updated), and logs in with the
+ * new password. A file that is gone or unreadable for a moment (between two
+ * swaps) keeps the password in use. */
+static void on_pass_file(uv_fs_poll_t *h, int status, const uv_stat_t *prev, const uv_stat_t *curr)
+{
+    vcworld *w = h->data;
+    char buf[sizeof(w->pass)], err[512];
+    int n;
+
+    (void)prev;
+    (void)curr;
+    if (status < 0 || w->closing)
+        return;
+    n = vmg_secret_file_read(w->o->vc_pass_file, buf, sizeof(buf), err, sizeof(err));
+    if (n < 0) {
+        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
+                 "VC_PASS_FILE changed but %s; keeping the password in use", err);
+    } else if (strcmp(buf, w->pass) != 0) {
+        if (vs_session_set_password(w->s, buf) < 0 ||
+            (w->rest && vs_rest_set_password(w->rest, buf) < 0)) {
+            vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL,
+                     "cannot take the new vCenter password: out of memory");
+        } else {
+            memcpy(w->pass, buf, (size_t)n + 1);
+            vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
+                     "the vCenter password in %s changed; logging in with it from now on",
+                     w->o->vc_pass_file);
+        }
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+}
+
 int vcworld_start(vcworld *w)
 {
-    int rc = vs_session_start(w->s);
+    int rc;
+
+    if (w->o->vc_pass_file && !w->pass_polling) {
+        vmg_putf(w->pass, sizeof(w->pass), "%s", w->o->vc_pass ? w->o->vc_pass : "");
+        rc = uv_fs_poll_init(w->loop, &w->pass_poll);
+        if (rc == 0) {
+            w->pass_poll.data = w;
+            rc = uv_fs_poll_start(&w->pass_poll, on_pass_file, w->o->vc_pass_file, PASS_POLL_MS);
+            w->pass_polling = true;
+        }
+        if (rc < 0)
+            vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
+                     "cannot watch VC_PASS_FILE %s: %s; a changed password needs a restart",
+                     w->o->vc_pass_file, uv_strerror(rc));
+    }
+    rc = vs_session_start(w->s);
     if (rc < 0 && rc != -EALREADY)
         return rc;
     rc = vs_inventory_start(w->inv);
@@ -598,12 +657,20 @@ void vcworld_forget_group(vcworld *w, const char *ns, const char *name)
 
 /* ---- close ---- */
 
+static void closed_one(void *data);
+
+static void pass_poll_closed(uv_handle_t *h)
+{
+    closed_one(h->data);
+}
+
 static void closed_one(void *data)
 {
     vcworld *w = data;
     if (--w->closing == 0) {
         void (*cb)(void *) = w->closed;
         void *d = w->closed_data;
+        OPENSSL_cleanse(w->pass, sizeof(w->pass));
         free(w);
         if (cb)
             cb(d);
@@ -620,6 +687,11 @@ void vcworld_close(vcworld *w, void (*closed)(void *data), void *data)
     w->closed = closed;
     w->closed_data = data;
     w->closing = 1;
+    if (w->pass_polling) {
+        w->closing++;
+        uv_close((uv_handle_t *)&w->pass_poll, pass_poll_closed);
+        w->pass_polling = false;
+    }
     if (w->ops) {
         w->closing++;
         vs_ops_close(w->ops, closed_one, w);

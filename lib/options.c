@@ -236,7 +236,8 @@ void vmg_options_usage(FILE *out)
     fprintf(out, "Usage: vmgroup-operator [flags]\n\n"
                  "Manages groups of vSphere VMs declared as VmGroup resources.\n"
                  "vCenter is given by the environment: VC_HOST (host, host:port or URL),\n"
-                 "VC_USER and VC_PASS.\n\nFlags:\n");
+                 "VC_USER and VC_PASS, or VC_PASS_FILE: a file holding the password,\n"
+                 "watched, so that a changed password is logged in with at once.\n\nFlags:\n");
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
         const struct flag *f = &flags[i];
         const char *arg = "";
@@ -310,6 +311,20 @@ int vmg_options_parse(struct vmg_options *o, int argc, char **argv,
     o->vc_host = getenv_fn("VC_HOST");
     o->vc_user = getenv_fn("VC_USER");
     o->vc_pass = getenv_fn("VC_PASS");
+    o->vc_pass_file = getenv_fn("VC_PASS_FILE");
+    if (o->vc_pass_file && !*o->vc_pass_file)
+        o->vc_pass_file = NULL;
+    if (o->vc_pass_file) {
+        if (o->vc_pass && *o->vc_pass) {
+            snprintf(err, errlen, "VC_PASS and VC_PASS_FILE are both set: set one");
+            return VMG_ECONFIG;
+        }
+        int n = vmg_secret_file_read(o->vc_pass_file, o->vc_pass_buf, sizeof(o->vc_pass_buf), err,
+                                     errlen);
+        if (n < 0)
+            return n;
+        o->vc_pass = o->vc_pass_buf;
+    }
     return 0;
 }
 
@@ -321,8 +336,8 @@ int vmg_options_check(const struct vmg_options *o, char *err, size_t errlen)
     for (int i = 0; i < 3; i++) {
         if (!vals[i] || !*vals[i]) {
             snprintf(err, errlen,
-                     "%s is not set: the manager needs VC_HOST, VC_USER and VC_PASS "
-                     "(in a cluster, from the secret vc-creds)",
+                     "%s is not set: the manager needs VC_HOST, VC_USER and VC_PASS or "
+                     "VC_PASS_FILE (in a cluster, from the secret vc-creds)",
                      names[i]);
             return VMG_ECONFIG;
         }

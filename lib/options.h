@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/secretfile.h"
+
 struct vmg_options {
     /* Kubernetes */
     const char *kubeconfig; /* NULL: KUBECONFIG, ~/.kube/config, in-cluster */
@@ -36,10 +38,14 @@ struct vmg_options {
     uint64_t renew_deadline_ms;
     uint64_t retry_period_ms;
 
-    /* vCenter: VC_HOST, VC_USER and VC_PASS come from the environment */
+    /* vCenter: VC_HOST, VC_USER and VC_PASS come from the environment; or
+     * the password from the file VC_PASS_FILE names (read into vc_pass_buf,
+     * and watched by the manager, so that a rotated Secret is taken up). */
     const char *vc_host;
     const char *vc_user;
     const char *vc_pass;
+    const char *vc_pass_file;
+    char vc_pass_buf[VMG_SECRET_FILE_MAX + 1];
     int insecure;
     const char *vc_ca_file;
     const char *vc_thumbprint;

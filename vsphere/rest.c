@@ -29,6 +29,7 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/secretfile.h"
 
 #define DEFAULT_TIMEOUT_MS 30000L
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000L
@@ -726,6 +727,11 @@ const char *vs_rest_disabled_reason(const vs_rest *r)
 unsigned long vs_rest_logins(const vs_rest *r)
 {
     return r ? r->logins : 0;
+}
+
+int vs_rest_set_password(vs_rest *r, const char *password)
+{
+    return r ? vmg_secret_replace(&r->password, password) : -EINVAL;
 }
 
 void vs_rest_reset(vs_rest *r)

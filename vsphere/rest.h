@@ -150,6 +150,11 @@ unsigned long vs_rest_logins(const vs_rest *r);
  * module logged in anew): the next operation logs in and tries. */
 void vs_rest_reset(vs_rest *r);
 
+/* vs_rest_set_password replaces the password of the next logins (a rotated
+ * secret) and registers it with vmg_log_add_secret(). 0, -EINVAL (NULL or
+ * empty) or -ENOMEM (the old password is kept). */
+int vs_rest_set_password(vs_rest *r, const char *password);
+
 /* Operations. Each returns 0 and calls cb later with the result, or fails
  * with VS_REST_EUNAVAILABLE, VMG_ECANCELED (closing), -EINVAL (bad
  * argument), -EBUSY (VS_REST_MAX_OPS in progress) or -ENOMEM and never

@@ -23,6 +23,7 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/secretfile.h"
 #include "lib/str.h"
 
 #define COOKIE_NAME "vmware_soap_session"
@@ -628,6 +629,23 @@ static void login_failed(vs_session *s, int err, const char *msg)
     uv_timer_start(&s->backoff_timer, on_backoff, s->retry_in_ms, 0);
     notify(s);
     fail_waiting(s, err, copy);
+}
+
+int vs_session_set_password(vs_session *s, const char *password)
+{
+    int r;
+
+    if (!s)
+        return -EINVAL;
+    r = vmg_secret_replace(&s->password, password);
+    if (r < 0)
+        return r;
+    s->password_len = strlen(s->password);
+    if (s->state == VS_STATE_BACKOFF && !s->closing) {
+        s->attempts = 0;
+        start_login(s);
+    }
+    return 0;
 }
 
 static void login_succeeded(vs_session *s)

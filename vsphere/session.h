@@ -179,6 +179,12 @@ void vs_session_set_observer(vs_session *s, vs_observer obs, void *data);
  * also does). Returns 0, or VMG_ECANCELED after close. */
 int vs_session_start(vs_session *s);
 
+/* vs_session_set_password replaces the password used by the next logins
+ * (a rotated secret) and registers it with vmg_log_add_secret(). A session
+ * waiting to retry a failed login tries again at once. 0, -EINVAL (NULL or
+ * empty) or -ENOMEM (the old password is kept). */
+int vs_session_set_password(vs_session *s, const char *password);
+
 /* vs_call sends the SOAP envelope buf (len bytes, made by a vim_req_*
  * builder) in the session, logging in first when needed. method names it
  * for metrics ("CloneVM_Task"). The session takes buf over in every case

@@ -17,6 +17,7 @@ teardown_file() {
 	stop_manager faults-manager
 	stop_manager faults-badpool
 	stop_manager faults-watch KILL
+	stop_manager faults-rotate
 }
 
 setup() {
@@ -133,6 +134,25 @@ watch_max() {
 	start_manager faults-manager --watch-namespace faults
 	wait_running faults badpool 1
 	kubectl delete vg badpool -n faults --timeout=90s
+}
+
+@test "faults: a password rotated in VC_PASS_FILE is logged in with, without a restart" {
+	local f="$BATS_TEST_TMPDIR/vc-pass"
+	stop_manager faults-manager
+	printf 'not-the-password\n' >"$f"
+	VC_PASS='' VC_PASS_FILE="$f" start_manager faults-rotate --watch-namespace faults
+	apply_vg faults rotate 1 1 vm-operator-template 1
+	retry 60 bash -c '[[ "$(kubectl get vg rotate -n faults -o jsonpath={.status.lastMessage})" == *"incorrect user name or password"* ]]'
+	[ "$(vm_count faults rotate)" = 0 ]
+	# As the kubelet updates a mounted Secret: a new file swapped in.
+	printf '%s\n' "$VC_PASS" >"$f.new"
+	mv "$f.new" "$f"
+	wait_running faults rotate 1
+	grep -q 'the vCenter password in .* changed' "$ENV_DIR/logs/faults-rotate.log"
+	refute grep -qF not-the-password "$ENV_DIR/logs/faults-rotate.log"
+	kubectl delete vg rotate -n faults --timeout=90s
+	stop_manager faults-rotate
+	start_manager faults-manager --watch-namespace faults
 }
 
 @test "faults: after logins, re-logins and errors, the vCenter password is in no manager log, Event or status" {

@@ -2,7 +2,11 @@
  * errors naming the flag, and the checks a running manager needs. */
 #include "tests/unit/unit.h"
 
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/err.h"
 #include "lib/options.h"
@@ -162,6 +166,68 @@ static void test_check(void **state)
     assert_non_null(strstr(err, "--vc-request-timeout"));
 }
 
+/* The environment of test_pass_file: VC_PASS_FILE names pass_file_path;
+ * VC_PASS is set too when pass_also is. */
+static char pass_file_path[64];
+static bool pass_also;
+
+static const char *env_pass_file(const char *name)
+{
+    if (!strcmp(name, "VC_PASS_FILE"))
+        return pass_file_path;
+    if (!strcmp(name, "VC_PASS"))
+        return pass_also ? "s3cret" : NULL;
+    return env_full(name);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_pass_file(void **state)
+{
+    struct vmg_options o;
+    char err[256];
+    char *argv[] = {"m"};
+    int fd;
+
+    (void)state;
+    snprintf(pass_file_path, sizeof(pass_file_path), "/tmp/vmg-test-pass.XXXXXX");
+    fd = mkstemp(pass_file_path);
+    assert_true(fd >= 0);
+    close(fd);
+
+    /* From the file, without the newline an editor or echo adds. */
+    write_file(pass_file_path, "from-the-file\n");
+    vmg_options_defaults(&o);
+    assert_int_equal(vmg_options_parse(&o, 1, argv, env_pass_file, err, sizeof(err)), 0);
+    assert_string_equal(o.vc_pass, "from-the-file");
+    assert_string_equal(o.vc_pass_file, pass_file_path);
+    assert_int_equal(vmg_options_check(&o, err, sizeof(err)), 0);
+
+    /* Not both. */
+    pass_also = true;
+    vmg_options_defaults(&o);
+    assert_int_equal(vmg_options_parse(&o, 1, argv, env_pass_file, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "VC_PASS and VC_PASS_FILE"));
+    pass_also = false;
+
+    /* An empty file, and a missing one, are named. */
+    write_file(pass_file_path, "\n");
+    vmg_options_defaults(&o);
+    assert_int_equal(vmg_options_parse(&o, 1, argv, env_pass_file, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, pass_file_path));
+    assert_non_null(strstr(err, "empty"));
+    unlink(pass_file_path);
+    vmg_options_defaults(&o);
+    assert_int_equal(vmg_options_parse(&o, 1, argv, env_pass_file, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, pass_file_path));
+}
+
 static void test_durations(void **state)
 {
     uint64_t ms;
@@ -190,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_errors_name_the_flag),
         cmocka_unit_test(test_check),
         cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_pass_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

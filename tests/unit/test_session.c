@@ -497,6 +497,38 @@ static void test_wrong_password_retries(void **state)
     assert_int_equal(f.logouts, 0); /* never logged in */
 }
 
+/* A rotated password (vs_session_set_password) is used at once by a
+ * session waiting to retry a failed login, not after its backoff. */
+static void test_new_password_logs_in_at_once(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {
+        .password = "not-the-password", .backoff_min_ms = 600000, .backoff_max_ms = 600000};
+    struct vs_session_stats st;
+
+    (void)state;
+    fake_setup(&f);
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_EAUTH);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_BACKOFF);
+    assert_int_equal(vs_session_set_password(f.s, ""), -EINVAL);
+    assert_int_equal(vs_session_set_password(f.s, "secret-pw"), 0);
+    call_time(&f);
+    uv_timer_start(&f.guard, on_guard, 10000, 0);
+    while (f.replies < 2 && !f.timed_out)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    uv_timer_stop(&f.guard);
+    assert_false(f.timed_out);
+    assert_int_equal(f.reply_err[1], 0);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_READY);
+    vs_session_stats(f.s, &st);
+    assert_int_equal(st.logins, 1);
+    fake_teardown(&f);
+}
+
 static void test_relogin_after_not_authenticated(void **state)
 {
     struct fake f;
@@ -720,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_backoff_schedule),
         cmocka_unit_test(test_login_and_cookie),
         cmocka_unit_test(test_wrong_password_retries),
+        cmocka_unit_test(test_new_password_logs_in_at_once),
         cmocka_unit_test(test_relogin_after_not_authenticated),
         cmocka_unit_test(test_not_authenticated_twice_fails),
         cmocka_unit_test(test_keepalive_when_idle),
