@@ -446,20 +446,28 @@ static void test_login_and_cookie(void **state)
     assert_int_equal(f.logouts, 1); /* a clean close logs out */
 }
 
+/* login_refused starts a session with a wrong password and one call, and
+ * runs until the call fails. */
+static void login_refused(struct fake *f, struct vs_session_config *cfg)
+{
+    cfg->password = "not-the-password";
+    fake_setup(f);
+    cfg->ca_file = f->ca_path;
+    fake_session(f, cfg);
+    call_time(f);
+    run_until(f, &f->replies);
+    assert_int_equal(f->reply_err[0], VMG_EAUTH);
+}
+
 static void test_wrong_password_retries(void **state)
 {
     struct fake f;
-    struct vs_session_config cfg = {.password = "not-the-password"};
+    struct vs_session_config cfg = {0};
     struct vs_session_stats st;
     int backoffs = 0;
 
     (void)state;
-    fake_setup(&f);
-    cfg.ca_file = f.ca_path;
-    fake_session(&f, &cfg);
-    call_time(&f);
-    run_until(&f, &f.replies);
-    assert_int_equal(f.reply_err[0], VMG_EAUTH);
+    login_refused(&f, &cfg);
     assert_string_equal(f.reply_msg[0], "vCenter refused the login for user vcuser@vsphere.local: "
                                         "incorrect user name or password");
     assert_string_equal(f.last_msg, f.reply_msg[0]);
@@ -502,17 +510,11 @@ static void test_wrong_password_retries(void **state)
 static void test_new_password_logs_in_at_once(void **state)
 {
     struct fake f;
-    struct vs_session_config cfg = {
-        .password = "not-the-password", .backoff_min_ms = 600000, .backoff_max_ms = 600000};
+    struct vs_session_config cfg = {.backoff_min_ms = 600000, .backoff_max_ms = 600000};
     struct vs_session_stats st;
 
     (void)state;
-    fake_setup(&f);
-    cfg.ca_file = f.ca_path;
-    fake_session(&f, &cfg);
-    call_time(&f);
-    run_until(&f, &f.replies);
-    assert_int_equal(f.reply_err[0], VMG_EAUTH);
+    login_refused(&f, &cfg);
     assert_int_equal(vs_session_state(f.s), VS_STATE_BACKOFF);
     assert_int_equal(vs_session_set_password(f.s, ""), -EINVAL);
     assert_int_equal(vs_session_set_password(f.s, "secret-pw"), 0);
