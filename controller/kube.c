@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "lib/err.h"
+#include "lib/jsonarena.h"
 
 #ifndef VMG_VERSION
 #define VMG_VERSION "dev"
@@ -97,6 +98,11 @@ struct kube_req {
     char *cont;   /* the continue token of the next page, or NULL */
     cJSON *acc;   /* gathered items (no on_page) */
     size_t total; /* bytes of the pages so far */
+    /* With on_page, each page is parsed into this arena (lib/jsonarena):
+     * its tree is freed whole, leaving no holes among the objects the
+     * reader keeps. page is the tree in it, freed with body_free. */
+    struct json_arena *arena;
+    cJSON *page;
 
     unsigned attempts; /* exchanges made */
     unsigned retried;  /* retries used (reset per page) */
@@ -510,7 +516,9 @@ cJSON *kube_result_take_body(const struct kube_result *res)
         return NULL;
     b = r->body;
     r->body = NULL;
-    return b;
+    /* A page parsed into the list's arena is freed with it: the caller
+     * gets a copy of its own. */
+    return b && r->body_borrowed ? cJSON_Duplicate(b, true) : b;
 }
 
 /* The outcome of a request, gathered before its callback. */
@@ -535,7 +543,19 @@ static void req_free(kube_req *r)
     free(r->body);
     free(r->cont);
     cJSON_Delete(r->acc);
+    json_arena_free(r->arena);
     free(r);
+}
+
+/* body_free frees a response body: the page in the arena, or a tree. */
+static void body_free(kube_req *r, cJSON *body)
+{
+    if (body && body == r->page) {
+        json_arena_reset(r->arena);
+        r->page = NULL;
+        return;
+    }
+    cJSON_Delete(body);
 }
 
 /* finish calls r back with o and frees r. */
@@ -559,11 +579,12 @@ static void finish(kube_req *r, struct outcome *o)
     res.attempts = r->attempts;
     res.method = r->method;
     res.path = r->path;
+    res.body_borrowed = o->body && o->body == r->page;
     if (o->body == r->acc)
         r->acc = NULL;
     c->pending--;
     r->cb(r->data, &res);
-    cJSON_Delete(res.body);
+    body_free(r, res.body_borrowed ? r->page : res.body);
     req_free(r);
 }
 
@@ -955,7 +976,7 @@ static bool next_page(kube_req *r, struct outcome *o)
         o->err = -ENOMEM;
         return false;
     }
-    cJSON_Delete(o->body);
+    body_free(r, o->body);
     o->body = NULL;
     r->retried = 0;
     r->auth_retried = false;
@@ -1014,8 +1035,18 @@ static void on_done(void *data, const struct vmg_http_result *res)
         if (may && retry(r, r->retry_after_s ? r->retry_after_s * 1000ull : backoff(r)))
             return;
     }
-    if (res->body_len > 0 && (is_json(res) || res->status >= 300))
+    if (res->body_len > 0 && r->is_list && r->on_page && res->status >= 200 && res->status < 300 &&
+        is_json(res)) {
+        if (!r->arena)
+            r->arena = json_arena_new();
+        json_arena_reset(r->arena);
+        r->page = o.body = r->arena ? json_arena_parse(r->arena, res->body, res->body_len)
+                                    : cJSON_ParseWithLength(res->body, res->body_len);
+        if (!r->arena)
+            r->page = NULL;
+    } else if (res->body_len > 0 && (is_json(res) || res->status >= 300)) {
         o.body = cJSON_ParseWithLength(res->body, res->body_len);
+    }
     if (res->status >= 200 && res->status < 300) {
         if (res->body_len > 0 && !o.body && is_json(res)) {
             o.err = VMG_EPARSE;

@@ -116,11 +116,13 @@ struct kube_result {
     unsigned retry_after_s; /* the last response's Retry-After, 0 if none */
     unsigned attempts;      /* HTTP exchanges made for this request */
     const char *method;
-    const char *path; /* as given (for a list: without limit/continue) */
+    const char *path;   /* as given (for a list: without limit/continue) */
+    bool body_borrowed; /* internal: body is a list page in an arena */
 };
 
 /* kube_result_take_body hands the body over to the caller (free it with
- * cJSON_Delete); res->body is then NULL. Returns NULL when there is none. */
+ * cJSON_Delete); res->body is then NULL. Returns NULL when there is none
+ * (or, for a list's last page, when a copy of it cannot be made). */
 cJSON *kube_result_take_body(const struct kube_result *res);
 
 /* ---- the client ---- */
