@@ -25,9 +25,14 @@ struct rl {
     uint64_t last_ms;       /* when tokens was last brought up to date */
 };
 
-static struct failure *lookup(const struct rl *l, const char *key, size_t len)
+/* lookup finds key (len bytes); its hash goes to *ret_hash, for adding it. */
+static struct failure *lookup(const struct rl *l, const char *key, size_t len, uint64_t *ret_hash)
 {
-    struct keytab_node *n = keytab_find(&l->failures, key, keytab_hash(&l->failures, key, len));
+    uint64_t h = keytab_hash(&l->failures, key, len);
+    struct keytab_node *n = keytab_find(&l->failures, key, h);
+
+    if (ret_hash)
+        *ret_hash = h;
     return n ? keytab_entry(n, struct failure, node) : NULL;
 }
 
@@ -110,7 +115,8 @@ int rl_when(struct rl *l, const char *key, uint64_t *ret_delay_ms)
     long len = keytab_key_len(key, RL_KEY_MAX);
     if (len < 0)
         return (int)len;
-    struct failure *f = lookup(l, key, (size_t)len);
+    uint64_t h;
+    struct failure *f = lookup(l, key, (size_t)len, &h);
     if (!f) {
         if (l->failures.count >= l->o.max_keys)
             return -ENOSPC;
@@ -123,7 +129,7 @@ int rl_when(struct rl *l, const char *key, uint64_t *ret_delay_ms)
         f->count = 0;
         memcpy(f->key, key, (size_t)len + 1);
         f->node.key = f->key;
-        f->node.hash = keytab_hash(&l->failures, key, (size_t)len);
+        f->node.hash = h;
         keytab_insert(&l->failures, &f->node);
     }
     uint64_t d = backoff(l->o.base_delay_ms, l->o.max_delay_ms, f->count);
@@ -139,7 +145,7 @@ void rl_forget(struct rl *l, const char *key)
     long len = keytab_key_len(key, RL_KEY_MAX);
     if (!l || len < 0)
         return;
-    struct failure *f = lookup(l, key, (size_t)len);
+    struct failure *f = lookup(l, key, (size_t)len, NULL);
     if (f) {
         keytab_remove(&l->failures, &f->node);
         free(f);
@@ -151,7 +157,7 @@ uint32_t rl_num_requeues(const struct rl *l, const char *key)
     long len = keytab_key_len(key, RL_KEY_MAX);
     if (!l || len < 0)
         return 0;
-    struct failure *f = lookup(l, key, (size_t)len);
+    struct failure *f = lookup(l, key, (size_t)len, NULL);
     return f ? f->count : 0;
 }
 

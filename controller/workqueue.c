@@ -91,9 +91,14 @@ static void observe(struct wq *q, int kind, uint64_t from, uint64_t to)
         q->observe(q->observe_data, kind, to > from ? (double)(to - from) / 1000.0 : 0.0);
 }
 
-static struct item *lookup(const struct wq *q, const char *key, size_t len)
+/* lookup finds key (len bytes); its hash goes to *ret_hash, for new_item. */
+static struct item *lookup(const struct wq *q, const char *key, size_t len, uint64_t *ret_hash)
 {
-    struct keytab_node *n = keytab_find(&q->items, key, keytab_hash(&q->items, key, len));
+    uint64_t h = keytab_hash(&q->items, key, len);
+    struct keytab_node *n = keytab_find(&q->items, key, h);
+
+    if (ret_hash)
+        *ret_hash = h;
     return n ? keytab_entry(n, struct item, node) : NULL;
 }
 
@@ -104,7 +109,7 @@ static void free_item(struct keytab_node *n)
 
 /* new_item adds an item for key (absent from the table) and returns it in
  * *ret. Fails with -ENOSPC at max_keys, or -ENOMEM, changing nothing. */
-static int new_item(struct wq *q, const char *key, size_t len, struct item **ret)
+static int new_item(struct wq *q, const char *key, size_t len, uint64_t h, struct item **ret)
 {
     if (q->items.count >= q->max_keys) {
         q->rejected_total++;
@@ -119,7 +124,7 @@ static int new_item(struct wq *q, const char *key, size_t len, struct item **ret
     it->heap_idx = NOT_WAITING;
     memcpy(it->key, key, len + 1);
     it->node.key = it->key;
-    it->node.hash = keytab_hash(&q->items, key, len);
+    it->node.hash = h;
     keytab_insert(&q->items, &it->node);
     *ret = it;
     return 0;
@@ -388,9 +393,10 @@ int wq_add(struct wq *q, const char *key)
     long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    struct item *it = lookup(q, key, (size_t)len);
+    uint64_t h;
+    struct item *it = lookup(q, key, (size_t)len, &h);
     if (!it) {
-        int r = new_item(q, key, (size_t)len, &it);
+        int r = new_item(q, key, (size_t)len, h, &it);
         if (r < 0)
             return r;
     }
@@ -414,11 +420,12 @@ int wq_add_after(struct wq *q, const char *key, uint64_t delay_ms)
     long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    struct item *it = lookup(q, key, (size_t)len);
+    uint64_t h;
+    struct item *it = lookup(q, key, (size_t)len, &h);
     if (!it || it->heap_idx == NOT_WAITING) {
         int r = heap_reserve(q);
         if (r == 0 && !it)
-            r = new_item(q, key, (size_t)len, &it);
+            r = new_item(q, key, (size_t)len, h, &it);
         if (r < 0)
             return r;
     }
@@ -445,7 +452,7 @@ int wq_add_rate_limited(struct wq *q, const char *key)
     long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    if (q->items.count >= q->max_keys && !lookup(q, key, (size_t)len)) {
+    if (q->items.count >= q->max_keys && !lookup(q, key, (size_t)len, NULL)) {
         q->rejected_total++;
         return -ENOSPC;
     }
@@ -471,7 +478,7 @@ int wq_done(struct wq *q, const char *key)
     long len = keytab_key_len(key, WQ_KEY_MAX);
     if (len < 0)
         return (int)len;
-    struct item *it = lookup(q, key, (size_t)len);
+    struct item *it = lookup(q, key, (size_t)len, NULL);
     if (!it || !it->processing)
         return -ENOENT;
     if (it->pprev)
