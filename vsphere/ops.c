@@ -569,9 +569,16 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-/* on_slow: the long poll has not answered for SLOW_POLL_CHECK_MS; read the
- * state of the tasks it follows (each read finishes its operation if the
- * task ended, else leaves it to the long poll). */
+/* check_tracked reads the state of every task the long poll follows: each
+ * read finishes its operation if the task ended, else leaves it to the
+ * long poll. */
+static void check_tracked(vs_ops *o)
+{
+    for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;)
+        check_task(op, O_CHECK2);
+}
+
+/* on_slow: the long poll has not answered for SLOW_POLL_CHECK_MS. */
 static void on_slow(uv_timer_t *t)
 {
     vs_ops *o = t->data;
@@ -580,8 +587,7 @@ static void on_slow(uv_timer_t *t)
         uv_timer_stop(t);
         return;
     }
-    for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;)
-        check_task(op, O_CHECK2);
+    check_tracked(o);
 }
 
 static void on_kick(uv_timer_t *t)
@@ -636,10 +642,9 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     if (e == 1)
         vmg_putf(o->version, sizeof(o->version), "%s", us.version);
     if (e == 0) {
-        /* A quiet long poll: read the state of the tasks followed, as a
-         * safety net against an end the server did not report. */
-        for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;)
-            check_task(op, O_CHECK2);
+        /* A quiet long poll: a safety net against an end the server did
+         * not report. */
+        check_tracked(o);
     }
     /* Finish what ended; each finish may change the list, so look again. */
     for (;;) {
