@@ -13,7 +13,6 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/secretfile.h"
-#include "lib/str.h"
 #include "vsphere/inventory.h"
 #include "vsphere/ops.h"
 #include "vsphere/rest.h"
@@ -51,7 +50,6 @@ struct vcworld {
     /* VC_PASS_FILE, watched: a rotated secret is logged in with at once. */
     uv_fs_poll_t pass_poll;
     bool pass_polling;
-    char pass[VMG_SECRET_FILE_MAX + 1]; /* the password in use */
 
     int closing;
     void (*closed)(void *);
@@ -295,8 +293,8 @@ fail:
 static void on_pass_file(uv_fs_poll_t *h, int status, const uv_stat_t *prev, const uv_stat_t *curr)
 {
     vcworld *w = h->data;
-    char buf[sizeof(w->pass)], err[512];
-    int n;
+    char buf[VMG_SECRET_FILE_MAX + 1], err[512];
+    int n, rs, rr;
 
     (void)prev;
     (void)curr;
@@ -306,17 +304,18 @@ static void on_pass_file(uv_fs_poll_t *h, int status, const uv_stat_t *prev, con
     if (n < 0) {
         vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
                  "VC_PASS_FILE changed but %s; keeping the password in use", err);
-    } else if (strcmp(buf, w->pass) != 0) {
-        if (vs_session_set_password(w->s, buf) < 0 ||
-            (w->rest && vs_rest_set_password(w->rest, buf) < 0)) {
+    } else {
+        /* Each client compares with the password it holds: a file touched
+         * but not changed changes nothing. */
+        rs = vs_session_set_password(w->s, buf);
+        rr = w->rest ? vs_rest_set_password(w->rest, buf) : 1;
+        if (rs < 0 || rr < 0)
             vmg_logf(VMG_LOG_ERROR, LOGGER, NULL, NULL,
                      "cannot take the new vCenter password: out of memory");
-        } else {
-            memcpy(w->pass, buf, (size_t)n + 1);
+        else if (rs == 0 || rr == 0)
             vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
                      "the vCenter password in %s changed; logging in with it from now on",
                      w->o->vc_pass_file);
-        }
     }
     OPENSSL_cleanse(buf, sizeof(buf));
 }
@@ -326,7 +325,6 @@ int vcworld_start(vcworld *w)
     int rc;
 
     if (w->o->vc_pass_file && !w->pass_polling) {
-        vmg_putf(w->pass, sizeof(w->pass), "%s", w->o->vc_pass ? w->o->vc_pass : "");
         rc = uv_fs_poll_init(w->loop, &w->pass_poll);
         if (rc == 0) {
             w->pass_poll.data = w;
@@ -670,7 +668,6 @@ static void closed_one(void *data)
     if (--w->closing == 0) {
         void (*cb)(void *) = w->closed;
         void *d = w->closed_data;
-        OPENSSL_cleanse(w->pass, sizeof(w->pass));
         free(w);
         if (cb)
             cb(d);

@@ -19,6 +19,8 @@ int vmg_secret_replace(char **slot, const char *secret)
 
     if (!secret || !*secret)
         return -EINVAL;
+    if (*slot && strcmp(*slot, secret) == 0)
+        return 1;
     p = strdup(secret);
     if (!p)
         return -ENOMEM;

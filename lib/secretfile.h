@@ -17,7 +17,8 @@ int vmg_secret_file_read(const char *path, char *buf, size_t size, char *err, si
 
 /* vmg_secret_replace makes *slot (NULL or from malloc) a copy of secret,
  * registered with vmg_log_add_secret(); the old value is wiped and freed.
- * 0, -EINVAL (secret NULL or empty) or -ENOMEM (*slot is kept). */
+ * 0; 1 when *slot already holds secret (nothing is done); -EINVAL (secret
+ * NULL or empty) or -ENOMEM (*slot is kept). */
 int vmg_secret_replace(char **slot, const char *secret);
 
 #endif

@@ -151,8 +151,9 @@ unsigned long vs_rest_logins(const vs_rest *r);
 void vs_rest_reset(vs_rest *r);
 
 /* vs_rest_set_password replaces the password of the next logins (a rotated
- * secret) and registers it with vmg_log_add_secret(). 0, -EINVAL (NULL or
- * empty) or -ENOMEM (the old password is kept). */
+ * secret) and registers it with vmg_log_add_secret(). 0; 1 when it is the
+ * password in use; -EINVAL (NULL or empty) or -ENOMEM (the old password is
+ * kept). */
 int vs_rest_set_password(vs_rest *r, const char *password);
 
 /* Operations. Each returns 0 and calls cb later with the result, or fails

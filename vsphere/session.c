@@ -638,7 +638,7 @@ int vs_session_set_password(vs_session *s, const char *password)
     if (!s)
         return -EINVAL;
     r = vmg_secret_replace(&s->password, password);
-    if (r < 0)
+    if (r != 0)
         return r;
     s->password_len = strlen(s->password);
     if (s->state == VS_STATE_BACKOFF && !s->closing) {

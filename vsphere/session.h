@@ -181,8 +181,9 @@ int vs_session_start(vs_session *s);
 
 /* vs_session_set_password replaces the password used by the next logins
  * (a rotated secret) and registers it with vmg_log_add_secret(). A session
- * waiting to retry a failed login tries again at once. 0, -EINVAL (NULL or
- * empty) or -ENOMEM (the old password is kept). */
+ * waiting to retry a failed login tries again at once. 0; 1 when it is the
+ * password in use (nothing is done); -EINVAL (NULL or empty) or -ENOMEM
+ * (the old password is kept). */
 int vs_session_set_password(vs_session *s, const char *password);
 
 /* vs_call sends the SOAP envelope buf (len bytes, made by a vim_req_*

@@ -100,6 +100,12 @@ static void test_replace(void **state)
     assert_string_equal(slot, "first-pw");
     assert_int_equal(vmg_secret_replace(&slot, "second-pw"), 0);
     assert_string_equal(slot, "second-pw");
+    {
+        /* The same again: nothing is done. */
+        char *before = slot;
+        assert_int_equal(vmg_secret_replace(&slot, "second-pw"), 1);
+        assert_ptr_equal(slot, before);
+    }
     /* Both are masked from now on. */
     {
         char out[128];

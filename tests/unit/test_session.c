@@ -526,6 +526,9 @@ static void test_new_password_logs_in_at_once(void **state)
     assert_false(f.timed_out);
     assert_int_equal(f.reply_err[1], 0);
     assert_int_equal(vs_session_state(f.s), VS_STATE_READY);
+    /* The password in use again: nothing is done. */
+    assert_int_equal(vs_session_set_password(f.s, "secret-pw"), 1);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_READY);
     vs_session_stats(f.s, &st);
     assert_int_equal(st.logins, 1);
     fake_teardown(&f);
