@@ -60,9 +60,9 @@ struct gstate {
     char *written_rv;     /* of the object it was planned from */
     /* A finalizer write (meta_kind: PLAN_ADD_FINALIZER or
      * PLAN_REMOVE_FINALIZER) that succeeded, awaited in the cache until
-     * meta_until: versions the cache shows before it (another write's, say)
-     * still look as if it had to be made again. */
-    bool meta_expect;
+     * meta_until (0: none; UINT64_MAX while in flight): versions the cache
+     * shows before it (another write's, say) still look as if it had to be
+     * made again. */
     enum plan_action_kind meta_kind;
     uint64_t meta_until;
 };
@@ -409,7 +409,7 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     if (status)
         set_str(&gs->written_status, NULL);
     else
-        gs->meta_expect = false;
+        gs->meta_until = 0;
     if (err == VMG_ENOTFOUND) {
         wq_add(r->q, gs->key);
         return;
@@ -600,9 +600,9 @@ static const char *reconcile(reconciler *r, const char *key)
         return "error";
     }
     /* The cache shows the finalizer write awaited: nothing to wait for. */
-    if (gs->meta_expect && !gs->meta_inflight &&
+    if (gs->meta_until && !gs->meta_inflight &&
         vmgroup_has_finalizer(g, VMGROUP_FINALIZER) == (gs->meta_kind == PLAN_ADD_FINALIZER))
-        gs->meta_expect = false;
+        gs->meta_until = 0;
 
     memset(&in, 0, sizeof(in));
     memset(&f, 0, sizeof(f));
@@ -708,7 +708,7 @@ static const char *reconcile(reconciler *r, const char *key)
                 gs->status_dirty = true;
             if (gs->meta_inflight || gs->status_inflight)
                 break;
-            if (gs->meta_expect && gs->meta_kind == a->kind && t < gs->meta_until) {
+            if (gs->meta_kind == a->kind && t < gs->meta_until) {
                 /* Written, and not in the cache yet: the write would only
                  * be made again (or conflict). Look again when the wait
                  * is over. */
@@ -719,7 +719,6 @@ static const char *reconcile(reconciler *r, const char *key)
                 if (start_write(r, gs, g, false, patch) < 0) {
                     wq_add_rate_limited(r->q, key);
                 } else {
-                    gs->meta_expect = true;
                     gs->meta_kind = a->kind;
                     meta_started = true;
                     gs->meta_until = UINT64_MAX; /* set when the write succeeds */
