@@ -28,11 +28,7 @@ struct rl {
 /* lookup finds key (len bytes); its hash goes to *ret_hash, for adding it. */
 static struct failure *lookup(const struct rl *l, const char *key, size_t len, uint64_t *ret_hash)
 {
-    uint64_t h = keytab_hash(&l->failures, key, len);
-    struct keytab_node *n = keytab_find(&l->failures, key, h);
-
-    if (ret_hash)
-        *ret_hash = h;
+    struct keytab_node *n = keytab_lookup(&l->failures, key, len, ret_hash);
     return n ? keytab_entry(n, struct failure, node) : NULL;
 }
 

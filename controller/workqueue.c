@@ -94,11 +94,7 @@ static void observe(struct wq *q, int kind, uint64_t from, uint64_t to)
 /* lookup finds key (len bytes); its hash goes to *ret_hash, for new_item. */
 static struct item *lookup(const struct wq *q, const char *key, size_t len, uint64_t *ret_hash)
 {
-    uint64_t h = keytab_hash(&q->items, key, len);
-    struct keytab_node *n = keytab_find(&q->items, key, h);
-
-    if (ret_hash)
-        *ret_hash = h;
+    struct keytab_node *n = keytab_lookup(&q->items, key, len, ret_hash);
     return n ? keytab_entry(n, struct item, node) : NULL;
 }
 

@@ -70,6 +70,16 @@ struct keytab_node *keytab_find(const struct keytab *t, const char *key, uint64_
     return t->slots[find_slot(t, key, h)];
 }
 
+struct keytab_node *keytab_lookup(const struct keytab *t, const char *key, size_t len,
+                                  uint64_t *ret_hash)
+{
+    uint64_t h = keytab_hash(t, key, len);
+
+    if (ret_hash)
+        *ret_hash = h;
+    return keytab_find(t, key, h);
+}
+
 static int resize(struct keytab *t, size_t cap)
 {
     struct keytab_node **slots = calloc(cap, sizeof(*slots));

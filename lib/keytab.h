@@ -44,6 +44,10 @@ uint64_t keytab_hash(const struct keytab *t, const char *key, size_t len);
 
 /* keytab_find returns the node of key (hash h), or NULL. */
 struct keytab_node *keytab_find(const struct keytab *t, const char *key, uint64_t h);
+/* keytab_lookup hashes key (len bytes) and finds it; the hash goes to
+ * *ret_hash (when not NULL), for a node to be inserted under it. */
+struct keytab_node *keytab_lookup(const struct keytab *t, const char *key, size_t len,
+                                  uint64_t *ret_hash);
 /* keytab_reserve makes room for one more node: 0 or -ENOMEM. */
 int keytab_reserve(struct keytab *t);
 /* keytab_insert adds n, whose hash and key are set and whose key is not in

@@ -105,6 +105,10 @@ static void test_grow_shrink_release(void **state)
     for (int i = 0; i < N; i++) {
         snprintf(k, sizeof(k), "ns/g%d", i);
         struct ent *e = find(&t, k, keytab_hash(&t, k, strlen(k)));
+        uint64_t h = 0;
+        struct keytab_node *n = keytab_lookup(&t, k, strlen(k), &h);
+        assert_true(h == keytab_hash(&t, k, strlen(k)));
+        assert_ptr_equal(n, e ? &e->node : NULL);
         if (i % 2)
             assert_true(e && e->value == i);
         else
