@@ -722,6 +722,18 @@ static void test_task_ended_before_filter(void **state)
     teardown(&f);
 }
 
+/* ends_in_success waits for the one operation started to be tracked, ends
+ * its task in success and waits for the operation to finish so. */
+static void ends_in_success(struct fake *f)
+{
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(f, tracked);
+    end_task(f, 0, "success", NULL);
+    spin(f, is_done1);
+    assert_int_equal(f->done[0].err, 0);
+}
+
 static void test_quiet_filter_then_end(void **state)
 {
     struct fake f;
@@ -734,12 +746,7 @@ static void test_quiet_filter_then_end(void **state)
     f.quiet_new_filters = true;
     c.f = &f;
     assert_int_equal(vs_ops_reconfigure(f.ops, &vm, 2, 2048, on_done, &c, NULL), 0);
-    want_tasks = 1;
-    want_held_tasks = 1;
-    spin(&f, tracked);
-    end_task(&f, 0, "success", NULL);
-    spin(&f, is_done1);
-    assert_int_equal(f.done[0].err, 0);
+    ends_in_success(&f);
     teardown(&f);
 }
 
@@ -757,12 +764,7 @@ static void test_slow_long_poll_reads_the_tasks(void **state)
     f.mute_polls = true;
     c.f = &f;
     assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
-    want_tasks = 1;
-    want_held_tasks = 1;
-    spin(&f, tracked);
-    end_task(&f, 0, "success", NULL);
-    spin(&f, is_done1);
-    assert_int_equal(f.done[0].err, 0);
+    ends_in_success(&f);
     teardown(&f);
 }
 
@@ -778,12 +780,7 @@ static void test_stale_state_after_end(void **state)
     f.stale_after_end = true;
     c.f = &f;
     assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
-    want_tasks = 1;
-    want_held_tasks = 1;
-    spin(&f, tracked);
-    end_task(&f, 0, "success", NULL);
-    spin(&f, is_done1);
-    assert_int_equal(f.done[0].err, 0);
+    ends_in_success(&f);
     teardown(&f);
 }
 

@@ -231,6 +231,7 @@ static void set_group(const char *json)
     "}"
 
 #define FIN ",\"finalizers\":[\"vm.codeconnect.vmworld.com/finalizer\"]"
+#define DELETED ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\""
 
 static void add_vm(int slot, bool on)
 {
@@ -377,13 +378,13 @@ static void test_finalizer_written_once_per_object_version(void **state)
 
     /* The same for removing it once vCenter is clean. */
     F.folder = PLAN_FOLDER_ABSENT;
-    set_group(GROUP("7", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 0, ""));
+    set_group(GROUP("7", FIN DELETED, 0, ""));
     settle_status();
     pass(e);
     assert_int_equal(count("meta"), 5);
     complete("meta", 0, NULL, NULL);
     settle_status();
-    set_group(GROUP("8", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 0, ""));
+    set_group(GROUP("8", FIN DELETED, 0, ""));
     pass(e);
     assert_int_equal(count("meta"), 5);
 }
@@ -407,7 +408,7 @@ static void test_finalizer_and_status_writes_do_not_cross(void **state)
     assert_int_equal(count("status"), 1);
     /* Deleted while that status write is in flight: the finalizer waits,
      * and the end of that write plans the group again. */
-    set_group(GROUP("3", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 0, ""));
+    set_group(GROUP("3", FIN DELETED, 0, ""));
     pass(e);
     assert_int_equal(count("meta"), 1);
     assert_int_equal(wq_get(e->q, &k), -EAGAIN);
@@ -480,7 +481,7 @@ static void test_folder_beyond_the_limit_blocks_a_live_group(void **state)
     assert_non_null(strstr(F.last_status, "holds more than 4096 VMs"));
     assert_non_null(strstr(F.last_event, "TooManyVMs"));
 
-    set_group(GROUP("11", FIN ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\"", 3, ""));
+    set_group(GROUP("11", FIN DELETED, 3, ""));
     pass(e);
     assert_true(count("power-off") + count("destroy") >= 1);
 }
