@@ -1036,14 +1036,9 @@ static void on_done(void *data, const struct vmg_http_result *res)
             return;
     }
     if (res->body_len > 0 && r->is_list && r->on_page && res->status >= 200 && res->status < 300 &&
-        is_json(res)) {
-        if (!r->arena)
-            r->arena = json_arena_new();
+        is_json(res) && (r->arena || (r->arena = json_arena_new()) != NULL)) {
         json_arena_reset(r->arena);
-        r->page = o.body = r->arena ? json_arena_parse(r->arena, res->body, res->body_len)
-                                    : cJSON_ParseWithLength(res->body, res->body_len);
-        if (!r->arena)
-            r->page = NULL;
+        r->page = o.body = json_arena_parse(r->arena, res->body, res->body_len);
     } else if (res->body_len > 0 && (is_json(res) || res->status >= 300)) {
         o.body = cJSON_ParseWithLength(res->body, res->body_len);
     }
