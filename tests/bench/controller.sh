@@ -35,18 +35,21 @@ metric_by() { # PATTERN LABEL: "value=count ..." of the samples whose line match
 		END { for (v in n) printf "%s=%d ", v, n[v] }' | tr ' ' '\n' | sort | tr '\n' ' '
 }
 
-# vcsim_ticks: CPU time vcsim has used, in clock ticks.
-vcsim_ticks() {
-	awk '{ print $14 + $15 }' "/proc/$(cat "$ENV_DIR/run/vcsim.pid")/stat"
+ticks() { # PID: the CPU time it has used, in clock ticks
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
 }
 
 cpu_seconds() { # PID
-	awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
+	awk -v t="$(ticks "$1")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }'
+}
+
+alive() { # the manager of the running case
+	kill -0 "$pid" || { echo "bench: the manager died; see $log" >&2; exit 1; }
 }
 
 run_case() { # GROUPS REPLICAS
-	local groups=$1 replicas=$2 ns=bench-$1x$2 mport pport t0 t1 t2 api0 vc0 api1 vc1 api2 vc2 hwm cpu1 n
-	local apis vcs quiet prev cur
+	local groups=$1 replicas=$2 ns=bench-$1x$2 mport pport t0 t1 t2 api0 vc0 api2 vc2all hwm cpu1 n
+	local apis vcs prev cur
 	mport=$((20000 + RANDOM % 6000))
 	pport=$((26000 + RANDOM % 6000))
 	murl=http://127.0.0.1:$mport/metrics
@@ -71,23 +74,22 @@ run_case() { # GROUPS REPLICAS
 	while :; do
 		n=$(kubectl get vg -n "$ns" -o jsonpath='{range .items[*]}{.status.phase}{"/"}{.status.currentReplicas}{"\n"}{end}' | grep -c "^RUNNING/$replicas\$" || true)
 		[ "$n" -eq "$groups" ] && break
-		kill -0 "$pid" || { echo "bench: the manager died; see $log" >&2; exit 1; }
+		alive
 		sleep 0.5
 	done
 	t1=$(date +%s.%N)
-	api1=$(metric_sum '^rest_client_requests_total')
-	vc1=$(metric_sum '^vmgroup_vcenter_requests_total')
 	cpu1=$(cpu_seconds "$pid")
 
 	# Settled: vcsim under 10% of a CPU over 10 s (at most 15 minutes).
-	local hz
+	local hz vcsim
 	hz=$(getconf CLK_TCK)
+	vcsim=$(cat "$ENV_DIR/run/vcsim.pid")
 	while [ "$(date +%s)" -lt $((${t1%.*} + 900)) ]; do
-		prev=$(vcsim_ticks)
+		prev=$(ticks "$vcsim")
 		sleep 10
-		cur=$(vcsim_ticks)
+		cur=$(ticks "$vcsim")
 		[ $((cur - prev)) -lt "$hz" ] && break
-		kill -0 "$pid" || { echo "bench: the manager died; see $log" >&2; exit 1; }
+		alive
 	done
 	t2=$(date +%s.%N)
 	apis=$(metric_sum '^rest_client_requests_total')
