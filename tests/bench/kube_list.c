@@ -30,6 +30,7 @@
 #include "controller/vmgroup.h"
 #include "lib/err.h"
 #include "lib/http.h"
+#include "tests/bench/status_kib.h"
 
 #define WINDOW 64 /* requests in flight while creating */
 
@@ -47,28 +48,6 @@ struct app {
     bool stopping;
     int rc;
 };
-
-/* status_kib reads a "Name: N kB" line of /proc/self/status. */
-static long status_kib(const char *name)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    size_t n = strlen(name);
-    long v = -1;
-
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, name, n) == 0 && line[n] == ':') {
-            char *end;
-
-            v = strtol(line + n + 1, &end, 10);
-            break;
-        }
-    }
-    fclose(f);
-    return v;
-}
 
 static long rss_kib(void)
 {
