@@ -1,5 +1,5 @@
 /* lib_floor: the least memory any program linked like the manager holds
- * (tests/bench/idle.sh runs it). It links the same libraries (the
+ * (tests/bench/kube_list.sh runs it). It links the same libraries (the
  * Makefile's PKG_LIBS), initialises them, makes one HTTPS request to each
  * server the manager talks to, with the same TLS set-up, and parses one
  * small XML and one small JSON document; then it prints
