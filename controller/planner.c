@@ -796,9 +796,14 @@ static int plan_delete(struct ctx *c)
     } else if (c->n_members > 0) {
         msg_add(&c->message, "deleting: %zu VM%s left to remove", c->n_members,
                 plural((long)c->n_members));
+    } else if (in->folder_inflight) {
+        /* The finalizer waits for the folder's task: a folder being created
+         * would be left behind once the task made it, and a destroy's
+         * outcome is reported on the group. */
+        msg_add(&c->message, "deleting folder \"%s\"", c->p->folder);
     } else if (in->folder == PLAN_FOLDER_PRESENT && !others) {
         msg_add(&c->message, "deleting folder \"%s\"", c->p->folder);
-        if (!in->folder_inflight && c->budget > 0) {
+        if (c->budget > 0) {
             r = add_simple(c, PLAN_DESTROY_FOLDER);
             if (r < 0)
                 return r;

@@ -33,7 +33,8 @@
  *     (those in flight count; the finalizer and events do not).
  *   - Deletion (with our finalizer present): members are powered off and
  *     destroyed, then the folder is destroyed when it holds nothing else,
- *     then the finalizer is removed. A folder that holds VMs or objects the
+ *     then, once no task on the folder is in flight (one creating it would
+ *     leave it behind), the finalizer is removed. A folder that holds VMs or objects the
  *     group did not create is kept, with a Warning event, and the finalizer
  *     is removed. Without our finalizer a deleted group gets an empty plan.
  *   - A blocking error (the caller tells) gives phase ERROR with its message;

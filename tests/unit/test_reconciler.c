@@ -397,7 +397,7 @@ static void test_finalizer_and_status_writes_do_not_cross(void **state)
     struct env *e = *state;
     const char *k = NULL;
 
-    F.folder = PLAN_FOLDER_ABSENT;
+    F.folder = PLAN_FOLDER_UNKNOWN; /* no folder task either while live */
     set_group(GROUP("1", "", 0, ""));
     pass(e);
     assert_int_equal(count("meta"), 1);
@@ -408,6 +408,7 @@ static void test_finalizer_and_status_writes_do_not_cross(void **state)
     assert_int_equal(count("status"), 1);
     /* Deleted while that status write is in flight: the finalizer waits,
      * and the end of that write plans the group again. */
+    F.folder = PLAN_FOLDER_ABSENT;
     set_group(GROUP("3", FIN DELETED, 0, ""));
     pass(e);
     assert_int_equal(count("meta"), 1);
@@ -417,6 +418,35 @@ static void test_finalizer_and_status_writes_do_not_cross(void **state)
     reconciler_handle(e->r, k);
     assert_int_equal(count("meta"), 2);
     assert_int_equal(count("status"), 1);
+}
+
+/* A group deleted while its folder is being created keeps its finalizer
+ * until that task ends: removed at once, it would leave behind the folder
+ * the task then made. */
+static void test_deleted_while_its_folder_is_created(void **state)
+{
+    struct env *e = *state;
+
+    F.folder = PLAN_FOLDER_ABSENT;
+    set_group(GROUP("1", FIN, 2, ""));
+    pass(e);
+    assert_int_equal(count("create-folder"), 1);
+    settle_status();
+    set_group(GROUP("2", FIN DELETED, 2, ""));
+    pass(e);
+    settle_status();
+    assert_int_equal(count("meta"), 0);
+    /* The task made the folder: the folder goes, then the finalizer. */
+    F.folder = PLAN_FOLDER_PRESENT;
+    complete("create-folder", 0, NULL, NULL);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("destroy-folder"), 1);
+    assert_int_equal(count("meta"), 0);
+    complete("destroy-folder", 0, NULL, NULL);
+    F.folder = PLAN_FOLDER_ABSENT;
+    pass(e);
+    assert_int_equal(count("meta"), 1);
 }
 
 static void test_clones_not_started_twice(void **state)
@@ -631,6 +661,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_finalizer_and_status_writes_do_not_cross, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_deleted_while_its_folder_is_created, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
