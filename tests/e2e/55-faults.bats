@@ -24,6 +24,11 @@ setup() {
 	manager_urls faults-manager
 }
 
+teardown() {
+	# A test that stopped vcsim and failed must not leave it stopped.
+	kill -CONT "$(cat "$ENV_DIR/run/vcsim.pid")" 2>/dev/null || true
+}
+
 # The operator's vCenter sessions (its User-Agent names it).
 operator_sessions() {
 	GOVC_PERSIST_SESSION=false govc session.ls -json |
@@ -117,6 +122,27 @@ watch_max() {
 	done
 	kubectl delete vg kill -n faults --timeout=90s
 	[ "$(GOVC_PERSIST_SESSION=false govc ls /DC0/vm/vm-operator | grep -c faults_kill || true)" = 0 ]
+}
+
+@test "faults: a group deleted while vCenter creates its folder keeps its finalizer until the folder is gone" {
+	local vcsim
+	vcsim=$(cat "$ENV_DIR/run/vcsim.pid")
+	retry 30 curl -sf "$PROBE_URL/readyz"
+	# vcsim stopped: the folder's creation is asked for and not answered.
+	kill -STOP "$vcsim"
+	apply_vg faults early 1 1 vm-operator-template 1
+	retry 30 bash -c '[[ "$(kubectl get vg early -n faults -o jsonpath={.status.lastMessage})" == *"creating folder"* ]]'
+	kubectl delete vg early -n faults --wait=false
+	sleep 3
+	run kubectl get vg early -n faults -o 'jsonpath={.metadata.finalizers}'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *vm.codeconnect.vmworld.com/finalizer* ]]
+	kill -CONT "$vcsim"
+	# The folder the task made goes, then the object.
+	kubectl wait --for=delete vg/early -n faults --timeout=90s
+	refute bash -c "GOVC_PERSIST_SESSION=false govc ls /DC0/vm/vm-operator | grep -q faults_early"
+	grep -q '"Deleted folder faults_early"' "$ENV_DIR/logs/faults-manager.log"
 }
 
 @test "faults: a placement that names nothing gives ERROR naming it, and nothing is done in vCenter" {
