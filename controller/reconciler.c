@@ -131,9 +131,24 @@ static struct gstate *gs_get(reconciler *r, const char *key)
     return gs;
 }
 
-/* gs_drop forgets a group whose object is gone, once nothing is in flight. */
+/* gs_drop forgets a group whose object is gone. Operations that ended and
+ * only await the inventory go with it; one still in flight, or a write,
+ * keeps it until that ends and plans the key again (the object is gone:
+ * see gone_after). */
 static void gs_drop(reconciler *r, struct gstate *gs)
 {
+    struct op **pp = &gs->ops;
+
+    while (*pp) {
+        struct op *op = *pp;
+        if (op->awaiting) {
+            *pp = op->next;
+            gs->n_ops--;
+            free(op);
+        } else {
+            pp = &op->next;
+        }
+    }
     if (gs->ops || gs->meta_inflight || gs->status_inflight)
         return;
     strmap_del(r->groups, gs->key);
@@ -311,7 +326,9 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
 
     if (err == VMG_ECANCELED)
         return;
-    if (retry_later)
+    if (!g)
+        wq_add(r->q, gs->key); /* the object is gone: the pass drops the group */
+    else if (retry_later)
         wq_add_after(r->q, gs->key, backoff_ms(gs->failures));
     else
         wq_add(r->q, gs->key);
@@ -379,6 +396,18 @@ struct write_ctx {
     bool status;
 };
 
+/* gone_after: after a write of a group whose object is gone from the cache
+ * (its finalizer removed, or deleted by hand meanwhile), plan the key again
+ * so that the group's state is dropped; the watch's deletion came while the
+ * write was in flight and could not drop it then. */
+static bool gone_after(reconciler *r, struct gstate *gs)
+{
+    if (r->w.get_group(r->w.data, gs->key))
+        return false;
+    wq_add(r->q, gs->key);
+    return true;
+}
+
 static void write_done(void *cbdata, int err, const char *fault, const char *msg)
 {
     struct write_ctx *c = cbdata;
@@ -393,6 +422,8 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     else
         gs->meta_inflight = false;
     if (err == VMG_ECANCELED)
+        return;
+    if (gone_after(r, gs))
         return;
     if (err == 0) {
         if (!status)
@@ -831,6 +862,11 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
 size_t reconciler_inflight(const reconciler *r)
 {
     return r ? r->inflight : 0;
+}
+
+size_t reconciler_groups(const reconciler *r)
+{
+    return r ? strmap_count(r->groups) : 0;
 }
 
 static int free_group(void *data, const char *key, void *value)

@@ -109,6 +109,10 @@ void reconciler_handle(void *data, const char *key);
 /* reconciler_inflight returns the operations in flight, in all groups. */
 size_t reconciler_inflight(const reconciler *r);
 
+/* reconciler_groups returns the groups whose state it keeps: those seen
+ * and not yet known gone with nothing of theirs in flight. */
+size_t reconciler_groups(const reconciler *r);
+
 /* reconciler_free frees r. Operations still in flight must have completed
  * (or been canceled, which completes them) before. NULL is fine. */
 void reconciler_free(reconciler *r);

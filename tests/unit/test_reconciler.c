@@ -449,6 +449,60 @@ static void test_deleted_while_its_folder_is_created(void **state)
     assert_int_equal(count("meta"), 1);
 }
 
+/* gone: the watch brought the group's deletion (or the finalizer's removal
+ * let the API server delete it). */
+static void gone(void)
+{
+    vmgroup_free(F.g);
+    F.g = NULL;
+}
+
+/* queued runs the key queued by a completion, as a worker would. */
+static void queued(struct env *e)
+{
+    const char *k = NULL;
+    assert_int_equal(wq_get(e->q, &k), 0);
+    reconciler_handle(e->r, k);
+}
+
+/* The object goes (its finalizer removed) before the answer to the write
+ * that removed it: the group's state goes once that answer came. */
+static void test_state_dropped_when_gone_during_the_finalizer_write(void **state)
+{
+    struct env *e = *state;
+
+    F.folder = PLAN_FOLDER_ABSENT;
+    set_group(GROUP("1", FIN DELETED, 0, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+    gone();
+    pass(e);
+    assert_int_equal(reconciler_groups(e->r), 1); /* the write is in flight */
+    complete("meta", 0, NULL, NULL);
+    queued(e);
+    assert_int_equal(reconciler_groups(e->r), 0);
+}
+
+/* The same when the object goes (its finalizer taken off by hand) while a
+ * vCenter operation is in flight: nothing waits for the inventory to show
+ * the operation's end any more. */
+static void test_state_dropped_when_gone_during_an_operation(void **state)
+{
+    struct env *e = *state;
+
+    set_group(GROUP("1", FIN, 1, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    settle_status();
+    gone();
+    pass(e);
+    assert_int_equal(reconciler_groups(e->r), 1);
+    complete("clone", 0, NULL, NULL);
+    queued(e);
+    assert_int_equal(reconciler_groups(e->r), 0);
+    assert_int_equal(reconciler_inflight(e->r), 0);
+}
+
 static void test_clones_not_started_twice(void **state)
 {
     struct env *e = *state;
@@ -662,6 +716,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_finalizer_and_status_writes_do_not_cross, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_deleted_while_its_folder_is_created, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_an_operation, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
