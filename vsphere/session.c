@@ -127,10 +127,26 @@ static bool v6_char_ok(char c)
     return isxdigit((unsigned char)c) || c == ':' || c == '.' || c == '%';
 }
 
+/* show_host writes host for messages, with any user information before an
+ * '@' (which may hold a password) replaced by "***". */
+static void show_host(const char *host, char *out, size_t size)
+{
+    const char *at = strrchr(host, '@'), *scheme = strstr(host, "://");
+
+    if (!at) {
+        vmg_putf(out, size, "%.200s", host);
+        return;
+    }
+    if (scheme && scheme < at)
+        vmg_putf(out, size, "%.*s***%.200s", (int)(scheme + 3 - host), host, at);
+    else
+        vmg_putf(out, size, "***%.200s", at);
+}
+
 int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t errlen)
 {
     const char *rest, *slash, *auth_end, *colon = NULL, *path = "/sdk";
-    char hostpart[300];
+    char hostpart[300], shown[256];
     size_t auth_len, path_len = 4;
     long port = 443;
     int n;
@@ -139,15 +155,16 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
         vmg_putf(err, errlen, "VC_HOST is empty");
         return VMG_ECONFIG;
     }
+    show_host(host, shown, sizeof(shown));
     for (const char *p = host; *p; p++)
         if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
-            vmg_putf(err, errlen, "VC_HOST \"%.200s\" holds a blank or a control character", host);
+            vmg_putf(err, errlen, "VC_HOST \"%s\" holds a blank or a control character", shown);
             return VMG_ECONFIG;
         }
     rest = strstr(host, "://");
     if (rest) {
         if ((size_t)(rest - host) != 5 || strncasecmp(host, "https", 5) != 0) {
-            vmg_putf(err, errlen, "VC_HOST \"%.200s\": only https URLs are supported", host);
+            vmg_putf(err, errlen, "VC_HOST \"%s\": only https URLs are supported", shown);
             return VMG_ECONFIG;
         }
         rest += 3;
@@ -159,36 +176,35 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     auth_len = (size_t)(auth_end - rest);
     if (memchr(rest, '@', auth_len)) {
         vmg_putf(err, errlen,
-                 "VC_HOST \"%.200s\" holds a user name; give it in VC_USER and VC_PASS instead",
-                 host);
+                 "VC_HOST \"%s\" holds a user name; give it in VC_USER and VC_PASS instead", shown);
         return VMG_ECONFIG;
     }
     if (slash && strcmp(slash, "/") != 0) {
         path = slash;
         path_len = strlen(slash);
         if (strpbrk(path, "?#")) {
-            vmg_putf(err, errlen, "VC_HOST \"%.200s\": a query or fragment is not allowed", host);
+            vmg_putf(err, errlen, "VC_HOST \"%s\": a query or fragment is not allowed", shown);
             return VMG_ECONFIG;
         }
     }
     if (auth_len == 0) {
-        vmg_putf(err, errlen, "VC_HOST \"%.200s\" names no host", host);
+        vmg_putf(err, errlen, "VC_HOST \"%s\" names no host", shown);
         return VMG_ECONFIG;
     }
     if (rest[0] == '[') {
         const char *close = memchr(rest, ']', auth_len);
         if (!close || close == rest + 1) {
-            vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+            vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
             return VMG_ECONFIG;
         }
         for (const char *p = rest + 1; p < close; p++)
             if (!v6_char_ok(*p)) {
-                vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+                vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
                 return VMG_ECONFIG;
             }
         if (close + 1 < auth_end) {
             if (close[1] != ':') {
-                vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad text after the IPv6 address", host);
+                vmg_putf(err, errlen, "VC_HOST \"%s\": bad text after the IPv6 address", shown);
                 return VMG_ECONFIG;
             }
             colon = close + 1;
@@ -204,7 +220,7 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
             /* A bare IPv6 address: no port can follow it unambiguously. */
             for (const char *p = rest; p < auth_end; p++)
                 if (!v6_char_ok(*p)) {
-                    vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad IPv6 address", host);
+                    vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
                     return VMG_ECONFIG;
                 }
             if (auth_len + 2 >= sizeof(hostpart))
@@ -217,12 +233,12 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
             size_t hl = c1 ? (size_t)(c1 - rest) : auth_len;
             colon = c1;
             if (hl == 0) {
-                vmg_putf(err, errlen, "VC_HOST \"%.200s\" names no host", host);
+                vmg_putf(err, errlen, "VC_HOST \"%s\" names no host", shown);
                 return VMG_ECONFIG;
             }
             for (size_t i = 0; i < hl; i++)
                 if (!host_char_ok(rest[i])) {
-                    vmg_putf(err, errlen, "VC_HOST \"%.200s\": invalid host name", host);
+                    vmg_putf(err, errlen, "VC_HOST \"%s\": invalid host name", shown);
                     return VMG_ECONFIG;
                 }
             if (hl >= sizeof(hostpart))
@@ -236,18 +252,18 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
         size_t digits = (size_t)(auth_end - p);
         port = 0;
         if (digits == 0 || digits > 5) {
-            vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad port", host);
+            vmg_putf(err, errlen, "VC_HOST \"%s\": bad port", shown);
             return VMG_ECONFIG;
         }
         for (; p < auth_end; p++) {
             if (!isdigit((unsigned char)*p)) {
-                vmg_putf(err, errlen, "VC_HOST \"%.200s\": bad port", host);
+                vmg_putf(err, errlen, "VC_HOST \"%s\": bad port", shown);
                 return VMG_ECONFIG;
             }
             port = port * 10 + (*p - '0');
         }
         if (port < 1 || port > 65535) {
-            vmg_putf(err, errlen, "VC_HOST \"%.200s\": port out of range", host);
+            vmg_putf(err, errlen, "VC_HOST \"%s\": port out of range", shown);
             return VMG_ECONFIG;
         }
     }
@@ -257,7 +273,7 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     return 0;
 toolong:
     buf[0] = '\0';
-    vmg_putf(err, errlen, "VC_HOST \"%.100s...\" is too long", host);
+    vmg_putf(err, errlen, "VC_HOST \"%.100s...\" is too long", shown);
     return VMG_ECONFIG;
 }
 

@@ -103,6 +103,29 @@ static void test_url_forms(void **state)
     url_bad("https://vc/sdk?x=1", "query");
 }
 
+/* Whatever is wrong with VC_HOST, the error never repeats user
+ * information given in it, which may hold a password. */
+static void test_url_errors_hide_user_information(void **state)
+{
+    static const char *const hosts[] = {
+        "https://user:s3cret@vc.example.com",
+        "http://user:s3cret@vc.example.com",
+        "user:s3cret@vc.example.com:99999",
+        "https://u:s3cret@vc/sdk?x=1",
+        "u:s3cret@@vc",
+        "https://u:s3cret@vc example",
+    };
+    char buf[VS_URL_MAX], err[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+        err[0] = '\0';
+        assert_int_equal(vs_url_build(hosts[i], buf, sizeof(buf), err, sizeof(err)), VMG_ECONFIG);
+        if (strstr(err, "s3cret") || !strstr(err, "***@"))
+            fail_msg("error for \"%s\" is \"%s\"", hosts[i], err);
+    }
+}
+
 static void test_url_too_long(void **state)
 {
     char host[2000], buf[64], err[128];
@@ -752,6 +775,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_forms),
+        cmocka_unit_test(test_url_errors_hide_user_information),
         cmocka_unit_test(test_url_too_long),
         cmocka_unit_test(test_thumbprints),
         cmocka_unit_test(test_backoff_schedule),
