@@ -292,6 +292,17 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
             gs->block = PLAN_BLOCK_NONE;
             set_str(&gs->block_msg, NULL);
         }
+    } else if (op->kind == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT)) {
+        /* The clone may be under way or done (the request reached vCenter
+         * and its answer was lost, or vCenter forgot the task): it counts
+         * as in flight until the inventory shows the VM or the wait is
+         * over, so that a lower free slot is not cloned meanwhile. */
+        snprintf(text, sizeof(text), "creating VM %s: %s; waiting to see it in the inventory",
+                 op->vm, msg && *msg ? msg : vmg_strerror(err));
+        vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
+        note_transient(r, gs, text);
+        keep = true;
+        retry_later = true;
     } else if (op->kind == PLAN_CLONE && !fault &&
                (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG)) {
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");

@@ -36,6 +36,8 @@ const char *vmg_strerror(int code)
         return "canceled";
     case VMG_EAMBIGUOUS:
         return "ambiguous";
+    case VMG_EUNKNOWN:
+        return "outcome unknown";
     default:
         break;
     }

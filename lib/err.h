@@ -24,6 +24,7 @@ enum {
     VMG_ETHROTTLED = -(VMG_EBASE + 12), /* too many requests (429) */
     VMG_ECANCELED = -(VMG_EBASE + 13),  /* the operation was canceled */
     VMG_EAMBIGUOUS = -(VMG_EBASE + 14), /* more than one object matches */
+    VMG_EUNKNOWN = -(VMG_EBASE + 15),   /* an operation's outcome cannot be known */
 };
 
 /* vmg_strerror returns a static description of code; never NULL. */

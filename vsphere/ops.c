@@ -4,6 +4,7 @@
  *
  * An operation's steps, each one request:
  *   [template resolution, shared by clones of the same template]
+ *   [a folder to destroy: its children, read; refused unless it has none]
  *   -> the method (CreateFolder, CloneVM_Task, ...)
  *   -> (DuplicateName on CreateFolder: FindChild, done)
  *   -> CreateFilter on the tracker's collector (made first when needed)
@@ -11,7 +12,11 @@
  *   -> the tracker's WaitForUpdatesEx reports the end.
  * If the tracker's long poll fails (a new session, vCenter restarting), the
  * collector is made anew and every task is registered again, which reads
- * its state again, so no end is missed.
+ * its state again, so no end is missed. Once a task exists, only its own
+ * state ends the operation: a failure to follow it (the collector or a
+ * filter refused, vCenter unreachable) registers it again after the
+ * tracker's backoff, and a task vCenter no longer knows ends the operation
+ * with VMG_EUNKNOWN, never with a failure or success that was not seen.
  */
 #include "vsphere/ops.h"
 
@@ -38,6 +43,7 @@
 enum ostep {
     O_QUEUED,
     O_TEMPLATE,   /* waiting for the template's resolution */
+    O_EMPTY,      /* a folder's children, read before it is destroyed */
     O_CALL,       /* the method */
     O_FIND_CHILD, /* the folder that existed */
     O_CHECK1,     /* the task's state, read once (unused: see ops.h) */
@@ -149,6 +155,7 @@ struct vs_ops {
     uv_timer_t slow;  /* reads the tasks' states while a long poll is slow */
     int open_handles;
 
+    bool held; /* vs_ops_hold: no method is sent any more */
     bool closing;
     void (*closed)(void *data);
     void *closed_data;
@@ -367,6 +374,41 @@ static void send_failed(vs_op *op, int e, const char *what)
     finish_err(op, e, "", msg);
 }
 
+/* finish_unknown ends op whose task vCenter no longer knows (it restarted,
+ * or purged the task): what the task did cannot be learned from it. */
+static void finish_unknown(vs_op *op, const struct vs_reply *r)
+{
+    char msg[MSG_MAX];
+
+    vmg_putf(msg, sizeof(msg),
+             "%s %s: vCenter no longer knows task %s (%s); its outcome is unknown",
+             vs_op_kind_name(op->kind), vs_op_target(op), op->task.value, r->message);
+    finish_err(op, VMG_EUNKNOWN, "", msg);
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* tracker_backoff schedules the registration of the operations at
+ * O_REREGISTER, after the tracker's backoff. */
+static void tracker_backoff(vs_ops *o)
+{
+    o->failures++;
+    if (!uv_is_active((uv_handle_t *)&o->timer))
+        uv_timer_start(&o->timer, on_timer,
+                       vs_backoff_ms(o->failures, TRACKER_BACKOFF_MIN_MS, TRACKER_BACKOFF_MAX_MS),
+                       0);
+}
+
+/* retrack: following op's task failed (its filter or the collector could
+ * not be made, its state not read). The task runs on in vCenter, so op
+ * stays in flight and registers again after the tracker's backoff. */
+static void retrack(vs_op *op)
+{
+    op->have_filter = false;
+    op->step = O_REREGISTER;
+    tracker_backoff(op->o);
+}
+
 static void check_task(vs_op *op, enum ostep step)
 {
     const struct vim_service_content *sc = vs_session_content(op->o->s);
@@ -380,7 +422,7 @@ static void check_task(vs_op *op, enum ostep step)
     if (e == 0)
         e = op_send(op, step, "RetrievePropertiesEx", buf, len);
     if (e < 0)
-        send_failed(op, e, "RetrievePropertiesEx");
+        retrack(op);
 }
 
 static void send_filter(vs_op *op)
@@ -395,7 +437,7 @@ static void send_filter(vs_op *op)
     if (e == 0)
         e = op_send(op, O_FILTER, "CreateFilter", buf, len);
     if (e < 0)
-        send_failed(op, e, "CreateFilter");
+        retrack(op);
 }
 
 static void on_pc_reply(void *data, const struct vs_reply *r);
@@ -409,44 +451,58 @@ static vs_op *first_in(const vs_ops *o, enum ostep step)
     return NULL;
 }
 
-/* need_pc registers op's task with the tracker, making its collector
- * first when there is none (or it belongs to an older session). */
-static void need_pc(vs_op *op)
+/* register_waiting registers the tasks of the operations at O_NEED_PC with
+ * the tracker, making its collector first when there is none (or it
+ * belongs to an older session). */
+static void register_waiting(vs_ops *o)
 {
-    vs_ops *o = op->o;
     const struct vim_service_content *sc = vs_session_content(o->s);
     char *buf = NULL;
     size_t len = 0;
     int e;
 
-    op->have_filter = false;
     if (o->have_pc && o->pc_gen == vs_session_generation(o->s)) {
-        send_filter(op);
+        /* send_filter moves each on (or back to O_REREGISTER). */
+        for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
+            send_filter(op);
         return;
     }
-    op->step = O_NEED_PC;
     if (o->creating_pc)
         return;
     if (o->have_pc) {
-        /* A collector of an older session: gone with it. */
+        /* A collector of an older session: gone with it, and so are the
+         * filters of the tasks it followed, which register again. */
         o->have_pc = false;
         o->epoch++;
+        for (vs_op *op = o->running.head; op; op = op->next)
+            if (op->step == O_TRACKED) {
+                op->have_filter = false;
+                op->step = O_NEED_PC;
+            }
     }
     e = sc ? vim_req_create_property_collector(&sc->property_collector, &buf, &len)
            : VMG_ETRANSPORT;
     if (e == 0)
         e = vs_call(o->s, "CreatePropertyCollector", buf, len, NULL, on_pc_reply, o, &o->pc_req);
     if (e < 0) {
-        send_failed(op, e, "CreatePropertyCollector");
+        for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
+            retrack(op);
         return;
     }
     o->creating_pc = true;
 }
 
+/* need_pc registers op's task with the tracker. */
+static void need_pc(vs_op *op)
+{
+    op->have_filter = false;
+    op->step = O_NEED_PC;
+    register_waiting(op->o);
+}
+
 static void on_pc_reply(void *data, const struct vs_reply *r)
 {
     vs_ops *o = data;
-    char msg[MSG_MAX];
 
     o->pc_req = NULL;
     o->creating_pc = false;
@@ -458,16 +514,12 @@ static void on_pc_reply(void *data, const struct vs_reply *r)
         o->epoch++;
         o->version[0] = '\0';
         o->ndead = 0;
-        /* send_filter may finish an operation: look from the start again. */
-        for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
-            send_filter(op);
+        register_waiting(o);
         return;
     }
-    vmg_putf(msg, sizeof(msg), "could not follow the task: %s",
-             r->err ? r->message : "unreadable PropertyCollector");
+    /* The tasks run on: their operations wait for a collector. */
     for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
-        finish_err(op, r->err ? r->err : VMG_EPARSE, r->err == VMG_EFAULT ? r->fault->type : "",
-                   msg);
+        retrack(op);
 }
 
 /* ---- The tracker's long poll ---- */
@@ -475,6 +527,7 @@ static void on_pc_reply(void *data, const struct vs_reply *r)
 static void on_wait_reply(void *data, const struct vs_reply *r);
 static void on_slow(uv_timer_t *t);
 static void tracker_reset(vs_ops *o);
+static void forget_collector(vs_ops *o);
 
 static bool any_tracked(const vs_ops *o)
 {
@@ -563,10 +616,14 @@ static void on_timer(uv_timer_t *t)
 
     if (o->closing)
         return;
-    for (vs_op *op; (op = first_in(o, O_REREGISTER)) != NULL;) {
-        op->pc_tries = 0;
-        need_pc(op);
-    }
+    /* All at once: one that fails again goes back to O_REREGISTER, to wait
+     * for the next backoff rather than loop here. */
+    for (vs_op *op = o->running.head; op; op = op->next)
+        if (op->step == O_REREGISTER) {
+            op->pc_tries = 0;
+            op->step = O_NEED_PC;
+        }
+    register_waiting(o);
 }
 
 /* check_tracked reads the state of every task the long poll follows: each
@@ -595,8 +652,24 @@ static void on_kick(uv_timer_t *t)
     pump(t->data);
 }
 
-/* tracker_reset forgets the collector after its long poll failed and
- * registers the tasks again after a backoff. */
+/* forget_collector drops the tracker's collector: the tasks it followed
+ * register again on a new one after a backoff. */
+static void forget_collector(vs_ops *o)
+{
+    o->have_pc = false;
+    o->epoch++;
+    o->version[0] = '\0';
+    o->ndead = 0;
+    for (vs_op *op = o->running.head; op; op = op->next)
+        if (op->step == O_TRACKED) {
+            op->have_filter = false;
+            op->step = O_REREGISTER;
+        }
+    tracker_backoff(o);
+}
+
+/* tracker_reset forgets the collector after its long poll failed, asking
+ * vCenter to destroy it. */
 static void tracker_reset(vs_ops *o)
 {
     char *buf = NULL;
@@ -605,18 +678,7 @@ static void tracker_reset(vs_ops *o)
     if (o->have_pc && o->pc_gen == vs_session_generation(o->s) &&
         vim_req_destroy_property_collector(&o->pc, &buf, &len) == 0)
         (void)vs_fire_and_forget(o->s, "DestroyPropertyCollector", buf, len);
-    o->have_pc = false;
-    o->epoch++;
-    o->version[0] = '\0';
-    o->ndead = 0;
-    o->failures++;
-    for (vs_op *op = o->running.head; op; op = op->next)
-        if (op->step == O_TRACKED) {
-            op->have_filter = false;
-            op->step = O_REREGISTER;
-        }
-    uv_timer_start(&o->timer, on_timer,
-                   vs_backoff_ms(o->failures, TRACKER_BACKOFF_MIN_MS, TRACKER_BACKOFF_MAX_MS), 0);
+    forget_collector(o);
 }
 
 static void on_wait_reply(void *data, const struct vs_reply *r)
@@ -861,6 +923,14 @@ static void forget_template(vs_ops *o, const char *name)
             o->tcache[i].state = T_EMPTY;
 }
 
+static bool refuse_held(vs_op *op)
+{
+    if (!op->o->held)
+        return false;
+    finish_err(op, VMG_ECANCELED, "", "the operation was canceled before it started");
+    return true;
+}
+
 static void send_clone(vs_op *op)
 {
     const struct vs_placement *p = placement(op->o);
@@ -870,6 +940,8 @@ static void send_clone(vs_op *op)
     size_t len = 0;
     int e;
 
+    if (refuse_held(op))
+        return;
     if (!p) {
         finish_err(op, VMG_ECONFIG, "", "the placement is not known yet");
         return;
@@ -889,19 +961,56 @@ static void send_clone(vs_op *op)
 
 /* ---- Starting ---- */
 
+static const char *const folder_child_paths[] = {"childEntity"};
+
+/* check_empty reads a folder's children before it is destroyed:
+ * Destroy_Task on a folder destroys all it holds, and a folder its caller
+ * saw empty may hold a VM by now (moved in, or not yet in its cache). */
+static void check_empty(vs_op *op)
+{
+    const struct vim_service_content *sc = vs_session_content(op->o->s);
+    char *buf = NULL;
+    size_t len = 0;
+    int e = VMG_ETRANSPORT;
+
+    if (sc)
+        e = vim_req_retrieve_properties_ex(&sc->property_collector, &op->target, folder_child_paths,
+                                           1, 0, &buf, &len);
+    if (e == 0)
+        e = op_send(op, O_EMPTY, "RetrievePropertiesEx", buf, len);
+    if (e < 0)
+        send_failed(op, e, "RetrievePropertiesEx");
+}
+
+/* count_children counts the entries of childEntity (an array of
+ * references, or one). */
+static int count_children(void *arg, const struct vim_object_update *u)
+{
+    size_t *n = arg;
+
+    for (size_t i = 0; i < u->n_changes; i++) {
+        const struct vim_change *c = &u->changes[i];
+        if (strcmp(c->name, "childEntity") != 0)
+            continue;
+        if (c->kind == VIM_VAL_MOREF) {
+            (*n)++;
+        } else if (c->node) {
+            for (const xmlNode *k = c->node->children; k; k = k->next)
+                *n += k->type == XML_ELEMENT_NODE;
+        }
+    }
+    return 0;
+}
+
+static void send_method(vs_op *op);
+
 static void start(vs_op *op)
 {
     const struct vs_placement *p;
-    const char *method = method_of(op->kind);
-    struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
-    char *buf = NULL;
-    size_t len = 0;
-    int e = 0;
 
     if (op->o->obs)
         op->o->obs(op->o->obs_data, op, VS_OP_STARTED, NULL);
-    switch (op->kind) {
-    case VS_OP_CLONE:
+    if (op->kind == VS_OP_CLONE) {
         p = placement(op->o);
         if (!p) {
             finish_err(op, VMG_ECONFIG, "",
@@ -909,6 +1018,29 @@ static void start(vs_op *op)
             return;
         }
         resolve_template(op);
+        return;
+    }
+    if (op->kind == VS_OP_DESTROY && strcmp(op->target.type, "Folder") == 0) {
+        check_empty(op);
+        return;
+    }
+    send_method(op);
+}
+
+/* send_method sends the operation's method (a clone's: send_clone). */
+static void send_method(vs_op *op)
+{
+    const char *method = method_of(op->kind);
+    struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
+    char *buf = NULL;
+    size_t len = 0;
+    int e = VMG_EPARSE;
+
+    if (refuse_held(op))
+        return;
+    switch (op->kind) {
+    case VS_OP_CLONE:
+        send_clone(op);
         return;
     case VS_OP_CREATE_FOLDER:
         e = vim_req_create_folder(&op->target, op->name, &buf, &len);
@@ -937,7 +1069,7 @@ static void pump(vs_ops *o)
     if (o->pumping)
         return;
     o->pumping = true;
-    while (!o->closing && o->running.n < o->max_inflight && o->queue.head) {
+    while (!o->closing && !o->held && o->running.n < o->max_inflight && o->queue.head) {
         vs_op *op = o->queue.head;
         l_remove(&o->queue, op);
         op->queued = false;
@@ -971,6 +1103,30 @@ static void on_op_reply(void *data, const struct vs_reply *r)
     if (op->finishing)
         return;
     switch (op->step) {
+    case O_EMPTY: {
+        size_t n = 0;
+
+        if (r->err) {
+            fail_call(op, r); /* ManagedObjectNotFound: already gone */
+            return;
+        }
+        e = vim_decode_retrieve_result(r->resp, count_children, &n, token, sizeof(token));
+        if (e < 0) {
+            vmg_putf(msg, sizeof(msg), "destroy %s: unreadable children of the folder",
+                     vs_op_target(op));
+            finish_err(op, e, "", msg);
+            return;
+        }
+        if (n > 0) {
+            vmg_putf(msg, sizeof(msg),
+                     "destroy %s: the folder holds %zu object%s now; it is not destroyed",
+                     vs_op_target(op), n, n == 1 ? "" : "s");
+            finish_err(op, VMG_ECONFLICT, "", msg);
+            return;
+        }
+        send_method(op);
+        return;
+    }
     case O_CALL:
         if (r->err == VMG_EFAULT && op->kind == VS_OP_CREATE_FOLDER &&
             strcmp(r->fault->type, "DuplicateName") == 0 && sc) {
@@ -1030,7 +1186,7 @@ static void on_op_reply(void *data, const struct vs_reply *r)
     case O_CHECK1:
     case O_CHECK2:
         if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
-            fail_call(op, r); /* the task is gone: vCenter restarted */
+            finish_unknown(op, r); /* the task is gone: vCenter restarted */
             return;
         }
         if (r->err) {
@@ -1044,21 +1200,28 @@ static void on_op_reply(void *data, const struct vs_reply *r)
                 tracker_kick(o);
                 return;
             }
-            fail_call(op, r);
+            retrack(op);
             return;
         }
         e = vim_decode_retrieve_result(r->resp, check_cb, &op->ti, token, sizeof(token));
         if (e < 0 && op->step == O_CHECK1) {
-            vmg_putf(msg, sizeof(msg), "%s %s: unreadable task state", vs_op_kind_name(op->kind),
-                     vs_op_target(op));
-            finish_err(op, e, "", msg);
+            retrack(op);
             return;
         }
         if (task_ended(&op->ti)) {
             complete_task(op);
             return;
         }
-        if (op->step == O_CHECK1 || op->epoch != o->epoch) {
+        if (op->step == O_CHECK1) {
+            /* The task is known and its filter was refused: the collector
+             * is gone. Unless a long poll on it is out (whose failure will
+             * say so), a new one is made after the backoff. */
+            if (o->have_pc && op->epoch == o->epoch && !o->wait_req)
+                forget_collector(o);
+            retrack(op);
+            return;
+        }
+        if (op->epoch != o->epoch) {
             need_pc(op);
         } else {
             op->step = O_TRACKED;
@@ -1077,16 +1240,22 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             check_task(op, O_CHECK2);
             return;
         }
+        if (op->epoch != o->epoch) {
+            need_pc(op); /* the collector was replaced meanwhile */
+            return;
+        }
         if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0 &&
             op->pc_tries++ < 2 && o->pc_gen != vs_session_generation(o->s)) {
             need_pc(op); /* the collector went with an old session */
             return;
         }
-        if (r->err) {
-            fail_call(op, r);
+        if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
+            /* The collector is current: the task may be gone. Its state
+             * says (and ends op when vCenter no longer knows it). */
+            check_task(op, O_CHECK1);
             return;
         }
-        finish_err(op, VMG_EPARSE, "", "vCenter sent an unreadable PropertyFilter");
+        retrack(op);
         return;
     default:
         return;
@@ -1166,7 +1335,7 @@ static vs_op *op_new(vs_ops *o, enum vs_op_kind kind, const struct vim_moref *ta
     if (!o || !cb || !ref_ok(target))
         return NULL;
     *err = VMG_ECANCELED;
-    if (o->closing)
+    if (o->closing || o->held)
         return NULL;
     *err = -ENOSPC;
     if (o->queue.n >= o->max_queued)
@@ -1334,6 +1503,16 @@ static void on_closed(uv_handle_t *h)
     free(o);
     if (closed)
         closed(closed_data);
+}
+
+void vs_ops_hold(vs_ops *o)
+{
+    if (!o || o->held || o->closing)
+        return;
+    o->held = true;
+    while (o->queue.head)
+        finish_err(o->queue.head, VMG_ECANCELED, "",
+                   "the operation was canceled before it started");
 }
 
 void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)

@@ -139,6 +139,13 @@ const char *vs_op_task(const vs_op *op);
 size_t vs_ops_inflight(const vs_ops *o);
 size_t vs_ops_queued(const vs_ops *o);
 
+/* vs_ops_hold stops sending vCenter methods, for a manager handing its
+ * lease over: queued operations, and running ones that have not sent their
+ * method yet (a clone resolving its template, a folder read before its
+ * destruction), end with VMG_ECANCELED, and new ones are refused with it.
+ * Tasks already started are still followed to their end. */
+void vs_ops_hold(vs_ops *o);
+
 /* vs_ops_close fails every queued and running operation (callbacks run
  * with VMG_ECANCELED before this returns), then frees o once its timer is
  * closed and calls closed(data) when not NULL. NULL is fine. */

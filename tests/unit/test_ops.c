@@ -77,6 +77,8 @@ struct fake {
     bool folder_exists;     /* CreateFolder: DuplicateName */
     bool template_missing;  /* FindChild and the VM listing find nothing */
     bool stale_after_end;   /* like vcsim: an older "running" follows the end */
+    int folder_children;    /* childEntity of a folder read before Destroy_Task */
+    int pc_faults;          /* CreatePropertyCollector fails this many times */
     /* state */
     struct task tasks[MAXT];
     int ntasks;
@@ -347,6 +349,11 @@ static void handler(void *data, vmg_server_req *r)
     }
     if (strstr(body, "<CreatePropertyCollector>")) {
         record(f, "CreatePropertyCollector", target);
+        if (f->pc_faults > 0) {
+            f->pc_faults--;
+            reply_fault(r, "SystemError");
+            return;
+        }
         reply(r, 200,
               "<CreatePropertyCollectorResponse xmlns=\"urn:vim25\"><returnval "
               "type=\"PropertyCollector\">pc-%d</returnval></CreatePropertyCollectorResponse>",
@@ -397,6 +404,24 @@ static void handler(void *data, vmg_server_req *r)
                   "</name><val xsi:type=\"xsd:boolean\">true</val></propSet></objects>"
                   "</returnval></RetrievePropertiesExResponse>",
                   f->template_missing ? "other" : "tmpl");
+            return;
+        }
+        if (strstr(body, "type=\"Folder\">")) {
+            char kids[512];
+            int n = 0;
+
+            record(f, "RetrievePropertiesEx", "folder");
+            for (int i = 0; i < f->folder_children; i++)
+                n += snprintf(kids + n, sizeof(kids) - (size_t)n,
+                              "<ManagedObjectReference type=\"VirtualMachine\">vm-7%d"
+                              "</ManagedObjectReference>",
+                              i);
+            reply(r, 200,
+                  "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+                  "<obj type=\"Folder\">group-50</obj><propSet><name>childEntity</name>"
+                  "<val xsi:type=\"ArrayOfManagedObjectReference\">%s</val></propSet></objects>"
+                  "</returnval></RetrievePropertiesExResponse>",
+                  n ? kids : "");
             return;
         }
         record(f, "RetrievePropertiesEx", "task");
@@ -697,6 +722,15 @@ static void test_task_error(void **state)
     teardown(&f);
 }
 
+static bool made_pcs3(const struct fake *f)
+{
+    int n = 0;
+
+    for (int i = 0; i < f->ncalls; i++)
+        n += strncmp(f->calls[i], "CreatePropertyCollector", 23) == 0;
+    return n >= 3 && f->held != NULL;
+}
+
 static bool is_done1(const struct fake *f)
 {
     return f->ndone >= 1;
@@ -815,6 +849,114 @@ static void test_collector_lost(void **state)
             pcs += strncmp(f.calls[i], "CreatePropertyCollector", 23) == 0;
         assert_int_equal(pcs, 2);
     }
+    teardown(&f);
+}
+
+/* The collector cannot be made again after the long poll failed: the
+ * task runs on in vCenter, so the operation stays in flight and its task is
+ * registered after the backoff; its own end is what the caller learns. */
+static void test_tracking_failure_keeps_the_operation(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(5);
+    vmg_server_req *held;
+    int pcs = 0;
+
+    (void)state;
+    setup(&f, 8, 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    f.pc_gen = 2;
+    f.pc_faults = 1;
+    f.tasks[0].filter = 0;
+    held = f.held;
+    f.held = NULL;
+    reply_fault(held, "ManagedObjectNotFound");
+    spin(&f, made_pcs3);
+    assert_int_equal(f.ndone, 0); /* not ended by the failure to follow it */
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    for (int i = 0; i < f.ncalls; i++)
+        pcs += strncmp(f.calls[i], "CreatePropertyCollector", 23) == 0;
+    assert_int_equal(pcs, 3);
+    teardown(&f);
+}
+
+/* A folder is destroyed only when vCenter shows it empty right before:
+ * Destroy_Task would destroy the VMs in it too. */
+static void test_destroy_folder_only_when_empty(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    int destroys = 0;
+
+    (void)state;
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-50"), 0);
+    setup(&f, 8, 0);
+    f.instant = true;
+    c.f = &f;
+    /* Logged in first, as the inventory has the manager. */
+    assert_int_equal(vs_ops_create_folder(f.ops, &placement.root_folder, "x", on_done, &c, NULL),
+                     0);
+    spin(&f, is_done1);
+    f.folder_children = 1;
+    assert_int_equal(vs_ops_destroy(f.ops, &folder, on_done, &c, NULL), 0);
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[1].err, VMG_ECONFLICT);
+    assert_non_null(strstr(f.done[1].message, "holds 1 object"));
+    f.folder_children = 0;
+    assert_int_equal(vs_ops_destroy(f.ops, &folder, on_done, &c, NULL), 0);
+    want_done = 3;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[2].err, 0);
+    for (int i = 0; i < f.ncalls; i++)
+        destroys += strcmp(f.calls[i], "Destroy_Task group-50") == 0;
+    assert_int_equal(destroys, 1);
+    teardown(&f);
+}
+
+/* Held (the manager hands its lease over): what waits in the queue ends
+ * canceled and nothing new is accepted, while a task already started is
+ * still followed to its end. */
+static void test_hold_starts_nothing_more(void **state)
+{
+    struct fake f;
+    struct ctx c[3];
+    struct vim_moref vm;
+    int tasks;
+
+    (void)state;
+    setup(&f, 1, 0);
+    for (int i = 0; i < 3; i++) {
+        vm = vmref(i + 1);
+        c[i] = (struct ctx){&f, i};
+        assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[i], NULL), 0);
+    }
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    vs_ops_hold(f.ops);
+    assert_int_equal(f.ndone, 2);
+    assert_int_equal(f.done[0].err, VMG_ECANCELED);
+    assert_int_equal(f.done[1].err, VMG_ECANCELED);
+    vm = vmref(9);
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[0], NULL), VMG_ECANCELED);
+    end_task(&f, 0, "success", NULL);
+    want_done = 3;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[2].err, 0);
+    assert_int_equal(f.done[2].tag, 0);
+    tasks = 0;
+    for (int i = 0; i < f.ncalls; i++)
+        tasks += strncmp(f.calls[i], "PowerOnVM_Task", 14) == 0;
+    assert_int_equal(tasks, 1);
     teardown(&f);
 }
 
@@ -970,6 +1112,9 @@ int main(void)
         cmocka_unit_test(test_stale_state_after_end),
         cmocka_unit_test(test_slow_long_poll_reads_the_tasks),
         cmocka_unit_test(test_collector_lost),
+        cmocka_unit_test(test_tracking_failure_keeps_the_operation),
+        cmocka_unit_test(test_destroy_folder_only_when_empty),
+        cmocka_unit_test(test_hold_starts_nothing_more),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_clone_template_missing),

@@ -503,6 +503,30 @@ static void test_state_dropped_when_gone_during_an_operation(void **state)
     assert_int_equal(reconciler_inflight(e->r), 0);
 }
 
+/* A clone whose outcome is unknown (its answer lost, or its task forgotten
+ * by vCenter) may have made the VM: it still counts until the inventory
+ * shows the VM, and no second clone is started meanwhile. */
+static void test_clone_with_unknown_outcome_still_counts(void **state)
+{
+    struct env *e = *state;
+
+    set_group(GROUP("1", FIN, 1, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    settle_status();
+    complete("clone", VMG_ETRANSPORT, NULL, "connection reset by peer");
+    F.now_ms += 5000; /* past the retry's backoff */
+    settle_status();
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    add_vm(0, true); /* it was made */
+    pass(e);
+    settle_status();
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    assert_non_null(strstr(F.last_status, "RUNNING"));
+}
+
 static void test_clones_not_started_twice(void **state)
 {
     struct env *e = *state;
@@ -719,6 +743,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_an_operation, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_clone_with_unknown_outcome_still_counts, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
