@@ -34,6 +34,7 @@
 
 #define LOGGER "manager"
 #define CONTROLLER "vmgroup"
+#define LEASE_WAIT_MS 200 /* a key met past the renew deadline waits this long */
 
 struct mgr {
     const struct vmg_options *o;
@@ -536,17 +537,35 @@ static void w_forgotten(void *data, const char *key)
 
 /* ---- informer -> queue ---- */
 
-static void remember_folder(struct mgr *m, const char *key)
+/* key_folder writes the vCenter folder of the group of key (ns/name). */
+static int key_folder(const char *key, char *folder, size_t size)
 {
-    char folder[NAMING_BUF_SIZE], ns[128];
+    char ns[128];
     const char *slash = strchr(key, '/');
-    char *copy;
 
     if (!slash || (size_t)(slash - key) >= sizeof(ns))
-        return;
+        return -EINVAL;
     memcpy(ns, key, (size_t)(slash - key));
     ns[slash - key] = '\0';
-    if (naming_folder(ns, slash + 1, folder, sizeof(folder)) < 0)
+    return naming_folder(ns, slash + 1, folder, size) < 0 ? -EINVAL : 0;
+}
+
+/* forget_folder: the group is gone from the API; its folder's changes
+ * need not find its key any more (a group made again is remembered anew). */
+static void forget_folder(struct mgr *m, const char *key)
+{
+    char folder[NAMING_BUF_SIZE];
+
+    if (key_folder(key, folder, sizeof(folder)) == 0)
+        free(strmap_del(m->folders, folder));
+}
+
+static void remember_folder(struct mgr *m, const char *key)
+{
+    char folder[NAMING_BUF_SIZE];
+    char *copy;
+
+    if (key_folder(key, folder, sizeof(folder)) < 0)
         return;
     if (strmap_get(m->folders, folder))
         return;
@@ -579,6 +598,7 @@ static void on_update(void *data, const char *key, const void *old_obj, const vo
 static void on_delete(void *data, const char *key, const void *old_obj)
 {
     (void)old_obj;
+    forget_folder(data, key);
     enqueue(data, key);
 }
 
@@ -778,9 +798,13 @@ static void begin_stop(struct mgr *m, int code)
     uv_signal_stop(&m->sigint);
     if (m->q)
         wq_shut_down(m->q);
-    /* A clean stop hands the lease over at once. */
-    if (code == 0 && m->le && leader_is_leader(m->le) && leader_release(m->le, released, m) == 0)
-        return;
+    /* A clean stop hands the lease over at once, and starts no vCenter
+     * task from then on: the next leader may already be acting. */
+    if (code == 0 && m->le && leader_is_leader(m->le)) {
+        vcworld_hold(m->vc);
+        if (leader_release(m->le, released, m) == 0)
+            return;
+    }
     close_all(m);
 }
 
@@ -814,6 +838,14 @@ static void handle_key(void *data, const char *key)
     struct mgr *m = data;
     if (!m->rec || !m->leading || m->stopping) {
         wq_done(m->q, key);
+        return;
+    }
+    /* Past the renew deadline (a long run of keys in one turn of the loop
+     * can get there before the leader's timer runs): wait for the renewal,
+     * or for the lease's loss, which stops the manager. */
+    if (m->le && !leader_is_leader(m->le)) {
+        wq_done(m->q, key);
+        wq_add_after(m->q, key, LEASE_WAIT_MS);
         return;
     }
     reconciler_handle(m->rec, key);

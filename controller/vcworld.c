@@ -674,6 +674,12 @@ static void closed_one(void *data)
     }
 }
 
+void vcworld_hold(vcworld *w)
+{
+    if (w)
+        vs_ops_hold(w->ops);
+}
+
 void vcworld_close(vcworld *w, void (*closed)(void *data), void *data)
 {
     if (!w) {

@@ -52,6 +52,9 @@ void vcworld_fill(vcworld *w, struct rec_world *rw);
  * on. */
 void vcworld_forget_group(vcworld *w, const char *ns, const char *name);
 
+/* vcworld_hold starts no vCenter task any more (vs_ops_hold). */
+void vcworld_hold(vcworld *w);
+
 /* vcworld_close cancels what is in flight (their callbacks run with
  * VMG_ECANCELED), logs out, and frees w; closed runs when all is done. */
 void vcworld_close(vcworld *w, void (*closed)(void *data), void *data);
