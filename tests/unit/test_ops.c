@@ -28,6 +28,7 @@
 #define MAXT 32
 #define MAXCALLS 256
 #define MAXDONE 32
+#define DESTROY_HELD_MAX 8
 
 static char *load(const char *name, size_t *len)
 {
@@ -55,7 +56,8 @@ struct task {
     char state[16]; /* running, success, error */
     char fault[64];
     char result[32];
-    int filter; /* filter number, 0 when none */
+    int filter;    /* filter number, 0 when none */
+    int filter_pc; /* the collector (pc_gen) the filter belongs to */
     char reported[16];
 };
 
@@ -78,7 +80,11 @@ struct fake {
     bool template_missing;  /* FindChild and the VM listing find nothing */
     bool stale_after_end;   /* like vcsim: an older "running" follows the end */
     int folder_children;    /* childEntity of a folder read before Destroy_Task */
-    int pc_faults;          /* CreatePropertyCollector fails this many times */
+    bool hold_destroys;     /* DestroyPropertyFilter is not answered until released */
+    int unauth_tasks;       /* task methods answered NotAuthenticated (a lost session) */
+    vmg_server_req *held_destroys[DESTROY_HELD_MAX];
+    int nheld_destroys;
+    int pc_faults; /* CreatePropertyCollector fails this many times */
     /* state */
     struct task tasks[MAXT];
     int ntasks;
@@ -207,7 +213,7 @@ static void try_wait(struct fake *f)
         return;
     for (int i = 0; i < f->ntasks; i++) {
         struct task *t = &f->tasks[i];
-        if (!t->filter || strcmp(t->state, t->reported) == 0)
+        if (!t->filter || t->filter_pc != f->pc_gen || strcmp(t->state, t->reported) == 0)
             continue;
         n += snprintf(sets + n, sizeof(sets) - (size_t)n,
                       "<filterSet><filter type=\"PropertyFilter\">filter-%d</filter><objectSet>"
@@ -294,6 +300,12 @@ static void handler(void *data, vmg_server_req *r)
         snprintf(tag, sizeof(tag), "<%s>", task_methods[i]);
         if (!strstr(body, tag))
             continue;
+        if (f->unauth_tasks > 0) {
+            f->unauth_tasks--;
+            record(f, "NotAuthenticated", task_methods[i]);
+            reply_fault(r, "NotAuthenticated");
+            return;
+        }
         record(f, task_methods[i], target);
         if (i == 4)
             snprintf(f->clone_body, sizeof(f->clone_body), "%s", body);
@@ -368,6 +380,7 @@ static void handler(void *data, vmg_server_req *r)
             return;
         }
         f->tasks[id].filter = ++f->nfilters;
+        f->tasks[id].filter_pc = f->pc_gen;
         if (f->quiet_new_filters)
             memcpy(f->tasks[id].reported, f->tasks[id].state, sizeof(f->tasks[id].reported));
         else
@@ -382,6 +395,10 @@ static void handler(void *data, vmg_server_req *r)
     if (strstr(body, "<DestroyPropertyFilter>")) {
         f->destroyed_filters++;
         f->destroys_during_wait += f->held != NULL;
+        if (f->hold_destroys && f->nheld_destroys < DESTROY_HELD_MAX) {
+            f->held_destroys[f->nheld_destroys++] = r;
+            return;
+        }
         reply(
             r, 200,
             "<DestroyPropertyFilterResponse xmlns=\"urn:vim25\"></DestroyPropertyFilterResponse>");
@@ -960,6 +977,72 @@ static void test_hold_starts_nothing_more(void **state)
     teardown(&f);
 }
 
+/* three_tasks_filtered: the third task has a filter, and the request
+ * that made it was answered. */
+static bool three_tasks_filtered(const struct fake *f)
+{
+    return f->ntasks >= 3 && f->tasks[2].filter != 0;
+}
+
+static bool destroy_held(const struct fake *f)
+{
+    return f->nheld_destroys > 0;
+}
+
+static bool both_done(const struct fake *f)
+{
+    return f->ndone >= 3;
+}
+
+/* A new session replaces the tracker's collector while a task is tracked
+ * on the old one and no long poll is out (the filter of a task that ended
+ * is being destroyed): the task registers again on the new collector, and
+ * its end is reported. */
+static void test_tracked_task_follows_a_new_session(void **state)
+{
+    struct fake f;
+    struct ctx c[3];
+    struct vim_moref vm;
+
+    (void)state;
+    setup(&f, 8, 0);
+    for (int i = 0; i < 2; i++) {
+        vm = vmref(i + 1);
+        c[i] = (struct ctx){&f, i};
+        assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[i], NULL), 0);
+    }
+    want_tasks = 2;
+    want_held_tasks = 2;
+    spin(&f, tracked);
+    /* B ends; its filter's destruction hangs, so no long poll goes out. */
+    f.hold_destroys = true;
+    end_task(&f, 1, "success", NULL);
+    spin(&f, destroy_held);
+    assert_int_equal(f.ndone, 1);
+    /* The session is lost: C's method is refused, the session logs in
+     * again, and C is tracked on a new collector. */
+    f.unauth_tasks = 1;
+    f.pc_gen = 2; /* the old collector went with the session */
+    vm = vmref(3);
+    c[2] = (struct ctx){&f, 2};
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[2], NULL), 0);
+    want_tasks = 3;
+    want_held_tasks = 0;
+    spin(&f, three_tasks_filtered);
+    f.hold_destroys = false;
+    for (int i = 0; i < f.nheld_destroys; i++)
+        reply(
+            f.held_destroys[i], 200,
+            "<DestroyPropertyFilterResponse xmlns=\"urn:vim25\"></DestroyPropertyFilterResponse>");
+    f.nheld_destroys = 0;
+    end_task(&f, 0, "success", NULL);
+    end_task(&f, 2, "success", NULL);
+    spin(&f, both_done);
+    assert_int_equal(f.done[1].err, 0);
+    assert_int_equal(f.done[2].err, 0);
+    teardown(&f);
+}
+
 static void test_create_folder(void **state)
 {
     struct fake f;
@@ -1115,6 +1198,7 @@ int main(void)
         cmocka_unit_test(test_tracking_failure_keeps_the_operation),
         cmocka_unit_test(test_destroy_folder_only_when_empty),
         cmocka_unit_test(test_hold_starts_nothing_more),
+        cmocka_unit_test(test_tracked_task_follows_a_new_session),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_clone_template_missing),
