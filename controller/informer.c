@@ -340,7 +340,9 @@ static void set_rv(char *dst, const char *rv)
 }
 
 /* apply_object decodes obj and stores it (or drops its key when it cannot
- * be decoded). Returns what upsert returns, or a negative code. */
+ * be decoded). Returns what upsert returns, or a negative code: -ENOMEM
+ * when memory ran out, and then the cache is as it was (the object is not
+ * at fault: its key stays, and the caller must not count it applied). */
 static int apply_object(struct informer *inf, const cJSON *obj)
 {
     char key[INFORMER_KEY_MAX + 1], msg[256];
@@ -353,6 +355,8 @@ static int apply_object(struct informer *inf, const cJSON *obj)
     }
     msg[0] = '\0';
     r = inf->type->decode(obj, &dec, msg, sizeof(msg));
+    if (r == -ENOMEM)
+        return r;
     if (r < 0) {
         note_bad(inf, key, r, msg[0] ? msg : vmg_strerror(r));
         if (drop(inf, key))
@@ -360,7 +364,7 @@ static int apply_object(struct informer *inf, const cJSON *obj)
         return r;
     }
     r = upsert(inf, key, dec);
-    if (r < 0)
+    if (r < 0 && r != -ENOMEM)
         note_bad(inf, key, r, vmg_strerror(r));
     return r;
 }
@@ -499,6 +503,12 @@ static int apply_line(struct informer *inf, const char *line, size_t len, struct
     case INFORMER_EV_MODIFIED:
         inf->watch_events++;
         r = apply_object(inf, ev.object);
+        if (r == -ENOMEM) {
+            /* Not applied: the version stays before it, and ending the
+             * watch makes the next one (or the next list) deliver it
+             * again. */
+            break;
+        }
         if (inf->streaming) {
             /* Part of a list: counted, and the version comes at its end. */
             if (r == 1)
@@ -508,7 +518,7 @@ static int apply_line(struct informer *inf, const char *line, size_t len, struct
         } else {
             set_rv(inf->rv, ev.rv);
         }
-        r = r == -ENOMEM ? r : 0;
+        r = 0;
         break;
     case INFORMER_EV_DELETED: {
         char key[INFORMER_KEY_MAX + 1];
@@ -527,6 +537,11 @@ static int apply_line(struct informer *inf, const char *line, size_t len, struct
             set_rv(inf->list_rv, ev.rv);
             inf->streaming = false;
             list_finished(inf, "stream");
+            /* Its note may have closed the informer (and this watch). */
+            if (inf->closing) {
+                r = VMG_ECANCELED;
+                break;
+            }
             inf->state = ST_WATCHING;
             inf->watch_start_ms = uv_now(inf->loop);
             inf->watch_events = 0;
@@ -564,9 +579,12 @@ static void on_retry_timer(uv_timer_t *t)
         start_list(inf);
 }
 
-/* wait_then schedules the next list or watch after delay_ms. */
+/* wait_then schedules the next list or watch after delay_ms; nothing once
+ * closing (a note before it may have closed the informer). */
 static void wait_then(struct informer *inf, enum next next, uint64_t delay_ms)
 {
+    if (inf->closing)
+        return;
     inf->state = ST_WAITING;
     inf->next = next;
     uv_timer_start(&inf->retry_timer, on_retry_timer, delay_ms, 0);
@@ -633,6 +651,8 @@ static void list_finished(struct informer *inf, const char *op)
     n.updated = inf->updated;
     n.deleted = inf->deleted;
     note(inf, &n);
+    if (inf->closing)
+        return; /* closed by the note: no notification after that */
     if (!inf->synced) {
         inf->synced = true;
         memset(&n, 0, sizeof(n));
@@ -773,6 +793,9 @@ static void on_watch_done(void *data, const struct kube_result *res)
         n.kind = INFORMER_NOTE_GONE;
         inf->stats.gone++;
         note(inf, &n);
+        /* The note may have closed the informer: nothing may start then. */
+        if (inf->closing)
+            return;
         /* List again at once, unless 410s come back to back. */
         if (inf->gones++ == 0)
             start_list(inf);

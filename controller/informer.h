@@ -24,7 +24,14 @@
  *
  * When the server cannot be reached, it retries with backoff (0.8 s
  * doubling to 30 s, with jitter), listing again only if the list had
- * failed; a failing list is retried forever, each failure reported.
+ * failed; a failing list is retried forever, each failure reported. A
+ * watch whose connection died silently fails the same way, in about a
+ * minute (the client's TCP keepalive, controller/kube.h), and so does one
+ * that stalls, with the client's watch_stall_ms. An event the informer
+ * could not apply for want of memory ends the watch (or streaming list)
+ * with -ENOMEM, the resourceVersion still that of the last event applied,
+ * so that the next watch delivers the event again; the cached object
+ * stays.
  *
  * The cache maps a key, "namespace/name" ("name" for cluster-scoped kinds),
  * to one decoded object. What an object is comes from an informer_type:
@@ -164,9 +171,12 @@ int informer_start(struct informer *inf);
 /* informer_close stops the list or watch in flight, closes the timers, and
  * once the loop has run their close callbacks frees every cached object and
  * the informer, then calls closed(data) when not NULL. No notification runs
- * after this call. NULL is fine. Close the informer before its client; if
- * the client is closed first, the informer stops (noting an ERROR with
- * VMG_ECANCELED) and must still be closed. */
+ * after this call. An on_note handler may call it, except on a BAD_OBJECT
+ * note, which comes in the middle of a page or an event (nor may the
+ * object handlers). NULL is fine. Close the informer before its client:
+ * closing the client first stops a list or watch in flight (the informer
+ * notes an ERROR with VMG_ECANCELED), but an informer waiting to retry
+ * would send through the freed client when its timer fires. */
 void informer_close(struct informer *inf, void (*closed)(void *data), void *data);
 
 /* informer_get returns the object cached under key, or NULL (see the
@@ -236,9 +246,6 @@ int informer_key_of(const cJSON *obj, char *buf, size_t len);
 void informer_testing_list_begin(struct informer *inf);
 int informer_testing_list_page(struct informer *inf, const cJSON *page);
 void informer_testing_list_end(struct informer *inf);
-/* A streaming list: begin, then watch lines up to the BOOKMARK that ends
- * the initial events. */
-void informer_testing_stream_begin(struct informer *inf);
 /* A streaming list: begin, then watch lines up to the BOOKMARK that ends
  * the initial events. */
 void informer_testing_stream_begin(struct informer *inf);

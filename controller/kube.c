@@ -18,6 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "lib/err.h"
 #include "lib/jsonarena.h"
 
@@ -50,6 +54,7 @@ struct kube_client {
     char host[HOST_MAX];
     size_t max_response;
     unsigned timeout_ms, connect_timeout_ms;
+    unsigned watch_stall_s; /* 0: none */
     int retries;
     unsigned backoff_base_ms, backoff_max_ms;
     size_t max_queued;
@@ -668,6 +673,36 @@ static int on_stream_line(void *data, const char *line, size_t len)
     return r->on_line(r->data, line, len);
 }
 
+/* on_sockopt completes the keepalive of each new connection with what
+ * curl 7.88 has no option for: the number of probes (the kernel's default,
+ * 9, would stretch the minute to two) and TCP_USER_TIMEOUT, which bounds
+ * the time data sent stays unacknowledged, when keepalive probes do not go
+ * out. Idle and interval are also set here, so that the order in which
+ * curl applies its own options does not matter. Best effort: a socket that
+ * refuses one keeps the kernel's default. */
+static int on_sockopt(void *data, curl_socket_t fd, curlsocktype purpose)
+{
+    int on = 1, idle = KUBE_KEEPALIVE_IDLE_S, intvl = KUBE_KEEPALIVE_INTERVAL_S;
+    int cnt = KUBE_KEEPALIVE_PROBES;
+
+    (void)data;
+    if (purpose != CURLSOCKTYPE_IPCXN)
+        return CURL_SOCKOPT_OK;
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+#ifdef TCP_USER_TIMEOUT
+    {
+        unsigned uto =
+            (KUBE_KEEPALIVE_IDLE_S + KUBE_KEEPALIVE_INTERVAL_S * KUBE_KEEPALIVE_PROBES) * 1000u;
+
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+    }
+#endif
+    return CURL_SOCKOPT_OK;
+}
+
 /* url_of builds the URL of r's next exchange: server, path, and for a list
  * its limit and continue. */
 static char *url_of(kube_req *r)
@@ -742,7 +777,18 @@ static int send_req(kube_req *r, const char **errmsg)
         curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)r->timeout_ms) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, (long)KUBE_KEEPALIVE_IDLE_S) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, (long)KUBE_KEEPALIVE_INTERVAL_S) !=
+            CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_SOCKOPTFUNCTION, on_sockopt) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK)
+        goto fail;
+    /* A stalled watch, as a speed under 1 byte/s: curl checks it once a
+     * second, averaged over its last 5 seconds, so the stream fails between
+     * watch_stall_s and a few seconds more after its last byte. */
+    if (r->on_line && c->watch_stall_s &&
+        (curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
+         curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, (long)c->watch_stall_s) != CURLE_OK))
         goto fail;
     if (strcmp(r->method, "GET") == 0) {
         if (curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L) != CURLE_OK)
@@ -1102,6 +1148,7 @@ int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kub
     c->timeout_ms = o.timeout_ms ? o.timeout_ms : KUBE_DEFAULT_TIMEOUT_MS;
     c->connect_timeout_ms =
         o.connect_timeout_ms ? o.connect_timeout_ms : KUBE_DEFAULT_CONNECT_TIMEOUT_MS;
+    c->watch_stall_s = (unsigned)((o.watch_stall_ms + 999ull) / 1000u);
     c->retries = o.retries == 0 ? KUBE_DEFAULT_RETRIES : o.retries < 0 ? -1 : o.retries;
     c->backoff_base_ms = o.backoff_base_ms ? o.backoff_base_ms : KUBE_DEFAULT_BACKOFF_BASE_MS;
     c->backoff_max_ms = o.backoff_max_ms ? o.backoff_max_ms : KUBE_DEFAULT_BACKOFF_MAX_MS;

@@ -27,6 +27,22 @@
  *     delivered: connection failures and 5xx are its caller's to handle.
  * Other errors (403, 404, 409, 410, 422...) are returned at once.
  *
+ * Dead connections: a watch is a response that may carry nothing for
+ * minutes, so a connection whose peer vanished without a FIN or RST (the
+ * API server's node died, a NAT or firewall dropped the flow) would leave
+ * it waiting until its timeout_ms. Every connection of the client
+ * therefore has TCP keepalive probes after KUBE_KEEPALIVE_IDLE_S idle
+ * seconds, every KUBE_KEEPALIVE_INTERVAL_S, KUBE_KEEPALIVE_PROBES of them,
+ * and a TCP_USER_TIMEOUT of as long in total (for data sent and never
+ * acknowledged, when no probe goes out): a dead connection fails in about
+ * a minute, with VMG_ETRANSPORT, and its watches end so (the caller
+ * watches again). The kernel answers the probes, so this costs the server
+ * nothing and a healthy watch never fails of it, however quiet.
+ * opts.watch_stall_ms adds an end-to-end limit (no byte of a watch for
+ * that long) for callers whose watches are known to carry traffic; it is
+ * off by default because kube-apiserver may rightly send a watch nothing
+ * at all (see watch_stall_ms).
+ *
  * Not thread-safe: everything runs on the loop's thread.
  */
 #ifndef VMG_KUBE_H
@@ -54,6 +70,12 @@
 #define KUBE_DEFAULT_MAX_QUEUED 10000u
 #define KUBE_RETRY_AFTER_MAX_S 60u /* a longer Retry-After is cut to this */
 #define KUBE_LIST_MAX_TOTAL (8u * KUBE_DEFAULT_MAX_RESPONSE) /* all pages, accumulated */
+/* TCP keepalive of every connection (see "Dead connections" above): a
+ * peer that answers nothing is given up after IDLE + INTERVAL * PROBES
+ * seconds (60 s), which is also the connections' TCP_USER_TIMEOUT. */
+#define KUBE_KEEPALIVE_IDLE_S 30
+#define KUBE_KEEPALIVE_INTERVAL_S 10
+#define KUBE_KEEPALIVE_PROBES 3
 
 #define KUBE_PATH_MAX 2048
 #define KUBE_REASON_MAX 64
@@ -95,6 +117,18 @@ struct kube_client_opts {
     size_t max_queued;           /* requests not yet called back; 0: 10000 */
     kube_observer observe;       /* may be NULL */
     void *observe_data;
+    /* A watch (a streamed request) that receives no byte of its body for
+     * this long, from its start or its last byte, ends with VMG_ETRANSPORT
+     * ("Operation too slow"), up to 5 s later (curl averages the speed over
+     * 5 s); rounded up to whole seconds. 0: no limit, the
+     * default: kube-apiserver (v1.32) sends a watch its BOOKMARKs (about
+     * once a minute) only once its watch cache has moved past the
+     * resourceVersion the watch started from, by a change to the
+     * collection or by etcd's progress notifications (every 10 minutes by
+     * default), so a watch of a collection nothing changes may rightly stay
+     * silent until its timeoutSeconds. Dead connections are found by TCP
+     * keepalive instead. */
+    unsigned watch_stall_ms;
 };
 
 /* What a request came to. */
@@ -202,9 +236,10 @@ int kube_list(kube_client *c, const char *path, unsigned limit, kube_page_cb on_
  * as a stream: each line (one watch event) goes to on_line; cb runs when
  * the stream ends: err 0 when the server closed it, else an error (an HTTP
  * error's Status, e.g. VMG_EGONE for 410). timeout_ms bounds the whole
- * stream (set it above the request's timeoutSeconds). Retried only on 429
- * before the stream begins (kube-apiserver answers so while its watch cache
- * initializes). */
+ * stream (set it above the request's timeoutSeconds); a dead connection
+ * ends it with VMG_ETRANSPORT in about a minute, and so does a stall, with
+ * opts.watch_stall_ms. Retried only on 429 before the stream begins
+ * (kube-apiserver answers so while its watch cache initializes). */
 int kube_watch(kube_client *c, const char *path, unsigned timeout_ms, kube_line_cb on_line,
                kube_cb cb, void *data, kube_req **ret_req);
 

@@ -2,9 +2,10 @@
  * parsing (on lines captured from kube-apiserver v1.32), the relist diff
  * (old cache + new list -> exactly the adds, updates and deletes),
  * resourceVersion tracking from events and bookmarks, 410 ERROR events,
- * objects that cannot be decoded, the table under many keys, the memory
- * budget of a cached VmGroup, and a pluggable object type. Listing and
- * watching against a real API server is the e2e suite's part. */
+ * objects that cannot be decoded, events that cannot be applied for want
+ * of memory, the table under many keys, the memory budget of a cached
+ * VmGroup, and a pluggable object type. Listing and watching against a
+ * real API server is the e2e suite's part. */
 #include "tests/unit/unit.h"
 
 #include <errno.h>
@@ -557,6 +558,87 @@ static void test_bad_objects(void **state)
     expect(t, want, 3);
 }
 
+/* VmGroups whose decoding runs out of memory while oom is set: memory
+ * that runs out is no fault of the object's. */
+static bool oom;
+static struct informer_type oom_type;
+
+static int oom_decode(const cJSON *obj, void **ret, char *err, size_t errlen)
+{
+    if (oom)
+        return -ENOMEM;
+    return informer_vmgroup_type.decode(obj, ret, err, errlen);
+}
+
+static int setup_oom(void **state)
+{
+    struct t *t = calloc(1, sizeof(*t));
+    struct informer_opts o = {
+        .type = &oom_type,
+        .handlers = {.on_add = on_add, .on_update = on_update, .on_delete = on_delete},
+        .on_note = on_note,
+    };
+
+    oom_type = informer_vmgroup_type;
+    oom_type.decode = oom_decode;
+    oom = false;
+    if (!t || uv_loop_init(&t->loop) != 0)
+        return -1;
+    o.handlers.data = t;
+    o.note_data = t;
+    if (informer_new(&t->loop, NULL, &o, &t->inf) != 0)
+        return -1;
+    t->check_get = true;
+    *state = t;
+    return 0;
+}
+
+static void test_event_not_applied_for_want_of_memory(void **state)
+{
+    struct t *t = *state;
+    static const char *const items[] = {"n/a@4"}, *const again[] = {"n/a@8"};
+    static const char *const want[] = {"update n/a 4->6 r2", "add n/b 7 r1"};
+    cJSON *p;
+
+    list(t, "5", items, 1, 500);
+    t->n = 0;
+    /* Neither event is applied: each ends the watch, the version stays at
+     * the last one applied (the next watch starts there and delivers them
+     * again), and the cached object stays, without a delete. */
+    oom = true;
+    feed(t, "MODIFIED", "n", "a", "6", 2, -ENOMEM);
+    assert_string_equal(informer_resource_version(t->inf), "5");
+    feed(t, "ADDED", "n", "b", "7", 1, -ENOMEM);
+    assert_string_equal(informer_resource_version(t->inf), "5");
+    assert_non_null(informer_get(t->inf, "n/a"));
+    assert_int_equal(informer_count(t->inf), 1);
+    assert_int_equal(t->n, 0);
+    assert_int_equal(t->notes[INFORMER_NOTE_BAD_OBJECT], 0);
+    /* A list page stops the same way, its objects kept. */
+    p = page("9", again, 1);
+    informer_testing_list_begin(t->inf);
+    assert_int_equal(informer_testing_list_page(t->inf, p), -ENOMEM);
+    cJSON_Delete(p);
+    assert_non_null(informer_get(t->inf, "n/a"));
+    assert_int_equal(t->n, 0);
+    /* The watch again, with memory: the same events apply. */
+    oom = false;
+    list(t, "5", items, 1, 500);
+    t->n = 0;
+    feed(t, "MODIFIED", "n", "a", "6", 2, 0);
+    feed(t, "ADDED", "n", "b", "7", 1, 0);
+    assert_string_equal(informer_resource_version(t->inf), "7");
+    expect(t, want, 2);
+    /* A streaming list's object stops it the same way. */
+    oom = true;
+    informer_testing_stream_begin(t->inf);
+    feed(t, "ADDED", "n", "a", "8", 1, -ENOMEM);
+    assert_non_null(informer_get(t->inf, "n/a"));
+    assert_int_equal(informer_count(t->inf), 2);
+    assert_int_equal(t->n, 0);
+    assert_int_equal(t->notes[INFORMER_NOTE_BAD_OBJECT], 0);
+}
+
 static int count_cb(void *data, const char *key, const void *obj)
 {
     int *n = data;
@@ -774,8 +856,15 @@ struct st {
     char notes[32][160];
     int nnotes;
     int adds, updates, deletes;
-    int step; /* the test's script position */
+    int step;                         /* the test's script position */
+    enum informer_note_kind close_on; /* st_note closes the informer on it */
+    bool inf_closed;
 };
+
+static void st_inf_closed_flag(void *data)
+{
+    ((struct st *)data)->inf_closed = true;
+}
 
 static void st_note(void *data, const struct informer_note *n)
 {
@@ -783,9 +872,14 @@ static void st_note(void *data, const struct informer_note *n)
     static const char *const kinds[] = {"",      "listed", "synced", "watching",
                                         "ended", "gone",   "error",  "bad"};
 
+    assert_false(t->inf_closed);
     if (t->nnotes < 32)
         snprintf(t->notes[t->nnotes++], sizeof(t->notes[0]), "%s %s %ld a%zu u%zu d%zu rv=%s",
                  kinds[n->kind], n->op, n->status, n->added, n->updated, n->deleted, n->rv);
+    if (t->close_on && n->kind == t->close_on) {
+        t->close_on = 0;
+        informer_close(t->inf, st_inf_closed_flag, t);
+    }
 }
 
 static void st_add(void *data, const char *key, const void *obj)
@@ -816,12 +910,16 @@ static const char *no_env(void *data, const char *name)
     return NULL;
 }
 
-static struct st *st_start(srv_handler_fn handle, enum informer_list_mode mode)
+/* st_start_ex starts an informer in mode against a server answering with
+ * handle; its client gives up a watch silent for watch_stall_ms (0: none),
+ * and its on_note closes it on close_on (0: never). */
+static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mode,
+                              unsigned watch_stall_ms, enum informer_note_kind close_on)
 {
     struct st *t = calloc(1, sizeof(*t));
     char path[128], text[1024], err[256];
     struct kcfg_opts ko = {.getenv = no_env};
-    struct kube_client_opts co = {.qps = -1};
+    struct kube_client_opts co = {.qps = -1, .watch_stall_ms = watch_stall_ms};
     struct informer_opts io = {
         .list_mode = mode,
         .page_size = 2,
@@ -833,6 +931,7 @@ static struct st *st_start(srv_handler_fn handle, enum informer_list_mode mode)
     int e;
 
     assert_non_null(t);
+    t->close_on = close_on;
     assert_int_equal(uv_loop_init(&t->loop), 0);
     uv_timer_init(&t->loop, &t->dog);
     srv_start(&t->srv, &t->loop);
@@ -864,6 +963,11 @@ static struct st *st_start(srv_handler_fn handle, enum informer_list_mode mode)
     assert_int_equal(informer_start(t->inf), 0);
     assert_int_equal(informer_start(t->inf), -EALREADY);
     return t;
+}
+
+static struct st *st_start(srv_handler_fn handle, enum informer_list_mode mode)
+{
+    return st_start_ex(handle, mode, 0, 0);
 }
 
 static void st_run_until_notes(struct st *t, int n)
@@ -1093,6 +1197,120 @@ static void test_informer_streams(void **state)
     st_stop(t, true);
 }
 
+/* A streaming list, then silence on a connection held open: the stalled
+ * watch must end and be watched again, from the list's version; the next
+ * one is silent as well. */
+static void h_stall(struct srv *s, int i, struct sconn *c)
+{
+    srv_stream_start(c);
+    if (strstr(s->reqs[i].target, "sendInitialEvents=true")) {
+        send_obj_line(c, "ADDED", "a", "5", false);
+        srv_stream_send(
+            c,
+            "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/"
+            "initial-events-end\":\"true\"},\"resourceVersion\":\"7\"}}}\n",
+            false);
+    }
+    s->held = c;
+}
+
+static void test_informer_restarts_stalled_watch(void **state)
+{
+    struct st *t = st_start_ex(h_stall, INFORMER_LIST_STREAM, 1000, 0);
+    static const char *const want[] = {
+        "listed stream 0 a1 u0 d0 rv=7",
+        "synced stream 0 a0 u0 d0 rv=7",
+        "watching watch 0 a0 u0 d0 rv=7",
+    };
+
+    (void)state;
+    st_run_until_notes(t, 5);
+    expect_notes(t, want, 3);
+    assert_non_null(strstr(t->notes[3], "error watch"));
+    assert_non_null(strstr(t->notes[3], "rv=7"));
+    assert_string_equal(t->notes[4], "watching watch 0 a0 u0 d0 rv=7");
+    /* Watched again from the list's version; the cache stayed. */
+    uv_timer_start(&t->dog, st_watchdog, 10000, 0);
+    while (t->srv.n < 2)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    uv_timer_stop(&t->dog);
+    assert_non_null(strstr(t->srv.reqs[1].target, "resourceVersion=7&"));
+    assert_null(strstr(t->srv.reqs[1].target, "sendInitialEvents"));
+    assert_int_equal(informer_count(t->inf), 1);
+    assert_int_equal(t->deletes, 0);
+    st_stop(t, false);
+}
+
+/* st_after_close runs the loop for a while after the informer closed
+ * itself from its on_note, then closes the client and the server. A
+ * request the informer had sent after its close would reach the server,
+ * and its callback would find the informer freed (ASan). */
+static void st_set_flag(uv_timer_t *timer)
+{
+    *(bool *)timer->data = true;
+}
+
+static void st_after_close(struct st *t, int nnotes)
+{
+    uv_timer_t wait;
+    bool waited = false;
+    int reqs;
+
+    uv_timer_start(&t->dog, st_watchdog, 10000, 0);
+    while (!t->inf_closed)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    uv_timer_stop(&t->dog);
+    reqs = t->srv.n;
+    uv_timer_init(&t->loop, &wait);
+    wait.data = &waited;
+    uv_timer_start(&wait, st_set_flag, 200, 0);
+    while (!waited)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    assert_int_equal(t->srv.n, reqs);
+    assert_int_equal(t->nnotes, nnotes);
+    uv_close((uv_handle_t *)&wait, NULL);
+    kube_client_close(t->kc, st_kc_closed, t);
+    srv_stop(&t->srv);
+    uv_close((uv_handle_t *)&t->dog, NULL);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    kcfg_free(t->cfg);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&t->loop), 0);
+    rmdir(t->dir);
+    free(t);
+}
+
+/* An on_note handler may close the informer: on the 410 that would start
+ * a relist, nothing may start after it. */
+static void test_note_closes_on_gone(void **state)
+{
+    struct st *t = st_start_ex(h_stream, INFORMER_LIST_STREAM, 0, INFORMER_NOTE_GONE);
+    static const char *const want[] = {
+        "listed stream 0 a2 u0 d0 rv=7",
+        "synced stream 0 a0 u0 d0 rv=7",
+        "watching watch 0 a0 u0 d0 rv=7",
+        "gone watch 410 a0 u0 d0 rv=8",
+    };
+
+    (void)state;
+    st_run_until_notes(t, 4);
+    expect_notes(t, want, 4);
+    st_after_close(t, 4);
+}
+
+/* ...and on the end of a streaming list, in the middle of its watch: no
+ * note after it (SYNCED, WATCHING were). */
+static void test_note_closes_on_stream_end(void **state)
+{
+    struct st *t = st_start_ex(h_stream, INFORMER_LIST_STREAM, 0, INFORMER_NOTE_LISTED);
+    static const char *const want[] = {"listed stream 0 a2 u0 d0 rv=7"};
+
+    (void)state;
+    st_run_until_notes(t, 1);
+    expect_notes(t, want, 1);
+    st_after_close(t, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1103,11 +1321,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resource_version_tracking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_list_diff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_not_applied_for_want_of_memory, setup_oom,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_many_keys_and_budget, setup_quiet, teardown),
         cmocka_unit_test(test_custom_type),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_informer_falls_back_to_pages),
         cmocka_unit_test(test_informer_streams),
+        cmocka_unit_test(test_informer_restarts_stalled_watch),
+        cmocka_unit_test(test_note_closes_on_gone),
+        cmocka_unit_test(test_note_closes_on_stream_end),
     };
 
     int rc;

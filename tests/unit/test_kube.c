@@ -2,18 +2,22 @@
  * bodies captured from a real kube-apiserver v1.32), Retry-After, backoff,
  * the token bucket and paths; then the request machinery (retry rules,
  * 401 handling with token files and exec plugins, pagination, watch
- * streams, cancellation, rate limiting) against a small HTTP/1.1 server on
- * loopback, on the same libuv loop, since a real API server will not answer
- * 429 or 503 on demand. The e2e suite covers the real server. */
+ * streams and their stalls, keepalive, cancellation, rate limiting)
+ * against a small HTTP/1.1 server on loopback, on the same libuv loop,
+ * since a real API server will not answer 429 or 503 on demand. The e2e
+ * suite covers the real server. */
 #include "tests/unit/unit.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1271,6 +1275,97 @@ static void test_watch_line_callback_ends_it(void **state)
     assert_int_equal(t->lines, 1);
 }
 
+/* A watch answered with its headers and then nothing, the connection
+ * held open: what a stalled server looks like from the client. */
+static void h_watch_silent(struct srv *s, int i, struct sconn *c)
+{
+    (void)i;
+    srv_stream_start(c);
+    s->held = c;
+}
+
+static void test_watch_stall_ends_it(void **state)
+{
+    struct t *t = *state;
+    struct kube_client_opts o = {.watch_stall_ms = 1000};
+    struct wctx w = {.t = t};
+    uint64_t took;
+
+    client(t, NULL, &o);
+    t->srv.handle = h_watch_silent;
+    assert_int_equal(kube_watch(t->kc, "/w?watch=1", 60000, on_wline, on_wdone, &w, NULL), 0);
+    run_until(t, &w.r.calls, 1);
+    took = uv_now(&t->loop) - t->start_ms;
+    /* Ended by the stall limit (1 s, checked each second), long before
+     * the stream's 60 s, as a transport error its caller retries. */
+    assert_int_equal(w.r.err, VMG_ETRANSPORT);
+    assert_int_equal(w.r.attempts, 1);
+    assert_int_equal(t->lines, 0);
+    assert_true(took >= 900 && took < 8000);
+    assert_non_null(strstr(w.r.message, "too slow"));
+}
+
+/* client_socket finds, among this process's descriptors, the client's end
+ * of the connection the server accepted as c. */
+static int client_socket(struct sconn *c)
+{
+    struct sockaddr_storage peer;
+    int len = sizeof(peer);
+
+    assert_int_equal(uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &len), 0);
+    for (int fd = 3; fd < 4096; fd++) {
+        struct sockaddr_storage name;
+        socklen_t nlen = sizeof(name);
+
+        if (getsockname(fd, (struct sockaddr *)&name, &nlen) == 0 && name.ss_family == AF_INET &&
+            ((struct sockaddr_in *)&name)->sin_port == ((struct sockaddr_in *)&peer)->sin_port)
+            return fd;
+    }
+    fail_msg("the client's socket is not among the descriptors");
+    return -1;
+}
+
+static int tcp_opt(int fd, int level, int name)
+{
+    int v = -1;
+    socklen_t len = sizeof(v);
+
+    assert_int_equal(getsockopt(fd, level, name, &v, &len), 0);
+    return v;
+}
+
+/* Every connection to the API server probes its peer when idle, so that a
+ * watch on a connection whose peer vanished silently fails in about a
+ * minute, where the kernel's defaults (and curl's 60 s idle and interval)
+ * took about ten. */
+static void test_connections_keepalive(void **state)
+{
+    struct t *t = *state;
+    struct wctx w = {.t = t};
+    kube_req *q = NULL;
+    int fd;
+
+    client(t, NULL, NULL);
+    t->srv.handle = h_watch_silent;
+    assert_int_equal(kube_watch(t->kc, "/w?watch=1", 60000, on_wline, on_wdone, &w, &q), 0);
+    uv_timer_start(&t->dog, watchdog, 10000, 0);
+    while (!t->srv.held)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    uv_timer_stop(&t->dog);
+    fd = client_socket(t->srv.held);
+    assert_int_equal(tcp_opt(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+    assert_int_equal(tcp_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE), KUBE_KEEPALIVE_IDLE_S);
+    assert_int_equal(tcp_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL), KUBE_KEEPALIVE_INTERVAL_S);
+    assert_int_equal(tcp_opt(fd, IPPROTO_TCP, TCP_KEEPCNT), KUBE_KEEPALIVE_PROBES);
+    assert_int_equal(tcp_opt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), 60000);
+    assert_int_equal(KUBE_KEEPALIVE_IDLE_S + KUBE_KEEPALIVE_INTERVAL_S * KUBE_KEEPALIVE_PROBES, 60);
+    /* Without a stall limit (the default), the silent watch goes on. */
+    assert_int_equal(w.r.calls, 0);
+    kube_cancel(q);
+    assert_int_equal(w.r.calls, 1);
+    assert_int_equal(w.r.err, VMG_ECANCELED);
+}
+
 /* ---- cancel, close, rate ---- */
 
 static void h_hold(struct srv *s, int i, struct sconn *c)
@@ -1498,6 +1593,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_watch_line_callback_ends_it, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_retry_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_connection_refused_not_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watch_stall_ends_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connections_keepalive, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_cancels_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qps, setup, teardown),
