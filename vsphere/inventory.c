@@ -976,6 +976,21 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         fail(inv, e, "vCenter sent an unreadable UpdateSet; rebuilding the inventory watch", false);
         return;
     }
+    if (inv->overflow) {
+        /* The cache would miss objects: a view missing VMs could make the
+         * planner clone twice or see a folder empty. Not synced, and
+         * rebuilt after the backoff, which works once vCenter holds fewer. */
+        char msg[MSG_MAX];
+
+        vs_cache_commit(inv->cache);
+        inv->overflow = false;
+        vmg_putf(msg, sizeof(msg),
+                 "vCenter's inventory holds more than %zu objects under the root folder, the most "
+                 "this operator keeps; waiting for fewer",
+                 inv->max_objects ? inv->max_objects : (size_t)VS_CACHE_DEFAULT_MAX);
+        fail(inv, VMG_ETOOBIG, msg, false);
+        return;
+    }
     if (e == 1)
         vmg_putf(inv->version, sizeof(inv->version), "%s", us.version);
     if (inv->resyncing && (e == 0 || !us.truncated)) {

@@ -217,6 +217,17 @@ teardown() {
 	refute grep -q '"event":"unsynced"' "$out"
 }
 
+@test "vsphere: an inventory larger than the cache's bound is never reported synced, and says why" {
+	local out=$BATS_TEST_TMPDIR/overflow.out
+	"$VMG_DRIVERS/vsdrv" --ca-file "$VC_CA_FILE" --max-objects 3 --backoff-max 500 watch >"$out" 2>&1 3>&- &
+	WATCH_PID=$!
+	retry 10 grep -q '"event":"unsynced".*more than 3 objects' "$out"
+	sleep 2 # rebuilt again and again meanwhile, never synced
+	watch_stop
+	cat "$out"
+	refute grep -q '"event":"synced"' "$out"
+}
+
 @test "vsphere: after the session is terminated, the next call logs in again" {
 	local out=$BATS_TEST_TMPDIR/relogin.out go=$BATS_TEST_TMPDIR/go key
 	"$VMG_DRIVERS/vsdrv" --ca-file "$VC_CA_FILE" relogin "$go" >"$out" 2>&1 3>&- &

@@ -64,6 +64,7 @@ struct app {
     long long mem;
     double deadline_s;
     uint64_t backoff_max;
+    size_t max_objects;
 
     /* the command */
     const char *cmd;
@@ -659,6 +660,8 @@ static int parse(struct app *a, int argc, char **argv)
             a->deadline_s = dbl(v);
         else if (strcmp(f, "--backoff-max") == 0)
             a->backoff_max = (uint64_t)num(v);
+        else if (strcmp(f, "--max-objects") == 0)
+            a->max_objects = (size_t)num(v);
         else
             return usage();
     }
@@ -732,7 +735,8 @@ int main(int argc, char **argv)
         a->clones_total = (int)num(a->arg2);
         e = first_call(a, on_first_call);
     } else if (strcmp(a->cmd, "watch") == 0 || strcmp(a->cmd, "idle") == 0) {
-        struct vs_inventory_config icfg = {.placement = a->pcfg, .backoff_max_ms = a->backoff_max};
+        struct vs_inventory_config icfg = {
+            .placement = a->pcfg, .backoff_max_ms = a->backoff_max, .max_objects = a->max_objects};
         if (strcmp(a->cmd, "idle") == 0 && !a->arg1)
             return usage();
         a->inv = vs_inventory_new(a->loop, a->s, &icfg, on_change, a, &e);
