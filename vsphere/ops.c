@@ -46,7 +46,7 @@ enum ostep {
     O_EMPTY,      /* a folder's children, read before it is destroyed */
     O_CALL,       /* the method */
     O_FIND_CHILD, /* the folder that existed */
-    O_CHECK1,     /* the task's state, read once (unused: see ops.h) */
+    O_CHECK1,     /* the task's state, read when its filter was refused */
     O_NEED_PC,    /* waiting for the tracker's collector */
     O_FILTER,     /* CreateFilter */
     O_CHECK2,     /* the task's state, after the filter */
