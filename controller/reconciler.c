@@ -292,6 +292,18 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
             gs->block = PLAN_BLOCK_NONE;
             set_str(&gs->block_msg, NULL);
         }
+    } else if ((op->kind == PLAN_POWER_ON || op->kind == PLAN_POWER_OFF ||
+                op->kind == PLAN_RECONFIGURE) &&
+               fault_is(fault, "ManagedObjectNotFound")) {
+        /* The VM went meanwhile (destroyed out of band): nothing failed
+         * that waiting would mend, so the group's backoff does not grow.
+         * The VM is read again, and the group planned again shortly. */
+        vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name,
+                 "%s %s: the VM is gone from vCenter (ManagedObjectNotFound); planning again",
+                 kind_verb(op->kind), op->vm);
+        if (r->w.reread)
+            (void)r->w.reread(r->w.vcdata, gs->folder, op->vm);
+        retry_later = true;
     } else if (op->kind == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT)) {
         /* The clone may be under way or done (the request reached vCenter
          * and its answer was lost, or vCenter forgot the task): it counts

@@ -527,6 +527,28 @@ static void test_clone_with_unknown_outcome_still_counts(void **state)
     assert_non_null(strstr(F.last_status, "RUNNING"));
 }
 
+/* A VM destroyed out of band while an operation on it runs: the operation
+ * fails with ManagedObjectNotFound. That is no failure to back off from:
+ * the VM is read again, and however often it happens the group is planned
+ * again within about a second. */
+static void test_vm_gone_under_an_operation_does_not_back_off(void **state)
+{
+    struct env *e = *state;
+
+    add_vm(0, false);
+    set_group(GROUP("1", FIN, 1, ""));
+    for (int i = 0; i < 6; i++) {
+        F.now_ms += 1500;
+        settle_status();
+        pass(e);
+        assert_int_equal(count("power-on"), i + 1);
+        complete("power-on", VMG_EFAULT, "ManagedObjectNotFound", "managed object not found");
+    }
+    assert_int_equal(F.rereads, 6);
+    assert_string_equal(F.reread_vm, F.names[0]);
+    assert_int_equal(F.events, 0); /* not reported as a failure */
+}
+
 static void test_clones_not_started_twice(void **state)
 {
     struct env *e = *state;
@@ -745,6 +767,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_an_operation, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_clone_with_unknown_outcome_still_counts, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_vm_gone_under_an_operation_does_not_back_off, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
