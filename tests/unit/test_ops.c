@@ -255,6 +255,19 @@ static void record(struct fake *f, const char *method, const char *target)
         snprintf(f->calls[f->ncalls++], sizeof(f->calls[0]), "%s %s", method, target);
 }
 
+/* calls_of counts the calls the server saw that are what ("Method target"),
+ * or a method what named with any target. */
+static int calls_of(const struct fake *f, const char *what)
+{
+    size_t n = strlen(what);
+    int count = 0;
+
+    for (int i = 0; i < f->ncalls; i++)
+        count +=
+            strncmp(f->calls[i], what, n) == 0 && (f->calls[i][n] == '\0' || f->calls[i][n] == ' ');
+    return count;
+}
+
 static bool stale_pc(const struct fake *f, const char *body)
 {
     char pc[32], want[32];
@@ -702,12 +715,7 @@ static void test_bound_and_fifo(void **state)
         assert_int_equal(n, 5);
     }
     /* One collector served all; every filter was destroyed. */
-    {
-        int pcs = 0;
-        for (int i = 0; i < f.ncalls; i++)
-            pcs += strncmp(f.calls[i], "CreatePropertyCollector", 23) == 0;
-        assert_int_equal(pcs, 1);
-    }
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
     want_done = 0;
     uv_run(&f.loop, UV_RUN_NOWAIT);
     teardown(&f);
@@ -741,11 +749,7 @@ static void test_task_error(void **state)
 
 static bool made_pcs3(const struct fake *f)
 {
-    int n = 0;
-
-    for (int i = 0; i < f->ncalls; i++)
-        n += strncmp(f->calls[i], "CreatePropertyCollector", 23) == 0;
-    return n >= 3 && f->held != NULL;
+    return calls_of(f, "CreatePropertyCollector") >= 3 && f->held != NULL;
 }
 
 static bool is_done1(const struct fake *f)
@@ -860,12 +864,7 @@ static void test_collector_lost(void **state)
     reply_fault(held, "ManagedObjectNotFound");
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
-    {
-        int pcs = 0;
-        for (int i = 0; i < f.ncalls; i++)
-            pcs += strncmp(f.calls[i], "CreatePropertyCollector", 23) == 0;
-        assert_int_equal(pcs, 2);
-    }
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 2);
     teardown(&f);
 }
 
@@ -878,7 +877,6 @@ static void test_tracking_failure_keeps_the_operation(void **state)
     struct ctx c = {0};
     struct vim_moref vm = vmref(5);
     vmg_server_req *held;
-    int pcs = 0;
 
     (void)state;
     setup(&f, 8, 0);
@@ -898,9 +896,7 @@ static void test_tracking_failure_keeps_the_operation(void **state)
     end_task(&f, 0, "success", NULL);
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
-    for (int i = 0; i < f.ncalls; i++)
-        pcs += strncmp(f.calls[i], "CreatePropertyCollector", 23) == 0;
-    assert_int_equal(pcs, 3);
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 3);
     teardown(&f);
 }
 
@@ -911,7 +907,6 @@ static void test_destroy_folder_only_when_empty(void **state)
     struct fake f;
     struct ctx c = {0};
     struct vim_moref folder;
-    int destroys = 0;
 
     (void)state;
     assert_int_equal(vim_moref_set(&folder, "Folder", "group-50"), 0);
@@ -933,9 +928,7 @@ static void test_destroy_folder_only_when_empty(void **state)
     want_done = 3;
     spin(&f, done_enough);
     assert_int_equal(f.done[2].err, 0);
-    for (int i = 0; i < f.ncalls; i++)
-        destroys += strcmp(f.calls[i], "Destroy_Task group-50") == 0;
-    assert_int_equal(destroys, 1);
+    assert_int_equal(calls_of(&f, "Destroy_Task group-50"), 1);
     teardown(&f);
 }
 
@@ -947,7 +940,6 @@ static void test_hold_starts_nothing_more(void **state)
     struct fake f;
     struct ctx c[3];
     struct vim_moref vm;
-    int tasks;
 
     (void)state;
     setup(&f, 1, 0);
@@ -970,10 +962,7 @@ static void test_hold_starts_nothing_more(void **state)
     spin(&f, done_enough);
     assert_int_equal(f.done[2].err, 0);
     assert_int_equal(f.done[2].tag, 0);
-    tasks = 0;
-    for (int i = 0; i < f.ncalls; i++)
-        tasks += strncmp(f.calls[i], "PowerOnVM_Task", 14) == 0;
-    assert_int_equal(tasks, 1);
+    assert_int_equal(calls_of(&f, "PowerOnVM_Task"), 1);
     teardown(&f);
 }
 
@@ -1112,12 +1101,7 @@ static void test_clone(void **state)
     want_tasks = 2;
     want_held_tasks = 2;
     spin(&f, tracked);
-    {
-        int finds = 0;
-        for (int i = 0; i < f.ncalls; i++)
-            finds += strcmp(f.calls[i], "FindChild tmpl") == 0;
-        assert_int_equal(finds, 1);
-    }
+    assert_int_equal(calls_of(&f, "FindChild tmpl"), 1);
     end_task(&f, 1, "success", NULL);
     want_done = 2;
     spin(&f, done_enough);
