@@ -229,10 +229,12 @@ static void on_note(void *data, const struct informer_note *n)
     }
 }
 
-static int setup(void **state)
+/* setup_type makes the informer of a test, of type (NULL: VmGroups). */
+static int setup_type(void **state, const struct informer_type *type)
 {
     struct t *t = calloc(1, sizeof(*t));
     struct informer_opts o = {
+        .type = type,
         .handlers = {.on_add = on_add, .on_update = on_update, .on_delete = on_delete},
         .on_note = on_note,
     };
@@ -246,6 +248,11 @@ static int setup(void **state)
     t->check_get = true;
     *state = t;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_type(state, NULL);
 }
 
 static int teardown(void **state)
@@ -572,25 +579,10 @@ static int oom_decode(const cJSON *obj, void **ret, char *err, size_t errlen)
 
 static int setup_oom(void **state)
 {
-    struct t *t = calloc(1, sizeof(*t));
-    struct informer_opts o = {
-        .type = &oom_type,
-        .handlers = {.on_add = on_add, .on_update = on_update, .on_delete = on_delete},
-        .on_note = on_note,
-    };
-
     oom_type = informer_vmgroup_type;
     oom_type.decode = oom_decode;
     oom = false;
-    if (!t || uv_loop_init(&t->loop) != 0)
-        return -1;
-    o.handlers.data = t;
-    o.note_data = t;
-    if (informer_new(&t->loop, NULL, &o, &t->inf) != 0)
-        return -1;
-    t->check_get = true;
-    *state = t;
-    return 0;
+    return setup_type(state, &oom_type);
 }
 
 static void test_event_not_applied_for_want_of_memory(void **state)
