@@ -262,6 +262,22 @@ static void pass(struct env *e)
     reconciler_handle(e->r, k);
 }
 
+/* gone: the watch brought the group's deletion (or the finalizer's removal
+ * let the API server delete it). */
+static void gone(void)
+{
+    vmgroup_free(F.g);
+    F.g = NULL;
+}
+
+/* queued runs the key queued by a completion, as a worker would. */
+static void queued(struct env *e)
+{
+    const char *k = NULL;
+    assert_int_equal(wq_get(e->q, &k), 0);
+    reconciler_handle(e->r, k);
+}
+
 static size_t count(const char *what)
 {
     size_t n = 0;
@@ -414,8 +430,7 @@ static void test_finalizer_and_status_writes_do_not_cross(void **state)
     assert_int_equal(count("meta"), 1);
     assert_int_equal(wq_get(e->q, &k), -EAGAIN);
     settle_status();
-    assert_int_equal(wq_get(e->q, &k), 0);
-    reconciler_handle(e->r, k);
+    queued(e);
     assert_int_equal(count("meta"), 2);
     assert_int_equal(count("status"), 1);
 }
@@ -447,22 +462,6 @@ static void test_deleted_while_its_folder_is_created(void **state)
     F.folder = PLAN_FOLDER_ABSENT;
     pass(e);
     assert_int_equal(count("meta"), 1);
-}
-
-/* gone: the watch brought the group's deletion (or the finalizer's removal
- * let the API server delete it). */
-static void gone(void)
-{
-    vmgroup_free(F.g);
-    F.g = NULL;
-}
-
-/* queued runs the key queued by a completion, as a worker would. */
-static void queued(struct env *e)
-{
-    const char *k = NULL;
-    assert_int_equal(wq_get(e->q, &k), 0);
-    reconciler_handle(e->r, k);
 }
 
 /* The object goes (its finalizer removed) before the answer to the write
