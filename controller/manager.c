@@ -520,19 +520,30 @@ static void w_reconciled(void *data, const char *key, const char *result, double
     vmg_histogram_observe(m->m_reconcile_time, seconds, lv);
 }
 
+/* key_split copies the namespace of key (ns/name) into ns and returns its
+ * name, or NULL when key is not of that form. */
+static const char *key_split(const char *key, char *ns, size_t size)
+{
+    const char *slash = strchr(key, '/');
+
+    if (!slash || (size_t)(slash - key) >= size)
+        return NULL;
+    memcpy(ns, key, (size_t)(slash - key));
+    ns[slash - key] = '\0';
+    return slash + 1;
+}
+
 static void w_forgotten(void *data, const char *key)
 {
     struct mgr *m = data;
     char ns[128];
-    const char *slash = strchr(key, '/');
+    const char *name = key_split(key, ns, sizeof(ns));
 
-    if (!slash || (size_t)(slash - key) >= sizeof(ns))
+    if (!name)
         return;
-    memcpy(ns, key, (size_t)(slash - key));
-    ns[slash - key] = '\0';
-    vmg_metric_remove(m->m_current, (const char *[]){ns, slash + 1});
-    vmg_metric_remove(m->m_desired, (const char *[]){ns, slash + 1});
-    vcworld_forget_group(m->vc, ns, slash + 1);
+    vmg_metric_remove(m->m_current, (const char *[]){ns, name});
+    vmg_metric_remove(m->m_desired, (const char *[]){ns, name});
+    vcworld_forget_group(m->vc, ns, name);
 }
 
 /* ---- informer -> queue ---- */
@@ -541,13 +552,9 @@ static void w_forgotten(void *data, const char *key)
 static int key_folder(const char *key, char *folder, size_t size)
 {
     char ns[128];
-    const char *slash = strchr(key, '/');
+    const char *name = key_split(key, ns, sizeof(ns));
 
-    if (!slash || (size_t)(slash - key) >= sizeof(ns))
-        return -EINVAL;
-    memcpy(ns, key, (size_t)(slash - key));
-    ns[slash - key] = '\0';
-    return naming_folder(ns, slash + 1, folder, size) < 0 ? -EINVAL : 0;
+    return !name || naming_folder(ns, name, folder, size) < 0 ? -EINVAL : 0;
 }
 
 /* forget_folder: the group is gone from the API; its folder's changes
