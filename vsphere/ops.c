@@ -409,7 +409,10 @@ static void retrack(vs_op *op)
     tracker_backoff(op->o);
 }
 
-static void check_task(vs_op *op, enum ostep step)
+/* send_read reads paths of obj (RetrievePropertiesEx on the session's
+ * collector) as op's step. 0 or a negative code. */
+static int send_read(vs_op *op, enum ostep step, const struct vim_moref *obj,
+                     const char *const *paths, size_t n)
 {
     const struct vim_service_content *sc = vs_session_content(op->o->s);
     char *buf = NULL;
@@ -417,11 +420,15 @@ static void check_task(vs_op *op, enum ostep step)
     int e = VMG_ETRANSPORT;
 
     if (sc)
-        e = vim_req_retrieve_properties_ex(&sc->property_collector, &op->task, vim_task_paths,
-                                           vim_task_paths_n, 0, &buf, &len);
+        e = vim_req_retrieve_properties_ex(&sc->property_collector, obj, paths, n, 0, &buf, &len);
     if (e == 0)
         e = op_send(op, step, "RetrievePropertiesEx", buf, len);
-    if (e < 0)
+    return e;
+}
+
+static void check_task(vs_op *op, enum ostep step)
+{
+    if (send_read(op, step, &op->task, vim_task_paths, vim_task_paths_n) < 0)
         retrack(op);
 }
 
@@ -451,6 +458,22 @@ static vs_op *first_in(const vs_ops *o, enum ostep step)
     return NULL;
 }
 
+/* drop_collector forgets the tracker's collector and its filters: the
+ * tasks it followed go to step next (O_NEED_PC: to register now;
+ * O_REREGISTER: after the backoff). */
+static void drop_collector(vs_ops *o, enum ostep next)
+{
+    o->have_pc = false;
+    o->epoch++;
+    o->version[0] = '\0';
+    o->ndead = 0;
+    for (vs_op *op = o->running.head; op; op = op->next)
+        if (op->step == O_TRACKED) {
+            op->have_filter = false;
+            op->step = next;
+        }
+}
+
 /* register_waiting registers the tasks of the operations at O_NEED_PC with
  * the tracker, making its collector first when there is none (or it
  * belongs to an older session). */
@@ -471,14 +494,8 @@ static void register_waiting(vs_ops *o)
         return;
     if (o->have_pc) {
         /* A collector of an older session: gone with it, and so are the
-         * filters of the tasks it followed, which register again. */
-        o->have_pc = false;
-        o->epoch++;
-        for (vs_op *op = o->running.head; op; op = op->next)
-            if (op->step == O_TRACKED) {
-                op->have_filter = false;
-                op->step = O_NEED_PC;
-            }
+         * filters of the tasks it followed, which register now. */
+        drop_collector(o, O_NEED_PC);
     }
     e = sc ? vim_req_create_property_collector(&sc->property_collector, &buf, &len)
            : VMG_ETRANSPORT;
@@ -656,15 +673,7 @@ static void on_kick(uv_timer_t *t)
  * register again on a new one after a backoff. */
 static void forget_collector(vs_ops *o)
 {
-    o->have_pc = false;
-    o->epoch++;
-    o->version[0] = '\0';
-    o->ndead = 0;
-    for (vs_op *op = o->running.head; op; op = op->next)
-        if (op->step == O_TRACKED) {
-            op->have_filter = false;
-            op->step = O_REREGISTER;
-        }
+    drop_collector(o, O_REREGISTER);
     tracker_backoff(o);
 }
 
@@ -968,16 +977,8 @@ static const char *const folder_child_paths[] = {"childEntity"};
  * saw empty may hold a VM by now (moved in, or not yet in its cache). */
 static void check_empty(vs_op *op)
 {
-    const struct vim_service_content *sc = vs_session_content(op->o->s);
-    char *buf = NULL;
-    size_t len = 0;
-    int e = VMG_ETRANSPORT;
+    int e = send_read(op, O_EMPTY, &op->target, folder_child_paths, 1);
 
-    if (sc)
-        e = vim_req_retrieve_properties_ex(&sc->property_collector, &op->target, folder_child_paths,
-                                           1, 0, &buf, &len);
-    if (e == 0)
-        e = op_send(op, O_EMPTY, "RetrievePropertiesEx", buf, len);
     if (e < 0)
         send_failed(op, e, "RetrievePropertiesEx");
 }
