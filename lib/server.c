@@ -7,6 +7,12 @@
  * request, which is then handed to the handler; the rest of the buffer is
  * parsed once the response is written. Reading goes on meanwhile, so that a
  * client leaving is noticed, up to a bound on the buffer.
+ *
+ * Every byte of a connection's input buffer and unsent output is counted,
+ * per connection (out_pending) and for the server (buffered): reading and
+ * parsing stop at the bounds and resume when the writes complete. Buffers
+ * that held request bytes are wiped before they are freed; none is grown
+ * with realloc, which could leave a copy behind.
  */
 #include "lib/server.h"
 
@@ -19,7 +25,9 @@
 #include <unistd.h>
 
 #include <http_parser.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
@@ -28,7 +36,10 @@
 #define READ_CHUNK (64 * 1024)
 #define LINGER_MS 2000 /* how long a closing connection drains input */
 
-enum timer_mode { T_NONE, T_REQUEST, T_IDLE, T_LINGER };
+/* What the connection's one timer bounds: a request, the wait between two,
+ * unsent output over the bound (the client does not read), the drain
+ * before the close. */
+enum timer_mode { T_NONE, T_REQUEST, T_IDLE, T_DRAIN, T_LINGER };
 
 struct hdr {
     char *name;
@@ -72,7 +83,12 @@ struct conn {
     int in_process;
     int close_after_write; /* no more requests: close once writes are done */
     int lingering;         /* output shut down, input drained until EOF */
+    int received;          /* a byte has arrived */
     enum timer_mode mode;
+    uint64_t born;       /* loop time of the accept */
+    uint64_t idle_since; /* loop time of the last answer (or the accept) */
+    size_t served;       /* requests handed to the handler */
+    size_t out_pending;  /* bytes of uv_write requests in flight */
     http_parser parser;
     int last_was_value;  /* header callbacks: the last one was a value */
     size_t header_bytes; /* of the request being parsed */
@@ -88,6 +104,7 @@ struct conn {
     vmg_server_req *req;    /* being parsed; owned by the connection */
     vmg_server_req *active; /* with the handler, waiting for its answer */
     char peer[64];
+    char host[64]; /* the peer's address without the port */
 };
 
 struct vmg_server {
@@ -98,15 +115,34 @@ struct vmg_server {
     int port;
     SSL_CTX *ctx;
     struct conn *conns;
-    size_t nconns;
+    size_t nconns; /* allocated, closing ones included */
+    size_t open;   /* not closing */
     size_t max_conns;
+    size_t max_conns_per_peer;
     size_t max_header_bytes;
     size_t max_headers;
     size_t max_body;
+    size_t max_pending_output;
+    size_t max_buffered;
+    size_t max_requests;
     uint64_t request_timeout_ms;
     uint64_t idle_timeout_ms;
+    uint64_t max_conn_age_ms;
+    size_t buffered; /* input buffers and unsent output of every connection */
+    int over_budget; /* buffered went above max_buffered: some reads stopped */
+    int resuming;
+    struct vmg_server_stats stats;
     vmg_server_handler handler;
     void *data;
+    /* TLS from files, watched. */
+    char *cert_file;
+    char *key_file;
+    uv_fs_poll_t cert_poll;
+    uv_fs_poll_t key_poll;
+    int polling;                  /* the two poll handles are initialized */
+    unsigned char tls_digest[32]; /* of the PEM text in use */
+    unsigned char tls_failed[32]; /* of the last that could not be used */
+    void (*tls_reloaded)(void *data, int status, const char *msg);
     void (*closed)(void *data);
     void *closed_data;
 };
@@ -131,14 +167,36 @@ static void set_err(const struct vmg_server_opts *o, const char *msg, const char
         snprintf(o->errbuf, o->errbuf_size, "%s%s%s", msg, detail ? " " : "", detail ? detail : "");
 }
 
-/* append grows *buf (of *len bytes, NUL-terminated) by s[0..n). */
+/* wipe_free wipes the n bytes at p, which may have held a secret (an
+ * Authorization header, a token in a body), and frees p; NULL is fine. */
+static void wipe_free(void *p, size_t n)
+{
+    if (!p)
+        return;
+    OPENSSL_cleanse(p, n);
+    free(p);
+}
+
+static void wipe_str(char *p)
+{
+    if (p)
+        wipe_free(p, strlen(p) + 1);
+}
+
+/* append grows *buf (NULL, or *len + 1 bytes holding a NUL-terminated
+ * string) by s[0..n). It moves the bytes to a new buffer and wipes the old
+ * one: realloc could leave a copy behind. */
 static int append(char **buf, size_t *len, const char *s, size_t n)
 {
-    char *nb = realloc(*buf, *len + n + 1);
+    char *nb = malloc(*len + n + 1);
 
     if (!nb)
         return -ENOMEM;
+    if (*buf)
+        memcpy(nb, *buf, *len);
     memcpy(nb + *len, s, n);
+    if (*buf)
+        wipe_free(*buf, *len + 1);
     *len += n;
     nb[*len] = '\0';
     *buf = nb;
@@ -150,21 +208,87 @@ static void req_free(vmg_server_req *r)
     if (!r)
         return;
     for (size_t i = 0; i < r->nhdrs; i++) {
-        free(r->hdrs[i].name);
-        free(r->hdrs[i].value);
+        /* A trimmed value is wiped up to its length: behind it are blanks. */
+        if (r->hdrs[i].name)
+            wipe_free(r->hdrs[i].name, r->hdrs[i].nlen + 1);
+        if (r->hdrs[i].value)
+            wipe_free(r->hdrs[i].value, r->hdrs[i].vlen + 1);
     }
-    free(r->hdrs);
-    free(r->url);
-    free(r->path);
-    free(r->query);
-    free(r->body);
-    free(r->extra);
-    free(r);
+    wipe_free(r->hdrs, r->nhdrs * sizeof(*r->hdrs));
+    if (r->url)
+        wipe_free(r->url, r->url_len + 1);
+    wipe_str(r->path);
+    wipe_str(r->query);
+    if (r->body)
+        wipe_free(r->body, r->body_len + 1);
+    if (r->extra)
+        wipe_free(r->extra, r->extra_len + 1);
+    wipe_free(r, sizeof(*r));
+}
+
+/* account adds add and takes sub bytes from the server's buffered total. */
+static void account(vmg_server *s, size_t add, size_t sub)
+{
+    s->buffered = s->buffered + add - sub;
+    if (s->buffered > s->stats.peak_buffered)
+        s->stats.peak_buffered = s->buffered;
+    if (s->buffered > s->max_buffered)
+        s->over_budget = 1;
+}
+
+/* out_blocked: c's unsent output is over its bound, or c holds some while
+ * the server is over its budget. Such a connection is neither read nor
+ * parsed until its writes complete. */
+static int out_blocked(const struct conn *c)
+{
+    const vmg_server *s = c->srv;
+
+    return c->out_pending > s->max_pending_output ||
+           (c->out_pending > 0 && s->buffered > s->max_buffered);
+}
+
+/* in_resize moves c's input to a new buffer of cap bytes (cap >= in_len;
+ * 0 frees it), wiping the old one. */
+static int in_resize(struct conn *c, size_t cap)
+{
+    char *ni = NULL;
+
+    if (cap > 0) {
+        ni = malloc(cap);
+        if (!ni)
+            return -ENOMEM;
+        if (c->in_len)
+            memcpy(ni, c->in, c->in_len);
+    }
+    wipe_free(c->in, c->in_cap);
+    account(c->srv, cap, c->in_cap);
+    c->in = ni;
+    c->in_cap = cap;
+    return 0;
+}
+
+/* maybe_resume goes on with the connections the server's budget stopped,
+ * once the total is back under it. */
+static void maybe_resume(vmg_server *s)
+{
+    if (!s->over_budget || s->buffered > s->max_buffered || s->resuming || s->closing)
+        return;
+    s->over_budget = 0;
+    s->resuming = 1; /* not re-entered from a handler that answers at once */
+    for (struct conn *c = s->conns; c; c = c->next)
+        if (!c->closing)
+            process_input(c); /* parses what it may, and reads again */
+    s->resuming = 0;
 }
 
 static void timer_fired(uv_timer_t *t)
 {
     struct conn *c = t->data;
+
+    if (c->mode == T_DRAIN)
+        c->srv->stats.drained++;
+    else if (c->mode == T_IDLE && uv_now(c->srv->loop) - c->born >= c->srv->max_conn_age_ms)
+        c->srv->stats.retired++;
     conn_close(c);
 }
 
@@ -179,8 +303,18 @@ static void set_timer(struct conn *c, enum timer_mode mode)
     case T_REQUEST:
         ms = c->srv->request_timeout_ms;
         break;
-    case T_IDLE:
+    case T_IDLE: {
+        /* Never beyond the connection's maximum age. */
+        uint64_t now = uv_now(c->srv->loop), end = c->born + c->srv->max_conn_age_ms;
         ms = c->srv->idle_timeout_ms;
+        if (end <= now)
+            ms = 0;
+        else if (end - now < ms)
+            ms = end - now;
+        break;
+    }
+    case T_DRAIN:
+        ms = c->srv->request_timeout_ms;
         break;
     case T_LINGER:
         ms = c->srv->request_timeout_ms < LINGER_MS ? c->srv->request_timeout_ms : LINGER_MS;
@@ -224,17 +358,30 @@ static void after_write(uv_write_t *req, int status)
 {
     struct wreq *w = (struct wreq *)req;
     struct conn *c = w->conn;
+    vmg_server *s = c->srv;
+    size_t len = w->len;
 
-    free(w);
+    wipe_free(w, sizeof(*w) + len);
     c->writes--;
-    if (c->closing)
-        return;
-    if (status < 0) {
-        conn_close(c);
+    c->out_pending -= len;
+    account(s, 0, len);
+    if (c->closing) {
+        maybe_resume(s);
         return;
     }
-    if (c->writes == 0 && c->lingering)
+    if (status < 0) {
+        conn_close(c);
+        maybe_resume(s);
+        return;
+    }
+    if (c->writes == 0 && c->lingering) {
         set_timer(c, T_LINGER); /* all sent: now wait briefly for the client's FIN */
+    } else if (c->mode == T_DRAIN && !out_blocked(c)) {
+        /* The client reads again: on with its pipelined requests. */
+        set_timer(c, T_IDLE);
+        process_input(c);
+    }
+    maybe_resume(s);
 }
 
 static int raw_write(struct conn *c, const char *data, size_t len)
@@ -258,6 +405,8 @@ static int raw_write(struct conn *c, const char *data, size_t len)
         return r;
     }
     c->writes++;
+    c->out_pending += len;
+    account(c->srv, len, 0);
     return 0;
 }
 
@@ -544,6 +693,7 @@ static void dispatch(struct conn *c)
 
     c->req = NULL;
     c->active = r;
+    c->served++;
     r->conn = c;
     if (s->handler)
         s->handler(s->data, r);
@@ -552,27 +702,30 @@ static void dispatch(struct conn *c)
 }
 
 /* process_input parses buffered plaintext and dispatches complete requests,
- * one at a time. Not re-entered: a synchronous answer continues the loop. */
+ * one at a time, while the unsent output is within its bound. Not
+ * re-entered: a synchronous answer continues the loop. The parsed bytes
+ * leave the buffer once, at the end (a flood of small pipelined requests
+ * costs no copy of the buffer each). */
 static void process_input(struct conn *c)
 {
+    size_t off = 0;
+
     if (c->in_process)
         return;
     c->in_process = 1;
-    while (!c->closing && !c->active && !c->close_after_write && c->in_len > 0) {
+    while (!c->closing && !c->active && !c->close_after_write && off < c->in_len &&
+           !out_blocked(c)) {
         size_t n;
         enum http_errno e;
 
         if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED)
             http_parser_pause(&c->parser, 0);
-        n = http_parser_execute(&c->parser, &parser_settings, c->in, c->in_len);
-        if (n > c->in_len)
-            n = c->in_len;
-        memmove(c->in, c->in + n, c->in_len - n);
-        c->in_len -= n;
+        n = http_parser_execute(&c->parser, &parser_settings, c->in + off, c->in_len - off);
+        off += n < c->in_len - off ? n : c->in_len - off;
         e = HTTP_PARSER_ERRNO(&c->parser);
         if (c->req && c->req->complete) {
             if (!c->req->keep_alive || c->parser.upgrade)
-                c->in_len = 0; /* nothing after this request is parsed */
+                off = c->in_len; /* nothing after this request is parsed */
             dispatch(c);
             continue;
         }
@@ -581,19 +734,20 @@ static void process_input(struct conn *c)
             if (!status)
                 status = e == HPE_HEADER_OVERFLOW ? HTTP_STATUS_REQUEST_HEADER_FIELDS_TOO_LARGE
                                                   : HTTP_STATUS_BAD_REQUEST;
-            c->in_len = 0;
+            off = c->in_len;
             send_error(c, status);
             break;
         }
     }
-    c->in_process = 0;
-    if (c->in_len == 0 && c->in_cap > 0) {
-        /* An idle connection holds no buffer. */
-        free(c->in);
-        c->in = NULL;
-        c->in_cap = 0;
+    if (off > 0) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
     }
+    c->in_process = 0;
+    if (c->in_len == 0 && c->in_cap > 0)
+        in_resize(c, 0); /* an idle connection holds no buffer */
     update_reading(c);
+    maybe_resume(c->srv);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -610,13 +764,8 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         return;
     }
     /* Plain HTTP reads straight into the input buffer. */
-    if (c->in_cap - c->in_len < want) {
-        char *ni = realloc(c->in, c->in_len + want);
-        if (!ni)
-            return;
-        c->in = ni;
-        c->in_cap = c->in_len + want;
-    }
+    if (c->in_cap - c->in_len < want && in_resize(c, c->in_len + want) < 0)
+        return;
     buf->base = c->in + c->in_len;
     buf->len = want;
 }
@@ -625,12 +774,7 @@ static int in_reserve(struct conn *c, size_t n)
 {
     if (c->in_cap - c->in_len >= n)
         return 0;
-    char *ni = realloc(c->in, c->in_len + n);
-    if (!ni)
-        return -ENOMEM;
-    c->in = ni;
-    c->in_cap = c->in_len + n;
-    return 0;
+    return in_resize(c, c->in_len + (n > READ_CHUNK ? n : READ_CHUNK));
 }
 
 /* tls_input feeds n bytes of ciphertext to OpenSSL and moves the plaintext
@@ -664,11 +808,14 @@ static int tls_input(struct conn *c, const char *data, size_t n)
         r = SSL_read(c->ssl, buf, sizeof(buf));
         if (r <= 0)
             break;
-        if (in_reserve(c, (size_t)r) < 0)
+        if (in_reserve(c, (size_t)r) < 0) {
+            OPENSSL_cleanse(buf, sizeof(buf));
             return -ENOMEM;
+        }
         memcpy(c->in + c->in_len, buf, (size_t)r);
         c->in_len += (size_t)r;
     }
+    OPENSSL_cleanse(buf, sizeof(buf)); /* plaintext: a token, maybe */
     r = SSL_get_error(c->ssl, r);
     ERR_clear_error();
     if (flush_tls(c) < 0)
@@ -693,6 +840,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         goto out;
+    c->received = 1;
     if (c->lingering)
         goto out; /* drained and dropped */
     if (c->ssl) {
@@ -707,15 +855,19 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     process_input(c);
 out:
     if (own)
-        free(buf->base);
+        free(buf->base); /* ciphertext, or input drained and dropped */
 }
 
 /* update_reading reads while there is room: the buffer holds less than
- * max_header_bytes + max_body (or the connection is draining). */
+ * max_header_bytes + max_body, the unsent output is within its bound, and
+ * the server within its budget unless c holds nothing yet (or the
+ * connection is draining before its close). */
 static void update_reading(struct conn *c)
 {
-    size_t cap = c->srv->max_header_bytes + c->srv->max_body + READ_CHUNK;
-    int want = c->lingering || c->in_len < cap;
+    vmg_server *s = c->srv;
+    size_t cap = s->max_header_bytes + s->max_body + READ_CHUNK;
+    int want = c->lingering || (c->in_len < cap && !out_blocked(c) &&
+                                !(s->buffered > s->max_buffered && c->in_len > 0));
 
     if (c->closing)
         return; /* uv_close stops reading */
@@ -738,6 +890,8 @@ static void maybe_free_server(vmg_server *s)
     void (*closed)(void *) = s->closed;
     void *data = s->closed_data;
     SSL_CTX_free(s->ctx);
+    free(s->cert_file);
+    free(s->key_file);
     free(s);
     if (closed)
         closed(data);
@@ -758,9 +912,10 @@ static void conn_handle_closed(uv_handle_t *h)
         c->next->prev = c->prev;
     s->nconns--;
     SSL_free(c->ssl); /* frees the BIOs too */
-    free(c->in);
-    free(c);
+    in_resize(c, 0);
+    wipe_free(c, sizeof(*c));
     s->handles--;
+    maybe_resume(s);
     maybe_free_server(s);
 }
 
@@ -771,6 +926,7 @@ static void conn_close(struct conn *c)
     if (c->closing)
         return;
     c->closing = 1;
+    c->srv->open--;
     req_free(c->req);
     c->req = NULL;
     r = c->active;
@@ -813,10 +969,68 @@ static void format_peer(struct conn *c)
             uv_ip6_name(a, host, sizeof(host));
             port = ntohs(a->sin6_port);
             snprintf(c->peer, sizeof(c->peer), "[%s]:%d", host, port);
+            snprintf(c->host, sizeof(c->host), "%s", host);
             return;
         }
     }
     snprintf(c->peer, sizeof(c->peer), "%s:%d", host, port);
+    snprintf(c->host, sizeof(c->host), "%s", host);
+}
+
+/* evictable: c may give way to a new connection. It has no request in
+ * progress and no buffered input, and is idle between requests with its
+ * answers sent, or has not sent a byte since the accept, or does not read
+ * its answers. */
+static int evictable(const struct conn *c)
+{
+    if (c->closing || c->lingering || c->close_after_write || c->active || c->req || c->in_len > 0)
+        return 0;
+    return (c->mode == T_IDLE && c->out_pending == 0) || c->mode == T_DRAIN || !c->received;
+}
+
+/* oldest_idle returns the evictable connection idle the longest, of peer
+ * host when host is not NULL, other than except; NULL when none is. */
+static struct conn *oldest_idle(vmg_server *s, const char *host, const struct conn *except)
+{
+    struct conn *best = NULL;
+
+    for (struct conn *c = s->conns; c; c = c->next)
+        if (c != except && evictable(c) && (!host || strcmp(c->host, host) == 0) &&
+            (!best || c->idle_since < best->idle_since))
+            best = c;
+    return best;
+}
+
+static size_t peer_conns(vmg_server *s, const char *host)
+{
+    size_t n = 0;
+
+    for (struct conn *c = s->conns; c; c = c->next)
+        if (!c->closing && strcmp(c->host, host) == 0)
+            n++;
+    return n;
+}
+
+/* admit makes room for the new connection c: beyond a limit, the oldest
+ * idle connection (of c's peer, for the per-peer limit) is closed. Returns
+ * 0, or -1 when nothing can give way (c is to be closed). */
+static int admit(vmg_server *s, struct conn *c)
+{
+    struct conn *victim;
+
+    if (peer_conns(s, c->host) > s->max_conns_per_peer)
+        victim = oldest_idle(s, c->host, c);
+    else if (s->open > s->max_conns)
+        victim = oldest_idle(s, NULL, c);
+    else
+        return 0;
+    if (!victim) {
+        s->stats.refused++;
+        return -1;
+    }
+    s->stats.evicted++;
+    conn_close(victim);
+    return 0;
 }
 
 static void refuse(vmg_server *s)
@@ -842,10 +1056,6 @@ static void on_connection(uv_stream_t *server, int status)
 
     if (status < 0 || s->closing)
         return;
-    if (s->nconns >= s->max_conns) {
-        refuse(s);
-        return;
-    }
     c = calloc(1, sizeof(*c));
     if (!c) {
         refuse(s);
@@ -862,6 +1072,8 @@ static void on_connection(uv_stream_t *server, int status)
     c->handles = 2;
     s->handles++;
     s->nconns++;
+    s->open++;
+    c->born = c->idle_since = uv_now(s->loop);
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
@@ -875,6 +1087,10 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     format_peer(c);
+    if (admit(s, c) < 0) {
+        conn_close(c);
+        return;
+    }
     if (s->ctx) {
         c->ssl = SSL_new(s->ctx);
         c->rbio = BIO_new(BIO_s_mem());
@@ -905,10 +1121,11 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
                        size_t len)
 {
     struct conn *c;
+    vmg_server *s;
     char head[512];
     char *msg;
     size_t hlen, total;
-    int n, keep;
+    int n, keep, retire;
 
     if (!r)
         return -EINVAL;
@@ -923,7 +1140,12 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
         content_type = NULL;
     if (!body)
         len = 0;
-    keep = r->keep_alive && !c->srv->closing;
+    s = c->srv;
+    /* However busy, a connection serves so many requests for so long. */
+    retire = c->served >= s->max_requests || uv_now(s->loop) - c->born >= s->max_conn_age_ms;
+    keep = r->keep_alive && !s->closing && !retire;
+    if (r->keep_alive && retire)
+        s->stats.retired++;
     n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n%s", status,
                  http_status_str((enum http_status)status), content_type ? "Content-Type: " : "",
                  content_type ? content_type : "", content_type ? "\r\n" : "", len,
@@ -948,16 +1170,19 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
 
     req_free(r);
     if (conn_write(c, msg, total) < 0) {
-        free(msg);
+        wipe_free(msg, total);
         conn_close(c);
         return VMG_ETRANSPORT;
     }
-    free(msg);
+    wipe_free(msg, total);
+    c->idle_since = uv_now(s->loop);
     if (!keep) {
         finish_output(c);
         return 0;
     }
-    set_timer(c, T_IDLE); /* a request already buffered restarts the request timer */
+    /* A request already buffered restarts the request timer; unsent output
+     * over the bound waits for the client to read, for so long. */
+    set_timer(c, out_blocked(c) ? T_DRAIN : T_IDLE);
     process_input(c);
     return 0;
 }
@@ -1128,8 +1353,9 @@ static int make_ctx(const struct vmg_server_opts *o, const char *cert_pem, const
         ssl_err(o, "TLS settings");
         goto out;
     }
+    /* OpenSSL wipes the plaintext it decrypted (a token) once it is read. */
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-                                 SSL_OP_NO_COMPRESSION);
+                                 SSL_OP_NO_COMPRESSION | SSL_OP_CLEANSE_PLAINTEXT);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 
@@ -1171,6 +1397,22 @@ out:
     return r;
 }
 
+/* pem_digest is the SHA-256 of a certificate and key's PEM text: a reload
+ * of files that did not change changes nothing. */
+static void pem_digest(const char *cert, const char *key, unsigned char d[32])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned int n = 0;
+
+    memset(d, 0, 32);
+    if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
+        EVP_DigestUpdate(md, cert, strlen(cert)) && EVP_DigestUpdate(md, "\0", 1) &&
+        EVP_DigestUpdate(md, key, strlen(key)))
+        EVP_DigestFinal_ex(md, d, &n);
+    EVP_MD_CTX_free(md);
+    ERR_clear_error();
+}
+
 static int setup_tls(vmg_server *s, const struct vmg_server_opts *o)
 {
     char *cert = NULL, *key = NULL;
@@ -1203,6 +1445,8 @@ static int setup_tls(vmg_server *s, const struct vmg_server_opts *o)
         goto out;
     }
     r = make_ctx(o, cert_pem, key_pem, &s->ctx);
+    if (r == 0)
+        pem_digest(cert_pem, key_pem, s->tls_digest);
 out:
     free(cert);
     if (key) {
@@ -1210,6 +1454,90 @@ out:
         free(key);
     }
     return r;
+}
+
+/* tls_reload builds a TLS context from the files again and, when it works,
+ * new connections get it (open ones keep theirs: SSL_CTX is counted).
+ * Files unchanged since the last attempt are not reported twice. */
+static void tls_reload(vmg_server *s)
+{
+    char msg[512] = "";
+    struct vmg_server_opts eo = {.errbuf = msg, .errbuf_size = sizeof(msg)};
+    char *cert = NULL, *key = NULL;
+    unsigned char d[32];
+    SSL_CTX *ctx = NULL;
+    int r;
+
+    r = read_file(s->cert_file, &cert);
+    if (r < 0) {
+        snprintf(msg, sizeof(msg), "cannot read the TLS certificate %s", s->cert_file);
+        goto report;
+    }
+    r = read_file(s->key_file, &key);
+    if (r < 0) {
+        snprintf(msg, sizeof(msg), "cannot read the TLS key %s", s->key_file);
+        goto report;
+    }
+    pem_digest(cert, key, d);
+    if (memcmp(d, s->tls_digest, sizeof(d)) == 0 || memcmp(d, s->tls_failed, sizeof(d)) == 0)
+        goto out; /* nothing new */
+    r = make_ctx(&eo, cert, key, &ctx);
+    if (r < 0) {
+        memcpy(s->tls_failed, d, sizeof(d));
+        goto report;
+    }
+    SSL_CTX_free(s->ctx);
+    s->ctx = ctx;
+    memcpy(s->tls_digest, d, sizeof(d));
+    memset(s->tls_failed, 0, sizeof(s->tls_failed));
+    s->stats.tls_reloads++;
+report:
+    if (s->tls_reloaded)
+        s->tls_reloaded(s->data, r, msg);
+out:
+    free(cert);
+    wipe_str(key);
+}
+
+static void on_tls_file(uv_fs_poll_t *h, int status, const uv_stat_t *prev, const uv_stat_t *curr)
+{
+    vmg_server *s = h->data;
+
+    (void)status; /* a file gone is reported by the reload */
+    (void)prev;
+    (void)curr;
+    if (!s->closing)
+        tls_reload(s);
+}
+
+static void poll_closed(uv_handle_t *h)
+{
+    vmg_server *s = h->data;
+    s->handles--;
+    maybe_free_server(s);
+}
+
+/* watch_tls polls the certificate and key files (a stat follows the
+ * Secret's symlinks, so the ..data swap shows as a change). */
+static void watch_tls(vmg_server *s, uint64_t ms)
+{
+    int r;
+
+    uv_fs_poll_init(s->loop, &s->cert_poll); /* cannot fail */
+    uv_fs_poll_init(s->loop, &s->key_poll);
+    s->cert_poll.data = s->key_poll.data = s;
+    s->polling = 1;
+    s->handles += 2;
+    ms = ms > UINT32_MAX ? UINT32_MAX : ms;
+    r = uv_fs_poll_start(&s->cert_poll, on_tls_file, s->cert_file, (unsigned)ms);
+    if (r == 0)
+        r = uv_fs_poll_start(&s->key_poll, on_tls_file, s->key_file, (unsigned)ms);
+    if (r < 0 && s->tls_reloaded) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "cannot watch %s and %s: %s", s->cert_file, s->key_file,
+                 uv_strerror(r));
+        s->tls_reloaded(s->data, r, msg);
+    }
 }
 
 /* ---- the server ---- */
@@ -1275,6 +1603,8 @@ static void free_unstarted(uv_handle_t *h)
 {
     vmg_server *s = h->data;
     SSL_CTX_free(s->ctx);
+    free(s->cert_file);
+    free(s->key_file);
     free(s);
 }
 
@@ -1339,12 +1669,31 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
     s->request_timeout_ms =
         opts->request_timeout_ms ? opts->request_timeout_ms : VMG_SERVER_REQUEST_TIMEOUT_MS;
     s->idle_timeout_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : VMG_SERVER_IDLE_TIMEOUT_MS;
+    s->max_conns_per_peer =
+        opts->max_conns_per_peer ? opts->max_conns_per_peer : VMG_SERVER_MAX_CONNS_PER_PEER;
+    if (s->max_conns_per_peer > s->max_conns)
+        s->max_conns_per_peer = s->max_conns;
+    s->max_pending_output =
+        opts->max_pending_output ? opts->max_pending_output : VMG_SERVER_MAX_PENDING_OUTPUT;
+    s->max_buffered = opts->max_buffered ? opts->max_buffered : VMG_SERVER_MAX_BUFFERED;
+    s->max_requests = opts->max_requests ? opts->max_requests : VMG_SERVER_MAX_REQUESTS;
+    s->max_conn_age_ms = opts->max_conn_age_ms ? opts->max_conn_age_ms : VMG_SERVER_MAX_CONN_AGE_MS;
     s->handler = opts->handler;
     s->data = opts->data;
+    s->tls_reloaded = opts->tls_reloaded;
 
     r = setup_tls(s, opts);
+    if (r == 0 && s->ctx && !opts->cert_pem && !opts->key_pem) {
+        /* From files: kept, to be read again when they change. */
+        s->cert_file = strdup(opts->cert_file);
+        s->key_file = strdup(opts->key_file);
+        if (!s->cert_file || !s->key_file)
+            r = -ENOMEM;
+    }
     if (r < 0) {
         SSL_CTX_free(s->ctx);
+        free(s->cert_file);
+        free(s->key_file);
         free(s);
         if (err)
             *err = r;
@@ -1353,6 +1702,8 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
     r = uv_tcp_init(loop, &s->listener);
     if (r < 0) {
         SSL_CTX_free(s->ctx);
+        free(s->cert_file);
+        free(s->key_file);
         free(s);
         if (err)
             *err = r;
@@ -1368,6 +1719,8 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
         return NULL;
     }
     s->handles = 1;
+    if (s->cert_file)
+        watch_tls(s, opts->tls_reload_ms ? opts->tls_reload_ms : VMG_SERVER_TLS_RELOAD_MS);
     return s;
 }
 
@@ -1378,7 +1731,20 @@ int vmg_server_port(const vmg_server *s)
 
 size_t vmg_server_connections(const vmg_server *s)
 {
-    return s ? s->nconns : 0;
+    return s ? s->open : 0;
+}
+
+void vmg_server_get_stats(const vmg_server *s, struct vmg_server_stats *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (!s)
+        return;
+    *ret = s->stats;
+    ret->connections = s->open;
+    ret->buffered = s->buffered;
+    for (const struct conn *c = s->conns; c; c = c->next)
+        if (!c->closing && !c->reading)
+            ret->paused++;
 }
 
 void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data)
@@ -1391,6 +1757,10 @@ void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data)
     s->closed = closed;
     s->closed_data = data;
     uv_close((uv_handle_t *)&s->listener, listener_closed);
+    if (s->polling) {
+        uv_close((uv_handle_t *)&s->cert_poll, poll_closed);
+        uv_close((uv_handle_t *)&s->key_poll, poll_closed);
+    }
     for (c = s->conns; c; c = next) {
         next = c->next;
         conn_close(c);

@@ -15,14 +15,47 @@
  * stop its work early, with vmg_server_req_on_abort(). Requests that never
  * reached the handler are freed by the server.
  *
- * Limits: beyond max_conns connections a new one is closed at once; a
- * request whose URL and headers exceed max_header_bytes or that has more
- * than max_headers headers is answered 431, one whose body exceeds max_body
- * 413, a malformed one 400, and the connection is then closed. A connection
- * is closed when a request (from its first byte, or from the accept for the
- * first request, TLS handshake included, until its response is written)
- * takes longer than request_timeout_ms, or when it is idle between requests
- * longer than idle_timeout_ms; a pending request is aborted then.
+ * Limits, so that no peer can take more than its share (every byte from the
+ * network is hostile):
+ * - Requests: a request whose URL and headers exceed max_header_bytes or
+ *   that has more than max_headers headers is answered 431, one whose body
+ *   exceeds max_body 413, a malformed one 400, and the connection is then
+ *   closed.
+ * - Time: a connection is closed when a request (from its first byte, or
+ *   from the accept for the first request, TLS handshake included, until
+ *   its response is written) takes longer than request_timeout_ms, or when
+ *   it is idle between requests longer than idle_timeout_ms; a pending
+ *   request is aborted then. However busy, a connection serves at most
+ *   max_requests requests and lives at most max_conn_age_ms: the response
+ *   that crosses either says "Connection: close" and the connection closes
+ *   after it.
+ * - Output: while a connection's unsent responses exceed max_pending_output
+ *   bytes (a client that sends but does not read), the server neither reads
+ *   it nor parses its pipelined requests; a connection that does not drain
+ *   below the bound within request_timeout_ms is closed.
+ * - Connections: at most max_conns, and at most max_conns_per_peer from one
+ *   peer address (its port aside). A new connection beyond either limit
+ *   takes the place of the oldest idle one (of that peer, for the per-peer
+ *   limit): idle is between requests, not yet sent a byte, or not reading
+ *   its answers; one with a request in progress is never evicted. When none
+ *   is idle, the new connection is closed at once.
+ * - Memory: input buffers and unsent output of all connections together
+ *   stay near max_buffered: above it, a connection that already holds bytes
+ *   is not read until the total falls (one read or one response more per
+ *   connection at most), so a connection holding nothing still gets in.
+ * Each vmg_server has limits of its own: two servers cannot starve each
+ * other.
+ *
+ * TLS from files (cert_file, key_file) is reloaded when either file
+ * changes (polled every tls_reload_ms; a Kubernetes Secret's atomic
+ * ..data symlink swap and a plain rewrite alike): new connections get the
+ * new certificate, open ones keep theirs. A pair that cannot be used (half
+ * written, not matching) keeps the certificate in use; tls_reloaded tells
+ * the caller either way.
+ *
+ * Secrets: every buffer that held a request (headers such as
+ * Authorization, bodies, the input buffer, TLS plaintext) is wiped before
+ * it is freed.
  *
  * Not thread-safe: every call is made on the loop's thread.
  */
@@ -40,6 +73,12 @@
 #define VMG_SERVER_MAX_BODY (64 * 1024)
 #define VMG_SERVER_REQUEST_TIMEOUT_MS 10000
 #define VMG_SERVER_IDLE_TIMEOUT_MS 60000
+#define VMG_SERVER_MAX_CONNS_PER_PEER 16 /* never more than max_conns */
+#define VMG_SERVER_MAX_PENDING_OUTPUT (64 * 1024)
+#define VMG_SERVER_MAX_BUFFERED (8 * 1024 * 1024)
+#define VMG_SERVER_MAX_REQUESTS 1000
+#define VMG_SERVER_MAX_CONN_AGE_MS (10 * 60 * 1000)
+#define VMG_SERVER_TLS_RELOAD_MS 5000
 /* Bounds that are not options. */
 #define VMG_SERVER_MAX_PEM (1024 * 1024)        /* bytes of a certificate or key file */
 #define VMG_SERVER_MAX_EXTRA_HEADERS (8 * 1024) /* bytes of a response's extra headers */
@@ -69,9 +108,20 @@ struct vmg_server_opts {
     size_t max_body;
     uint64_t request_timeout_ms;
     uint64_t idle_timeout_ms;
+    size_t max_conns_per_peer;
+    size_t max_pending_output;
+    size_t max_buffered;
+    size_t max_requests;
+    uint64_t max_conn_age_ms;
+    uint64_t tls_reload_ms;
     /* The handler; NULL answers 404 to everything. */
     vmg_server_handler handler;
     void *data;
+    /* Optional, with TLS from files: called after each reload attempt that
+     * found the files changed, with 0 (new connections use the new
+     * certificate) or a negative code and a message naming the file and
+     * what is wrong with it (the certificate in use is kept). */
+    void (*tls_reloaded)(void *data, int status, const char *msg);
     /* Optional: a buffer that receives a message when vmg_server_new fails. */
     char *errbuf;
     size_t errbuf_size;
@@ -89,6 +139,22 @@ int vmg_server_port(const vmg_server *s);
 
 /* vmg_server_connections returns the number of open connections. */
 size_t vmg_server_connections(const vmg_server *s);
+
+/* What the limits did, for metrics and tests. */
+struct vmg_server_stats {
+    size_t connections; /* open now */
+    size_t buffered;    /* bytes of input buffers and unsent output, all connections */
+    size_t peak_buffered;
+    size_t paused;        /* connections not read now (output or memory bound) */
+    uint64_t evicted;     /* idle connections closed to let a new one in */
+    uint64_t refused;     /* new connections closed at once: nothing idle to evict */
+    uint64_t drained;     /* closed for not reading their answers in time */
+    uint64_t retired;     /* closed at max_requests or max_conn_age_ms */
+    uint64_t tls_reloads; /* certificates taken from changed files */
+};
+
+/* vmg_server_get_stats fills *ret (zeros for a NULL server). */
+void vmg_server_get_stats(const vmg_server *s, struct vmg_server_stats *ret);
 
 /* vmg_server_close stops listening and closes every connection (pending
  * requests are aborted: their abort callbacks run before this returns);

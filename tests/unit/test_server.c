@@ -5,12 +5,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +73,18 @@ struct fx {
     int n;
     int flags[8];
     int self_signalled; /* the client sent the signal itself */
+    /* The server's stats when the client signalled, and when it closed. */
+    struct vmg_server_stats at_signal;
+    struct vmg_server_stats stats;
+    /* With sample set, the loop looks at the stats every 5 ms. */
+    int sample;
+    uv_timer_t sampler;
+    size_t max_paused;
+    /* tls_reloaded calls: their count, the last status and message. */
+    int reloads;
+    int reload_failures;
+    int reload_status;
+    char reload_msg[512];
 };
 
 static long now_ms(void)
@@ -169,6 +183,17 @@ static void handler(void *data, vmg_server_req *req)
 
 /* ---- the fixture ---- */
 
+static void tls_reloaded(void *data, int status, const char *msg)
+{
+    struct fx *f = data;
+
+    f->reloads++;
+    if (status < 0)
+        f->reload_failures++;
+    f->reload_status = status;
+    snprintf(f->reload_msg, sizeof(f->reload_msg), "%s", msg ? msg : "");
+}
+
 static void late_fire(uv_timer_t *t)
 {
     struct fx *f = t->data;
@@ -197,13 +222,28 @@ static void maybe_finish(struct fx *f)
         f->aborts < f->want_aborts)
         return;
     f->finishing = 1;
+    vmg_server_get_stats(f->srv, &f->stats);
+    if (f->sample)
+        uv_close((uv_handle_t *)&f->sampler, NULL);
     uv_close((uv_handle_t *)&f->signal, NULL);
     vmg_server_close(f->srv, server_closed, f);
+}
+
+static void on_sample(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+    struct vmg_server_stats st;
+
+    vmg_server_get_stats(f->srv, &st);
+    if (st.paused > f->max_paused)
+        f->max_paused = st.paused;
 }
 
 static void on_signal(uv_async_t *a)
 {
     struct fx *f = a->data;
+    if (!f->client_signalled)
+        vmg_server_get_stats(f->srv, &f->at_signal);
     f->client_signalled = 1;
     maybe_finish(f);
 }
@@ -224,6 +264,7 @@ static void fx_init(struct fx *f)
     f->opts.addr = "127.0.0.1:0";
     f->opts.handler = handler;
     f->opts.data = f;
+    f->opts.tls_reloaded = tls_reloaded;
 }
 
 static void fx_tls(struct fx *f)
@@ -253,6 +294,11 @@ static void fx_run(struct fx *f, void (*client)(struct fx *))
     f->client = client;
     assert_int_equal(uv_async_init(&f->loop, &f->signal, on_signal), 0);
     f->signal.data = f;
+    if (f->sample) {
+        uv_timer_init(&f->loop, &f->sampler);
+        f->sampler.data = f;
+        uv_timer_start(&f->sampler, on_sample, 5, 5);
+    }
     assert_int_equal(pthread_create(&f->thread, NULL, client_main, f), 0);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(pthread_join(f->thread, NULL), 0);
@@ -327,7 +373,9 @@ static struct result *get(struct fx *f, const char *path)
     return r;
 }
 
-static int raw_connect(int port)
+/* raw_connect_from connects to the test server from address src (NULL:
+ * any), with a receive buffer of rcvbuf bytes (0: the system's). */
+static int raw_connect_from(int port, const char *src, int rcvbuf)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -336,11 +384,26 @@ static int raw_connect(int port)
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     /* A guard against a hung test, not a timing assumption. */
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    if (src) {
+        struct sockaddr_in b = {.sin_family = AF_INET};
+        inet_pton(AF_INET, src, &b.sin_addr);
+        if (bind(fd, (struct sockaddr *)&b, sizeof(b)) < 0) {
+            close(fd);
+            return -1;
+        }
+    }
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+static int raw_connect(int port)
+{
+    return raw_connect_from(port, NULL, 0);
 }
 
 static int send_all(int fd, const char *s, size_t n)
@@ -660,13 +723,18 @@ static void client_max_conns(struct fx *f)
 {
     static struct rawbuf rb1, rb2;
     const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *head = "GET /hello HTTP/1.1\r\n", *rest = "Host: x\r\n\r\n";
     int a = raw_connect(f->port), b = raw_connect(f->port), c;
 
-    /* Two connections, each answered: both are held by the server now. */
+    /* Two connections, each answered, then each in the middle of a request:
+     * both are held by the server now, and neither is idle. */
     send_all(a, req, strlen(req));
     raw_response(f, a, &rb1);
     send_all(b, req, strlen(req));
     raw_response(f, b, &rb2);
+    send_all(a, head, strlen(head));
+    send_all(b, head, strlen(head));
+    usleep(100 * 1000); /* the server has read them */
     /* The third is closed at once. */
     c = raw_connect(f->port);
     f->flags[0] = c >= 0;
@@ -674,8 +742,10 @@ static void client_max_conns(struct fx *f)
     f->flags[1] = wait_closed(c) >= 0;
     close(c);
     /* The first two still work. */
-    send_all(a, req, strlen(req));
+    send_all(a, rest, strlen(rest));
     raw_response(f, a, &rb1);
+    send_all(b, rest, strlen(rest));
+    raw_response(f, b, &rb2);
     close(a);
     close(b);
 }
@@ -693,7 +763,10 @@ static void test_max_connections(void **state)
     assert_true(f.flags[0]);
     assert_true(f.flags[1]);
     assert_int_equal(f.r[2].status, 200);
-    assert_int_equal(f.requests, 3);
+    assert_int_equal(f.r[3].status, 200);
+    assert_int_equal(f.requests, 4);
+    assert_int_equal(f.stats.refused, 1);
+    assert_int_equal(f.stats.evicted, 0);
 }
 
 static void client_slow(struct fx *f)
@@ -1128,6 +1201,411 @@ static void test_tls_selfsigned_rejects(void **state)
     assert_null(k);
 }
 
+/* ---- tests: what a peer may hold ---- */
+
+static void client_evict(struct fx *f)
+{
+    static struct rawbuf rb1, rb2, rb3;
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int a = raw_connect(f->port), b, c;
+
+    /* Two idle keep-alive connections hold every slot ... */
+    send_all(a, req, strlen(req));
+    raw_response(f, a, &rb1);
+    usleep(20 * 1000); /* a is idle the longer */
+    b = raw_connect(f->port);
+    send_all(b, req, strlen(req));
+    raw_response(f, b, &rb2);
+    /* ... and a new one gets in all the same: the oldest idle gives way. */
+    c = raw_connect(f->port);
+    send_all(c, req, strlen(req));
+    raw_response(f, c, &rb3);
+    f->flags[0] = wait_closed(a) >= 0;
+    /* The other idle one was left alone. */
+    send_all(b, req, strlen(req));
+    raw_response(f, b, &rb2);
+    close(a);
+    close(b);
+    close(c);
+}
+
+static void test_evict_oldest_idle(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 2;
+    fx_run(&f, client_evict);
+    assert_int_equal(f.r[0].status, 200);
+    assert_int_equal(f.r[1].status, 200);
+    assert_int_equal(f.r[2].status, 200); /* the newcomer */
+    assert_true(f.r[2].ms < 1000);
+    assert_true(f.flags[0]); /* the oldest idle was closed */
+    assert_int_equal(f.r[3].status, 200);
+    assert_int_equal(f.stats.evicted, 1);
+    assert_int_equal(f.stats.refused, 0);
+}
+
+static void client_per_peer(struct fx *f)
+{
+    static struct rawbuf rb1, rb2, rb3;
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *head = "GET /hello HTTP/1.1\r\n", *rest = "Host: x\r\n\r\n";
+    int a = raw_connect(f->port), b = raw_connect(f->port), c, d, e;
+
+    /* 127.0.0.1 holds its two connections, both busy. */
+    send_all(a, head, strlen(head));
+    send_all(b, head, strlen(head));
+    usleep(100 * 1000);
+    /* A third from 127.0.0.1 is closed at once, though the server has room. */
+    c = raw_connect(f->port);
+    send_all(c, req, strlen(req));
+    f->flags[0] = wait_closed(c) >= 0;
+    close(c);
+    /* Another peer gets in. */
+    d = raw_connect_from(f->port, "127.0.0.2", 0);
+    f->flags[1] = d >= 0;
+    send_all(d, req, strlen(req));
+    raw_response(f, d, &rb3);
+    /* Once a is idle, a new one from 127.0.0.1 takes its place. */
+    send_all(a, rest, strlen(rest));
+    raw_response(f, a, &rb1);
+    e = raw_connect(f->port);
+    send_all(e, req, strlen(req));
+    raw_response(f, e, &rb3);
+    f->flags[2] = wait_closed(a) >= 0;
+    send_all(b, rest, strlen(rest));
+    raw_response(f, b, &rb2);
+    close(a);
+    close(b);
+    close(d);
+    close(e);
+}
+
+static void test_per_peer_cap(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 8;
+    f.opts.max_conns_per_peer = 2;
+    fx_run(&f, client_per_peer);
+    assert_true(f.flags[0]);
+    assert_true(f.flags[1]);
+    assert_int_equal(f.r[0].status, 200); /* 127.0.0.2 */
+    assert_int_equal(f.r[1].status, 200); /* a, completed */
+    assert_int_equal(f.r[2].status, 200); /* e, in a's place */
+    assert_true(f.flags[2]);
+    assert_int_equal(f.r[3].status, 200); /* b */
+    assert_int_equal(f.stats.refused, 1);
+    assert_int_equal(f.stats.evicted, 1);
+}
+
+/* client_flood sends pipelined requests on one connection and never reads
+ * the answers, until the server stops taking bytes for a second. */
+static void client_flood(struct fx *f)
+{
+    static char reqs[64 * 1024];
+    const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    size_t n1 = strlen(one), n = 0, pos = 0, sent = 0;
+    long t0 = now_ms(), progress = t0, blocked;
+    int fd = raw_connect_from(f->port, NULL, 4096);
+
+    while (n + n1 <= sizeof(reqs)) {
+        memcpy(reqs + n, one, n1);
+        n += n1;
+    }
+    while (now_ms() - progress < 1000 && now_ms() - t0 < 30000) {
+        ssize_t k = send(fd, reqs + pos, n - pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            sent += (size_t)k;
+            pos = (pos + (size_t)k) % n;
+            progress = now_ms();
+        } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            usleep(5 * 1000);
+        } else {
+            break;
+        }
+    }
+    blocked = now_ms();
+    f->flags[0] = (int)(sent / 1024);
+    /* Meanwhile another connection is served. */
+    get(f, "/hello");
+    /* The flood is closed for not reading, at the drain timeout: sending
+     * fails (the server reset it). */
+    for (;;) {
+        ssize_t k = send(fd, reqs, n1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            f->flags[1] = 1;
+            break;
+        }
+        if (now_ms() - blocked > 20000)
+            break;
+        usleep(10 * 1000);
+    }
+    f->r[1].ms = (double)(now_ms() - blocked);
+    close(fd);
+}
+
+static void test_pipelined_flood_bounded(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.sample = 1;
+    f.opts.max_header_bytes = 4096;
+    f.opts.max_body = 1024;
+    f.opts.max_pending_output = 16 * 1024;
+    f.opts.max_buffered = 64 * 1024;
+    f.opts.request_timeout_ms = 2000;
+    f.opts.max_requests = 1000 * 1000; /* not retired before it is drained */
+    fx_run(&f, client_flood);
+    fprintf(stderr, "# flood: %d KiB sent, %d requests handled, peak %zu bytes buffered\n",
+            f.flags[0], f.requests, f.stats.peak_buffered);
+    /* The reading of the flood stopped ... */
+    assert_true(f.max_paused >= 1);
+    /* ... with at most an input buffer (headers + body + two reads), the
+     * output bound and one more answer, and the other connection's read,
+     * held in the server; the client sent far more. */
+    assert_true(f.stats.peak_buffered < 256 * 1024);
+    assert_true((size_t)f.flags[0] * 1024 > 4 * f.stats.peak_buffered);
+    /* Requests in the server's buffer were not parsed: the handler saw
+     * fewer than were sent. */
+    assert_true((size_t)f.requests < (size_t)f.flags[0] * 1024 / 33);
+    assert_int_equal(f.r[0].status, 200);
+    assert_true(f.flags[1]);
+    assert_true(f.r[1].ms < 15000);
+    assert_int_equal(f.stats.drained, 1);
+    assert_int_equal(f.stats.buffered, 0);
+}
+
+static void client_max_requests(struct fx *f)
+{
+    CURL *e = easy_new(f);
+    for (int i = 0; i < 4; i++)
+        perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+}
+
+static void test_max_requests(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_requests = 3;
+    fx_run(&f, client_max_requests);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(f.r[i].status, 200);
+    /* The third answer closed the connection: the fourth made a new one. */
+    assert_int_equal(f.r[0].connects, 1);
+    assert_int_equal(f.r[1].connects, 0);
+    assert_int_equal(f.r[2].connects, 0);
+    assert_int_equal(f.r[3].connects, 1);
+    assert_int_equal(f.stats.retired, 1);
+}
+
+static void client_max_age(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    long t0 = now_ms();
+    int fd = raw_connect(f->port), n = 0;
+
+    /* A connection that keeps sending: its timers are re-armed each time,
+     * but its age is not. It is closed after an answer that says so, or
+     * between two requests. */
+    for (;;) {
+        struct result *r;
+        send_all(fd, req, strlen(req));
+        f->n = 0;
+        r = raw_response(f, fd, &rb);
+        n++;
+        if (r->status != 200 || strstr(r->body, "Connection: close\r\n") || n > 500)
+            break;
+        usleep(20 * 1000);
+    }
+    f->flags[0] = n;
+    f->flags[1] = wait_closed(fd) >= 0;
+    f->r[1].ms = (double)(now_ms() - t0);
+    close(fd);
+
+    /* An idle one goes at its age too, well before the idle timeout. */
+    t0 = now_ms();
+    fd = raw_connect(f->port);
+    send_all(fd, req, strlen(req));
+    f->n = 2;
+    raw_response(f, fd, &rb);
+    f->flags[2] = wait_closed(fd) >= 0;
+    f->r[3].ms = (double)(now_ms() - t0);
+    close(fd);
+}
+
+static void test_max_conn_age(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conn_age_ms = 400;
+    f.opts.idle_timeout_ms = 60000;
+    fx_run(&f, client_max_age);
+    assert_true(f.flags[0] >= 2 && f.flags[0] < 500);
+    assert_true(f.flags[1]);
+    assert_true(f.r[1].ms >= 380 && f.r[1].ms < 5000);
+    assert_int_equal(f.r[2].status, 200);
+    assert_true(f.flags[2]);
+    assert_true(f.r[3].ms >= 380 && f.r[3].ms < 5000);
+    assert_int_equal(f.stats.retired, 2);
+}
+
+/* ---- the certificate reloaded ---- */
+
+struct certs {
+    char dir[64];
+    char *cert[3];
+    char *key[3];
+};
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "we");
+    int ok;
+
+    if (!fp)
+        return -1;
+    ok = fputs(text, fp) >= 0;
+    return fclose(fp) == 0 && ok ? 0 : -1;
+}
+
+/* kube_publish writes cert and key as the kubelet updates a Secret volume:
+ * a new ..vN directory, then the ..data symlink swapped atomically. */
+static int kube_publish(const struct certs *cs, int version, const char *cert, const char *key)
+{
+    char d[128], p[160], tmp[128], target[32];
+
+    snprintf(target, sizeof(target), "..v%d", version);
+    snprintf(d, sizeof(d), "%s/%s", cs->dir, target);
+    if (mkdir(d, 0700) < 0)
+        return -1;
+    snprintf(p, sizeof(p), "%s/tls.crt", d);
+    if (write_file(p, cert) < 0)
+        return -1;
+    snprintf(p, sizeof(p), "%s/tls.key", d);
+    if (write_file(p, key) < 0)
+        return -1;
+    snprintf(tmp, sizeof(tmp), "%s/..data_tmp", cs->dir);
+    snprintf(p, sizeof(p), "%s/..data", cs->dir);
+    if (symlink(target, tmp) < 0 || rename(tmp, p) < 0)
+        return -1;
+    return 0;
+}
+
+/* get_with_ca tells whether a request to the server succeeds when only
+ * ca is trusted. */
+static int get_with_ca(struct fx *f, const char *ca)
+{
+    char *keep = f->cert_pem;
+    CURL *e;
+    struct result *r;
+    int ok;
+
+    f->cert_pem = (char *)ca;
+    e = easy_new(f);
+    f->n = MAXR - 1; /* a scratch slot */
+    r = perform(f, e, "/hello");
+    ok = r->rc == CURLE_OK && r->status == 200;
+    curl_easy_cleanup(e);
+    f->cert_pem = keep;
+    return ok;
+}
+
+static int wait_for_ca(struct fx *f, const char *ca)
+{
+    for (long t0 = now_ms(); now_ms() - t0 < 10000; usleep(50 * 1000))
+        if (get_with_ca(f, ca))
+            return 1;
+    return 0;
+}
+
+static struct certs *g_certs;
+
+static void client_reload(struct fx *f)
+{
+    struct certs *cs = g_certs;
+    char p[160];
+
+    f->flags[0] = get_with_ca(f, cs->cert[0]);
+    /* The Secret is updated: the new certificate, without a restart. */
+    f->flags[1] = kube_publish(cs, 2, cs->cert[1], cs->key[1]) == 0 && wait_for_ca(f, cs->cert[1]);
+    /* A pair that does not match is refused: the last good one stays. */
+    f->flags[2] = kube_publish(cs, 3, cs->cert[2], cs->key[1]) == 0;
+    usleep(500 * 1000); /* ten polls */
+    f->flags[3] = get_with_ca(f, cs->cert[1]) && !get_with_ca(f, cs->cert[2]);
+    /* The key is rewritten in place: now the pair works. */
+    snprintf(p, sizeof(p), "%s/..v3/tls.key", cs->dir);
+    f->flags[4] = write_file(p, cs->key[2]) == 0 && wait_for_ca(f, cs->cert[2]);
+}
+
+static void test_tls_reload(void **state)
+{
+    const char *sans[] = {"localhost"};
+    struct certs cs = {.dir = "/tmp/test_server_tls_XXXXXX"};
+    char crt[128], key[128], p[160];
+    struct fx f;
+    (void)state;
+
+    assert_non_null(mkdtemp(cs.dir));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(vmg_tls_selfsigned("metrics", sans, 1, &cs.cert[i], &cs.key[i]), 0);
+    assert_int_equal(kube_publish(&cs, 1, cs.cert[0], cs.key[0]), 0);
+    snprintf(crt, sizeof(crt), "%s/tls.crt", cs.dir);
+    snprintf(key, sizeof(key), "%s/tls.key", cs.dir);
+    snprintf(p, sizeof(p), "..data/tls.crt");
+    assert_int_equal(symlink(p, crt), 0);
+    snprintf(p, sizeof(p), "..data/tls.key");
+    assert_int_equal(symlink(p, key), 0);
+
+    fx_init(&f);
+    f.https = 1;
+    f.opts.cert_file = crt;
+    f.opts.key_file = key;
+    f.opts.tls_reload_ms = 50;
+    g_certs = &cs;
+    fx_run(&f, client_reload);
+    assert_true(f.flags[0]);
+    assert_true(f.flags[1]);
+    assert_true(f.flags[2]);
+    assert_true(f.flags[3]);
+    assert_true(f.flags[4]);
+    assert_int_equal(f.stats.tls_reloads, 2);
+    /* The refused pair was reported, once, naming what is wrong. */
+    assert_int_equal(f.reload_failures, 1);
+    assert_int_equal(f.reload_status, 0);
+    assert_int_equal(f.reloads, 3);
+
+    unlink(crt);
+    unlink(key);
+    for (int v = 1; v <= 3; v++) {
+        snprintf(p, sizeof(p), "%s/..v%d/tls.crt", cs.dir, v);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/..v%d/tls.key", cs.dir, v);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/..v%d", cs.dir, v);
+        rmdir(p);
+    }
+    snprintf(p, sizeof(p), "%s/..data", cs.dir);
+    unlink(p);
+    rmdir(cs.dir);
+    for (int i = 0; i < 3; i++) {
+        free(cs.cert[i]);
+        free(cs.key[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1144,6 +1622,12 @@ int main(void)
         cmocka_unit_test(test_close_with_clients),
         cmocka_unit_test(test_https),
         cmocka_unit_test(test_https_from_files),
+        cmocka_unit_test(test_evict_oldest_idle),
+        cmocka_unit_test(test_per_peer_cap),
+        cmocka_unit_test(test_pipelined_flood_bounded),
+        cmocka_unit_test(test_max_requests),
+        cmocka_unit_test(test_max_conn_age),
+        cmocka_unit_test(test_tls_reload),
     };
     int rc;
 
