@@ -34,7 +34,8 @@
 #include "lib/err.h"
 
 #define READ_CHUNK (64 * 1024)
-#define LINGER_MS 2000 /* how long a closing connection drains input */
+#define LINGER_MS 2000            /* how long a closing connection drains input */
+#define LINGER_BYTES (256 * 1024) /* and how much of it, at most */
 
 /* What the connection's one timer bounds: a request, the wait between two,
  * unsent output over the bound (the client does not read), the drain
@@ -84,6 +85,7 @@ struct conn {
     int close_after_write; /* no more requests: close once writes are done */
     int lingering;         /* output shut down, input drained until EOF */
     int received;          /* a byte has arrived */
+    size_t lingered;       /* bytes drained and dropped while lingering */
     enum timer_mode mode;
     uint64_t born;       /* loop time of the accept */
     uint64_t idle_since; /* loop time of the last answer (or the accept) */
@@ -841,8 +843,14 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         goto out;
     c->received = 1;
-    if (c->lingering)
-        goto out; /* drained and dropped */
+    if (c->lingering) {
+        /* Drained and dropped, up to a bound: a client that keeps sending
+         * to a closing connection is cut off. */
+        c->lingered += (size_t)nread;
+        if (c->lingered > LINGER_BYTES)
+            conn_close(c);
+        goto out;
+    }
     if (c->ssl) {
         int r = tls_input(c, buf->base, (size_t)nread);
         if (r != 0) {
