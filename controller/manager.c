@@ -335,6 +335,26 @@ static void metrics_handler(void *data, vmg_server_req *req)
     authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
 }
 
+/* metrics_cert_reloaded logs what became of a changed --metrics-cert-dir. */
+static void metrics_cert_reloaded(void *data, int status, const char *msg)
+{
+    struct mgr *m = data;
+
+    if (status == 0)
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
+                 "the metrics certificate in %s changed; new connections get it",
+                 m->o->metrics_cert_dir);
+    else
+        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
+                 "the metrics certificate in %s changed but %s; keeping the certificate in use",
+                 m->o->metrics_cert_dir, msg && *msg ? msg : vmg_strerror(status));
+}
+
+/* The probe and metrics servers each have limits of their own, so that a
+ * flood of one cannot starve the other. The probe server answers the
+ * kubelet: tiny requests and answers, new connections, one peer; a peer
+ * that holds idle connections gives them up to a new one. The metrics
+ * server answers a few scrapers, whose answers are larger. */
 static int servers_start(struct mgr *m)
 {
     const struct vmg_options *o = m->o;
@@ -346,6 +366,13 @@ static int servers_start(struct mgr *m)
                                      .handler = probe_handler,
                                      .data = m,
                                      .max_conns = 32,
+                                     .max_conns_per_peer = 8,
+                                     .max_header_bytes = 8 * 1024,
+                                     .max_body = 1024,
+                                     .max_pending_output = 16 * 1024,
+                                     .max_buffered = 1024 * 1024,
+                                     .idle_timeout_ms = 15000,
+                                     .max_conn_age_ms = 5 * 60 * 1000,
                                      .errbuf = err,
                                      .errbuf_size = sizeof(err)};
         m->probe_srv = vmg_server_new(&m->loop, &so, &rc);
@@ -363,7 +390,11 @@ static int servers_start(struct mgr *m)
                                      .handler = metrics_handler,
                                      .data = m,
                                      .max_conns = 64,
+                                     .max_conns_per_peer = 16,
                                      .max_body = 4096,
+                                     .max_pending_output = 64 * 1024,
+                                     .max_buffered = 4 * 1024 * 1024,
+                                     .tls_reloaded = metrics_cert_reloaded,
                                      .errbuf = err,
                                      .errbuf_size = sizeof(err)};
         if (o->metrics_secure) {
