@@ -862,8 +862,8 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
     process_input(c);
 out:
-    if (own)
-        free(buf->base); /* ciphertext, or input drained and dropped */
+    if (own) /* ciphertext, or input drained and dropped: a request all the same */
+        wipe_free(buf->base, nread > 0 ? (size_t)nread : 0);
 }
 
 /* update_reading reads while there is room: the buffer holds less than

@@ -1382,6 +1382,66 @@ static void test_pipelined_flood_bounded(void **state)
     assert_int_equal(f.stats.buffered, 0);
 }
 
+/* client_flood4 floods four connections at once, as client_flood does one,
+ * then leaves without reading. */
+static void client_flood4(struct fx *f)
+{
+    static char reqs[64 * 1024];
+    const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    size_t n1 = strlen(one), n = 0, pos[4] = {0}, sent = 0;
+    long t0 = now_ms(), progress = t0;
+    int fd[4];
+
+    while (n + n1 <= sizeof(reqs)) {
+        memcpy(reqs + n, one, n1);
+        n += n1;
+    }
+    for (int i = 0; i < 4; i++)
+        fd[i] = raw_connect_from(f->port, NULL, 4096);
+    while (now_ms() - progress < 1000 && now_ms() - t0 < 30000) {
+        int any = 0;
+        for (int i = 0; i < 4; i++) {
+            ssize_t k = send(fd[i], reqs + pos[i], n - pos[i], MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k > 0) {
+                sent += (size_t)k;
+                pos[i] = (pos[i] + (size_t)k) % n;
+                any = 1;
+            }
+        }
+        if (any)
+            progress = now_ms();
+        else
+            usleep(5 * 1000);
+    }
+    f->flags[0] = (int)(sent / 1024);
+    get(f, "/hello"); /* a connection that holds nothing gets in */
+    for (int i = 0; i < 4; i++)
+        close(fd[i]);
+}
+
+static void test_total_budget(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.sample = 1;
+    f.opts.max_header_bytes = 4096;
+    f.opts.max_body = 1024;
+    f.opts.max_pending_output = 1024 * 1024; /* the budget, not this, holds them */
+    f.opts.max_buffered = 64 * 1024;
+    f.opts.max_requests = 1000 * 1000;
+    fx_run(&f, client_flood4);
+    fprintf(stderr, "# flood4: %d KiB sent, %d requests handled, peak %zu bytes buffered\n",
+            f.flags[0], f.requests, f.stats.peak_buffered);
+    /* Each connection holds at most its input buffer and one answer: four
+     * times 133 KiB, far below the megabyte of output each could queue. */
+    assert_true(f.max_paused >= 4);
+    assert_true(f.stats.peak_buffered < 1024 * 1024);
+    assert_true((size_t)f.flags[0] * 1024 > 4 * f.stats.peak_buffered);
+    assert_int_equal(f.r[0].status, 200);
+}
+
 static void client_max_requests(struct fx *f)
 {
     CURL *e = easy_new(f);
@@ -1625,6 +1685,7 @@ int main(void)
         cmocka_unit_test(test_evict_oldest_idle),
         cmocka_unit_test(test_per_peer_cap),
         cmocka_unit_test(test_pipelined_flood_bounded),
+        cmocka_unit_test(test_total_budget),
         cmocka_unit_test(test_max_requests),
         cmocka_unit_test(test_max_conn_age),
         cmocka_unit_test(test_tls_reload),
