@@ -35,6 +35,10 @@
 #define LOGGER "manager"
 #define CONTROLLER "vmgroup"
 #define LEASE_WAIT_MS 200 /* a key met past the renew deadline waits this long */
+/* The rate of the metrics' reviews (a review is two requests); a scraper's
+ * answer is cached for minutes, so this is room for many scrapers. */
+#define AUTH_QPS 5.0
+#define AUTH_BURST 10u
 
 struct mgr {
     const struct vmg_options *o;
@@ -47,8 +51,9 @@ struct mgr {
 
     vmg_http *http;
     kcfg *cfg;
-    kube_client *kc;    /* the controller's requests */
-    kube_client *kc_le; /* the elector's own, never queued behind the controller's */
+    kube_client *kc;      /* the controller's requests */
+    kube_client *kc_le;   /* the elector's own, never queued behind the controller's */
+    kube_client *kc_auth; /* the metrics' TokenReviews and SubjectAccessReviews, apart */
     struct informer *inf;
     struct wq *q;
     reconciler *rec;
@@ -294,6 +299,7 @@ static void serve_metrics(struct mgr *m, vmg_server_req *req)
 struct metrics_req {
     struct mgr *m;
     vmg_server_req *req;
+    authn_wait *wait;
 };
 
 static void metrics_authorized(void *data, int status, const char *msg)
@@ -303,13 +309,24 @@ static void metrics_authorized(void *data, int status, const char *msg)
     if (status == 200) {
         serve_metrics(mr->m, mr->req);
     } else {
-        char body[300];
-        snprintf(body, sizeof(body), "%s\n", msg ? msg : "denied");
+        /* msg may quote the API server (a service account, a role): it
+         * goes to the log, the client reads a fixed text. */
         if (status == 500)
             vmg_logf(VMG_LOG_WARN, "metrics", NULL, NULL, "cannot authorize a scrape: %s", msg);
-        respond_text(mr->req, status, body);
+        if (status == 503)
+            (void)vmg_server_req_add_header(mr->req, "Retry-After", "1");
+        respond_text(mr->req, status, authn_body(status));
     }
     free(mr);
+}
+
+/* The client went away: its review is dropped unless others wait for it. */
+static void metrics_aborted(void *data, vmg_server_req *req)
+{
+    struct metrics_req *mr = data;
+
+    (void)req;
+    authn_cancel(mr->wait); /* calls metrics_authorized, which frees mr */
 }
 
 static void metrics_handler(void *data, vmg_server_req *req)
@@ -327,12 +344,16 @@ static void metrics_handler(void *data, vmg_server_req *req)
     }
     mr = calloc(1, sizeof(*mr));
     if (!mr) {
-        respond_text(req, 500, "out of memory\n");
+        respond_text(req, 500, authn_body(500));
         return;
     }
     mr->m = m;
     mr->req = req;
-    authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
+    /* NULL: answered already, and mr is gone. */
+    mr->wait =
+        authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
+    if (mr->wait)
+        vmg_server_req_on_abort(req, metrics_aborted, mr);
 }
 
 static int servers_start(struct mgr *m)
@@ -387,7 +408,19 @@ static int servers_start(struct mgr *m)
                 so.cert_pem = m->cert_pem;
                 so.key_pem = m->key_pem;
             }
-            rc = authn_new(m->kc, &ao, &m->auth);
+            /* Reviews go through a client of their own, with a rate of
+             * their own: a flood of scrapes with made-up tokens waits
+             * there (or is refused), never in the controller's queue. */
+            struct kube_client_opts ako = {.qps = AUTH_QPS,
+                                           .burst = AUTH_BURST,
+                                           .retries = 1,
+                                           .max_queued = 64,
+                                           .observe = rest_observe,
+                                           .observe_data = m};
+            rc = kube_client_new(&m->loop, m->http, m->cfg, &ako, &m->kc_auth);
+            if (rc < 0)
+                return rc;
+            rc = authn_new(m->kc_auth, &ao, &m->auth);
             if (rc < 0)
                 return rc;
         }
@@ -780,6 +813,11 @@ static void close_all(struct mgr *m)
         m->closing++;
         kube_client_close(m->kc_le, closed_one, m);
         m->kc_le = NULL;
+    }
+    if (m->kc_auth) {
+        m->closing++;
+        kube_client_close(m->kc_auth, closed_one, m);
+        m->kc_auth = NULL;
     }
     closed_one(m);
 }
