@@ -248,34 +248,45 @@ static void respond_text(vmg_server_req *req, int status, const char *text)
     vmg_server_respond(req, status, "text/plain; charset=utf-8", text, strlen(text));
 }
 
-static bool ready(struct mgr *m, char *why, size_t len)
+/* ready writes the names of the readiness checks that fail ("shutdown",
+ * "cache", "vcenter"), comma-separated, into failed; true when none does.
+ * /readyz answers anyone who can reach the port: it names the checks and
+ * nothing more; why vCenter fails (its user, URL, the error) is logged. */
+static bool ready(struct mgr *m, char *failed, size_t len)
 {
-    if (m->stopping) {
-        snprintf(why, len, "shutting down");
-        return false;
-    }
-    if (!m->inf || !informer_has_synced(m->inf)) {
-        snprintf(why, len, "the VmGroup cache has not synced yet");
-        return false;
-    }
-    if (vcworld_ready(m->vc, why, len) < 0)
-        return false;
-    return true;
+    char why[640];
+    size_t n = 0;
+
+    failed[0] = '\0';
+#define FAILED(name)                                                                               \
+    do {                                                                                           \
+        int k_ = snprintf(failed + n, len - n, "%s%s", n ? ", " : "", name);                       \
+        if (k_ > 0 && (size_t)k_ < len - n)                                                        \
+            n += (size_t)k_;                                                                       \
+    } while (0)
+    if (m->stopping)
+        FAILED("shutdown");
+    if (!m->inf || !informer_has_synced(m->inf))
+        FAILED("cache");
+    if (vcworld_ready(m->vc, why, sizeof(why)) < 0)
+        FAILED("vcenter");
+#undef FAILED
+    return n == 0;
 }
 
 static void probe_handler(void *data, vmg_server_req *req)
 {
     struct mgr *m = data;
     const char *path = vmg_server_req_path(req);
-    char why[600], body[700];
+    char failed[64], body[128];
 
     if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
         respond_text(req, 200, "ok\n");
     } else if (strcmp(path, "/readyz") == 0) {
-        if (ready(m, why, sizeof(why))) {
+        if (ready(m, failed, sizeof(failed))) {
             respond_text(req, 200, "ok\n");
         } else {
-            snprintf(body, sizeof(body), "not ready: %s\n", why);
+            snprintf(body, sizeof(body), "not ready: %s\n", failed);
             respond_text(req, 503, body);
         }
     } else {
