@@ -214,7 +214,7 @@ static void wipe_json(cJSON *j)
     for (; j; j = j->next) {
         if (j->valuestring)
             OPENSSL_cleanse(j->valuestring, strlen(j->valuestring));
-        if (j->string)
+        if (j->string && !(j->type & cJSON_StringIsConst))
             OPENSSL_cleanse(j->string, strlen(j->string));
         wipe_json(j->child);
     }
