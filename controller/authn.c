@@ -1,19 +1,24 @@
-/* authn.c: TokenReview + SubjectAccessReview for /metrics, with a small
- * cache of decisions keyed by the token's SHA-256. */
+/* authn.c: TokenReview + SubjectAccessReview for /metrics, in a lane of
+ * their own (bounded reviews in flight and waiting, one review per token),
+ * with two small caches of decisions keyed by the token's SHA-256. */
 #include "controller/authn.h"
 
-#include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "lib/err.h"
 
-#define MAX_TOKEN 16384
+#define TR_PATH "/apis/authentication.k8s.io/v1/tokenreviews"
+#define SAR_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+#define REVIEW_TIMEOUT_MS 10000u
 
 struct entry {
     char key[65];
@@ -22,13 +27,32 @@ struct entry {
     uint64_t used;
 };
 
-struct pending {
-    struct pending *next, **pprev;
-    authn *a;
-    kube_req *req;
-    char key[65];
+/* One cache of one kind of answer, bounded, least recently used out. */
+struct cache {
+    struct entry *e;
+    unsigned n, max;
+    uint64_t ttl;
+};
+
+struct review;
+
+struct authn_wait {
+    struct authn_wait *next, **pprev; /* in its review's waiters */
+    struct review *rv;
     authn_cb cb;
     void *data;
+};
+
+/* One review of one token, shared by every check of that token. */
+struct review {
+    struct review *next, **pprev; /* in a->queued or a->active */
+    authn *a;
+    char key[65];
+    char *token; /* while queued: a copy, wiped when sent or dropped */
+    size_t token_len;
+    bool active;
+    kube_req *req;
+    struct authn_wait *waiters;
 };
 
 struct authn {
@@ -36,9 +60,11 @@ struct authn {
     struct authn_opts o;
     char path[256];
     char verb[32];
-    struct entry *cache;
-    unsigned n_cache;
-    struct pending *pending;
+    struct cache allowed, denied;
+    struct review *active, **active_tail;
+    struct review *queued, **queued_tail;
+    unsigned n_active, n_queued, n_waiters;
+    bool freeing;
 };
 
 static uint64_t mono_ms(void *data)
@@ -48,6 +74,58 @@ static uint64_t mono_ms(void *data)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+static uint64_t now(authn *a)
+{
+    return a->o.now_ms(a->o.clock_data);
+}
+
+/* ---- the caches ---- */
+
+static int cache_init(struct cache *c, unsigned max, uint64_t ttl)
+{
+    c->e = calloc(max, sizeof(*c->e));
+    c->max = max;
+    c->ttl = ttl;
+    return c->e ? 0 : -ENOMEM;
+}
+
+static struct entry *cache_find(struct cache *c, const char *key, uint64_t t)
+{
+    for (unsigned i = 0; i < c->n; i++) {
+        struct entry *e = &c->e[i];
+        if (strcmp(e->key, key) == 0) {
+            if (e->expires <= t)
+                return NULL;
+            e->used = t;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static void cache_put(struct cache *c, const char *key, int status, uint64_t t)
+{
+    struct entry *e = NULL;
+
+    for (unsigned i = 0; i < c->n && !e; i++)
+        if (strcmp(c->e[i].key, key) == 0 || c->e[i].expires <= t)
+            e = &c->e[i];
+    if (!e && c->n < c->max)
+        e = &c->e[c->n++];
+    if (!e) {
+        e = &c->e[0];
+        for (unsigned i = 1; i < c->n; i++)
+            if (c->e[i].used < e->used)
+                e = &c->e[i];
+    }
+    snprintf(e->key, sizeof(e->key), "%s", key);
+    e->status = status;
+    e->used = t;
+    e->expires = t + c->ttl;
+}
+
+/* ---- life ---- */
 
 int authn_new(kube_client *kc, const struct authn_opts *o, authn **ret)
 {
@@ -70,10 +148,21 @@ int authn_new(kube_client *kc, const struct authn_opts *o, authn **ret)
         a->o.deny_ttl_ms = 30000;
     if (!a->o.max_entries)
         a->o.max_entries = 1024;
+    if (!a->o.max_denied)
+        a->o.max_denied = 1024;
+    if (!a->o.max_inflight)
+        a->o.max_inflight = 4;
+    if (!a->o.max_queued)
+        a->o.max_queued = 16;
+    if (!a->o.max_waiters)
+        a->o.max_waiters = 256;
     if (!a->o.now_ms)
         a->o.now_ms = mono_ms;
-    a->cache = calloc(a->o.max_entries, sizeof(*a->cache));
-    if (!a->cache) {
+    a->active_tail = &a->active;
+    a->queued_tail = &a->queued;
+    if (cache_init(&a->allowed, a->o.max_entries, a->o.allow_ttl_ms) < 0 ||
+        cache_init(&a->denied, a->o.max_denied, a->o.deny_ttl_ms) < 0) {
+        free(a->allowed.e);
         free(a);
         return -ENOMEM;
     }
@@ -81,9 +170,240 @@ int authn_new(kube_client *kc, const struct authn_opts *o, authn **ret)
     return 0;
 }
 
-static uint64_t now(authn *a)
+/* ---- reviews ---- */
+
+static void rv_link(struct review *rv, struct review ***tail)
 {
-    return a->o.now_ms(a->o.clock_data);
+    rv->next = NULL;
+    rv->pprev = *tail;
+    **tail = rv;
+    *tail = &rv->next;
+}
+
+static void rv_unlink(struct review *rv)
+{
+    authn *a = rv->a;
+    struct review ***tail = rv->active ? &a->active_tail : &a->queued_tail;
+
+    *rv->pprev = rv->next;
+    if (rv->next)
+        rv->next->pprev = rv->pprev;
+    else
+        *tail = rv->pprev;
+    rv->next = NULL;
+    rv->pprev = NULL;
+    if (rv->active)
+        a->n_active--;
+    else
+        a->n_queued--;
+}
+
+static void drop_token(struct review *rv)
+{
+    if (rv->token) {
+        OPENSSL_cleanse(rv->token, rv->token_len);
+        free(rv->token);
+        rv->token = NULL;
+    }
+}
+
+/* wipe_json wipes every string of a tree (a TokenReview's answer echoes
+ * the token) before it is freed. */
+static void wipe_json(cJSON *j)
+{
+    for (; j; j = j->next) {
+        if (j->valuestring)
+            OPENSSL_cleanse(j->valuestring, strlen(j->valuestring));
+        if (j->string && !(j->type & cJSON_StringIsConst))
+            OPENSSL_cleanse(j->string, strlen(j->string));
+        wipe_json(j->child);
+    }
+}
+
+static void pump(authn *a);
+
+/* finish ends rv: it leaves its list, the answer is cached when cache,
+ * every waiter is called back, rv is freed and the next review starts. */
+static void finish(struct review *rv, int status, const char *msg, bool cache)
+{
+    authn *a = rv->a;
+    struct authn_wait *w, *list = rv->waiters;
+
+    rv_unlink(rv);
+    drop_token(rv);
+    if (cache)
+        cache_put(status == 200 ? &a->allowed : &a->denied, rv->key, status, now(a));
+    rv->waiters = NULL;
+    while ((w = list) != NULL) {
+        list = w->next;
+        a->n_waiters--;
+        w->cb(w->data, status, msg);
+        free(w);
+    }
+    free(rv);
+    pump(a);
+}
+
+static int post(struct review *rv, const char *path, const char *body, size_t len, kube_cb cb)
+{
+    struct kube_req_opts ro = {.timeout_ms = REVIEW_TIMEOUT_MS};
+
+    rv->req = NULL;
+    return kube_request_ex(rv->a->kc, "POST", path, "application/json", body, len, &ro, cb, rv,
+                           &rv->req);
+}
+
+/* review_msg writes why a review failed, for the log. */
+static void review_msg(char *buf, size_t size, const char *what, const struct kube_result *res)
+{
+    snprintf(buf, size, "%s failed: %s", what,
+             res->message && *res->message ? res->message : vmg_strerror(res->err));
+}
+
+/* take_body takes a review's answer out of the result, to be wiped. */
+static cJSON *take_body(const struct kube_result *res)
+{
+    return res->err ? NULL : kube_result_take_body(res);
+}
+
+static void sar_done(void *data, const struct kube_result *res)
+{
+    struct review *rv = data;
+    cJSON *body = take_body(res);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(body, "status");
+    bool allowed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "allowed"));
+    char msg[KUBE_MESSAGE_MAX + 64];
+
+    rv->req = NULL;
+    wipe_json(body);
+    cJSON_Delete(body);
+    if (res->err) {
+        review_msg(msg, sizeof(msg), "SubjectAccessReview", res);
+        finish(rv, res->err == VMG_ECANCELED ? 503 : 500, msg, false);
+    } else if (allowed) {
+        finish(rv, 200, "allowed", true);
+    } else {
+        finish(rv, 403, "Forbidden", true);
+    }
+}
+
+/* sar_body builds the SubjectAccessReview of the user a TokenReview
+ * names; NULL when out of memory. */
+static char *sar_body(authn *a, const cJSON *user)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(user, "username");
+    const cJSON *uid = cJSON_GetObjectItemCaseSensitive(user, "uid");
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(user, "groups");
+    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(user, "extra");
+    cJSON *sar = cJSON_CreateObject(), *spec, *attrs;
+    char *text = NULL;
+
+    spec = cJSON_AddObjectToObject(sar, "spec");
+    attrs = cJSON_AddObjectToObject(spec, "nonResourceAttributes");
+    if (!spec || !attrs || !cJSON_AddStringToObject(sar, "apiVersion", "authorization.k8s.io/v1") ||
+        !cJSON_AddStringToObject(sar, "kind", "SubjectAccessReview") ||
+        !cJSON_AddStringToObject(spec, "user", name->valuestring) ||
+        !cJSON_AddStringToObject(attrs, "path", a->path) ||
+        !cJSON_AddStringToObject(attrs, "verb", a->verb))
+        goto out;
+    if (cJSON_IsString(uid) && !cJSON_AddStringToObject(spec, "uid", uid->valuestring))
+        goto out;
+    if (cJSON_IsArray(groups) && !cJSON_AddItemToObject(spec, "groups", cJSON_Duplicate(groups, 1)))
+        goto out;
+    if (cJSON_IsObject(extra) && !cJSON_AddItemToObject(spec, "extra", cJSON_Duplicate(extra, 1)))
+        goto out;
+    text = cJSON_PrintUnformatted(sar);
+out:
+    cJSON_Delete(sar);
+    return text;
+}
+
+static void tr_done(void *data, const struct kube_result *res)
+{
+    struct review *rv = data;
+    cJSON *body = take_body(res);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(body, "status");
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(st, "user");
+    bool known = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "authenticated")) &&
+                 cJSON_IsString(cJSON_GetObjectItemCaseSensitive(user, "username"));
+    char msg[KUBE_MESSAGE_MAX + 64], *sar = known ? sar_body(rv->a, user) : NULL;
+    int rc;
+
+    rv->req = NULL;
+    wipe_json(body);
+    cJSON_Delete(body);
+    if (res->err) {
+        review_msg(msg, sizeof(msg), "TokenReview", res);
+        finish(rv, res->err == VMG_ECANCELED ? 503 : 500, msg, false);
+    } else if (!known) {
+        finish(rv, 401, "Unauthorized", true);
+    } else if (!sar) {
+        finish(rv, 500, "out of memory", false);
+    } else {
+        rc = post(rv, SAR_PATH, sar, strlen(sar), sar_done);
+        if (rc < 0) {
+            snprintf(msg, sizeof(msg), "SubjectAccessReview failed: %s", vmg_strerror(rc));
+            finish(rv, rc == -ENOSPC ? 503 : 500, msg, false);
+        }
+    }
+    free(sar);
+}
+
+/* start sends rv's TokenReview; rv moves to the active list. Returns 0, or
+ * a negative code when rv could not be sent: then rv is finished (its
+ * waiters called back) and freed. */
+static int start(struct review *rv)
+{
+    authn *a = rv->a;
+    static const char head[] = "{\"apiVersion\":\"authentication.k8s.io/"
+                               "v1\",\"kind\":\"TokenReview\",\"spec\":{\"token\":\"";
+    static const char tail[] = "\"}}";
+    size_t len = sizeof(head) - 1 + rv->token_len + sizeof(tail) - 1;
+    char *body = malloc(len + 1), msg[128];
+    int rc = -ENOMEM;
+
+    rv_unlink(rv);
+    rv->active = true;
+    a->n_active++;
+    rv_link(rv, &a->active_tail);
+    /* The token holds no character JSON must escape (see token_ok): it
+     * goes in as it is, into a buffer made to measure, wiped after. */
+    if (body) {
+        memcpy(body, head, sizeof(head) - 1);
+        memcpy(body + sizeof(head) - 1, rv->token, rv->token_len);
+        memcpy(body + sizeof(head) - 1 + rv->token_len, tail, sizeof(tail));
+        rc = post(rv, TR_PATH, body, len, tr_done);
+        OPENSSL_cleanse(body, len);
+        free(body);
+    }
+    drop_token(rv);
+    if (rc < 0) {
+        snprintf(msg, sizeof(msg), "TokenReview failed: %s", vmg_strerror(rc));
+        finish(rv, rc == -ENOSPC ? 503 : 500, msg, false);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+/* pump starts waiting reviews while there is room. */
+static void pump(authn *a)
+{
+    while (!a->freeing && a->queued && a->n_active < a->o.max_inflight)
+        start(a->queued);
+}
+
+/* token_ok: a bearer token is visible ASCII without the two characters
+ * JSON must escape (RFC 6750's b64token and every token Kubernetes issues
+ * fit); anything else is no token. */
+static bool token_ok(const char *tok, size_t len)
+{
+    if (len == 0 || len > AUTHN_MAX_TOKEN)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)tok[i];
+        if (ch < 0x21 || ch > 0x7e || ch == '"' || ch == '\\')
+            return false;
+    }
+    return true;
 }
 
 static int hash_token(const char *tok, size_t len, char out[65])
@@ -98,227 +418,143 @@ static int hash_token(const char *tok, size_t len, char out[65])
     return 0;
 }
 
-static struct entry *cache_find(authn *a, const char *key)
+static struct review *find_review(struct review *list, const char *key)
 {
-    uint64_t t = now(a);
-    for (unsigned i = 0; i < a->n_cache; i++) {
-        struct entry *e = &a->cache[i];
-        if (strcmp(e->key, key) == 0) {
-            if (e->expires <= t)
-                return NULL;
-            e->used = t;
-            return e;
-        }
-    }
+    for (; list; list = list->next)
+        if (strcmp(list->key, key) == 0)
+            return list;
     return NULL;
 }
 
-static void cache_put(authn *a, const char *key, int status)
-{
-    uint64_t t = now(a);
-    struct entry *e = NULL;
-
-    for (unsigned i = 0; i < a->n_cache && !e; i++)
-        if (strcmp(a->cache[i].key, key) == 0 || a->cache[i].expires <= t)
-            e = &a->cache[i];
-    if (!e && a->n_cache < a->o.max_entries)
-        e = &a->cache[a->n_cache++];
-    if (!e) {
-        e = &a->cache[0];
-        for (unsigned i = 1; i < a->n_cache; i++)
-            if (a->cache[i].used < e->used)
-                e = &a->cache[i];
-    }
-    snprintf(e->key, sizeof(e->key), "%s", key);
-    e->status = status;
-    e->used = t;
-    e->expires = t + (status == 200 ? a->o.allow_ttl_ms : a->o.deny_ttl_ms);
-}
-
-static void pending_unlink(struct pending *p)
-{
-    *p->pprev = p->next;
-    if (p->next)
-        p->next->pprev = p->pprev;
-}
-
-static void finish(struct pending *p, int status, const char *msg, bool cache)
-{
-    if (cache)
-        cache_put(p->a, p->key, status);
-    pending_unlink(p);
-    p->cb(p->data, status, msg);
-    free(p);
-}
-
-static int post(struct pending *p, const char *path, cJSON *body, kube_cb cb)
-{
-    char *text = cJSON_PrintUnformatted(body);
-    int rc;
-
-    cJSON_Delete(body);
-    if (!text)
-        return -ENOMEM;
-    p->req = NULL;
-    rc = kube_request_ex(p->a->kc, "POST", path, "application/json", text, strlen(text), NULL, cb,
-                         p, &p->req);
-    /* The body carries the token: wipe our copy. */
-    memset(text, 0, strlen(text));
-    free(text);
-    return rc;
-}
-
-static void sar_done(void *data, const struct kube_result *res)
-{
-    struct pending *p = data;
-    const cJSON *st, *allowed;
-    char msg[256];
-
-    p->req = NULL;
-    if (res->err) {
-        snprintf(msg, sizeof(msg), "SubjectAccessReview failed: %s",
-                 res->message && *res->message ? res->message : vmg_strerror(res->err));
-        finish(p, 500, msg, false);
-        return;
-    }
-    st = cJSON_GetObjectItemCaseSensitive(res->body, "status");
-    allowed = cJSON_GetObjectItemCaseSensitive(st, "allowed");
-    if (cJSON_IsTrue(allowed))
-        finish(p, 200, "allowed", true);
-    else
-        finish(p, 403, "Forbidden", true);
-}
-
-static void tr_done(void *data, const struct kube_result *res)
-{
-    struct pending *p = data;
-    const cJSON *st, *user, *groups, *extra, *uid, *name;
-    cJSON *sar = NULL, *spec, *attrs;
-    char msg[256];
-    int rc;
-
-    p->req = NULL;
-    if (res->err) {
-        snprintf(msg, sizeof(msg), "TokenReview failed: %s",
-                 res->message && *res->message ? res->message : vmg_strerror(res->err));
-        finish(p, 500, msg, false);
-        return;
-    }
-    st = cJSON_GetObjectItemCaseSensitive(res->body, "status");
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "authenticated"))) {
-        finish(p, 401, "Unauthorized", true);
-        return;
-    }
-    user = cJSON_GetObjectItemCaseSensitive(st, "user");
-    name = cJSON_GetObjectItemCaseSensitive(user, "username");
-    if (!cJSON_IsString(name)) {
-        finish(p, 401, "Unauthorized", true);
-        return;
-    }
-    uid = cJSON_GetObjectItemCaseSensitive(user, "uid");
-    groups = cJSON_GetObjectItemCaseSensitive(user, "groups");
-    extra = cJSON_GetObjectItemCaseSensitive(user, "extra");
-
-    sar = cJSON_CreateObject();
-    spec = cJSON_AddObjectToObject(sar, "spec");
-    attrs = cJSON_AddObjectToObject(spec, "nonResourceAttributes");
-    if (!spec || !attrs || !cJSON_AddStringToObject(sar, "apiVersion", "authorization.k8s.io/v1") ||
-        !cJSON_AddStringToObject(sar, "kind", "SubjectAccessReview") ||
-        !cJSON_AddStringToObject(spec, "user", name->valuestring) ||
-        !cJSON_AddStringToObject(attrs, "path", p->a->path) ||
-        !cJSON_AddStringToObject(attrs, "verb", p->a->verb))
-        goto oom;
-    if (cJSON_IsString(uid) && !cJSON_AddStringToObject(spec, "uid", uid->valuestring))
-        goto oom;
-    if (cJSON_IsArray(groups) && !cJSON_AddItemToObject(spec, "groups", cJSON_Duplicate(groups, 1)))
-        goto oom;
-    if (cJSON_IsObject(extra) && !cJSON_AddItemToObject(spec, "extra", cJSON_Duplicate(extra, 1)))
-        goto oom;
-    rc = post(p, "/apis/authorization.k8s.io/v1/subjectaccessreviews", sar, sar_done);
-    if (rc < 0) {
-        snprintf(msg, sizeof(msg), "SubjectAccessReview failed: %s", vmg_strerror(rc));
-        finish(p, 500, msg, false);
-    }
-    return;
-oom:
-    cJSON_Delete(sar);
-    finish(p, 500, "out of memory", false);
-}
-
-void authn_check(authn *a, const char *authorization, authn_cb cb, void *data)
+authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *data)
 {
     const char *tok;
     size_t len;
     char key[65];
+    uint64_t t;
+    struct review *rv;
+    struct authn_wait *w;
     struct entry *e;
-    struct pending *p;
-    cJSON *tr, *spec;
-    int rc;
 
     if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) {
         cb(data, 401, "Unauthorized");
-        return;
+        return NULL;
     }
     tok = authorization + 7;
     while (*tok == ' ')
         tok++;
     len = strlen(tok);
-    while (len && isspace((unsigned char)tok[len - 1]))
+    while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
         len--;
-    if (len == 0 || len > MAX_TOKEN || hash_token(tok, len, key) < 0) {
+    if (!token_ok(tok, len) || hash_token(tok, len, key) < 0) {
         cb(data, 401, "Unauthorized");
-        return;
+        return NULL;
     }
-    e = cache_find(a, key);
+    t = now(a);
+    if (cache_find(&a->allowed, key, t)) {
+        cb(data, 200, "allowed");
+        return NULL;
+    }
+    e = cache_find(&a->denied, key, t);
     if (e) {
-        cb(data, e->status,
-           e->status == 200   ? "allowed"
-           : e->status == 401 ? "Unauthorized"
-                              : "Forbidden");
-        return;
+        cb(data, e->status, e->status == 403 ? "Forbidden" : "Unauthorized");
+        return NULL;
     }
-    p = calloc(1, sizeof(*p));
-    if (!p) {
+    if (a->n_waiters >= a->o.max_waiters) {
+        cb(data, 503, "too many scrapes waiting for a review");
+        return NULL;
+    }
+    rv = find_review(a->active, key);
+    if (!rv)
+        rv = find_review(a->queued, key);
+    if (!rv) {
+        if (a->n_active >= a->o.max_inflight && a->n_queued >= a->o.max_queued) {
+            cb(data, 503, "too many token reviews under way");
+            return NULL;
+        }
+        rv = calloc(1, sizeof(*rv));
+        if (rv)
+            rv->token = malloc(len + 1);
+        if (!rv || !rv->token) {
+            free(rv);
+            cb(data, 500, "out of memory");
+            return NULL;
+        }
+        rv->a = a;
+        memcpy(rv->key, key, sizeof(rv->key));
+        memcpy(rv->token, tok, len);
+        rv->token[len] = '\0';
+        rv->token_len = len;
+        a->n_queued++;
+        rv_link(rv, &a->queued_tail);
+    }
+    w = calloc(1, sizeof(*w));
+    if (!w) {
+        if (!rv->waiters) {
+            rv_unlink(rv);
+            drop_token(rv);
+            free(rv);
+        }
         cb(data, 500, "out of memory");
-        return;
+        return NULL;
     }
-    p->a = a;
-    p->cb = cb;
-    p->data = data;
-    snprintf(p->key, sizeof(p->key), "%s", key);
-    p->next = a->pending;
-    if (p->next)
-        p->next->pprev = &p->next;
-    p->pprev = &a->pending;
-    a->pending = p;
+    w->rv = rv;
+    w->cb = cb;
+    w->data = data;
+    w->next = rv->waiters;
+    if (w->next)
+        w->next->pprev = &w->next;
+    w->pprev = &rv->waiters;
+    rv->waiters = w;
+    a->n_waiters++;
+    /* A review that cannot be sent calls w back now: w is no handle then. */
+    if (!rv->active && a->n_active < a->o.max_inflight && start(rv) < 0)
+        return NULL;
+    return w;
+}
 
-    tr = cJSON_CreateObject();
-    spec = cJSON_AddObjectToObject(tr, "spec");
-    if (!spec || !cJSON_AddStringToObject(tr, "apiVersion", "authentication.k8s.io/v1") ||
-        !cJSON_AddStringToObject(tr, "kind", "TokenReview")) {
-        cJSON_Delete(tr);
-        finish(p, 500, "out of memory", false);
+void authn_cancel(authn_wait *w)
+{
+    struct review *rv;
+    authn *a;
+
+    if (!w)
+        return;
+    rv = w->rv;
+    a = rv->a;
+    *w->pprev = w->next;
+    if (w->next)
+        w->next->pprev = w->pprev;
+    a->n_waiters--;
+    w->cb(w->data, 503, "canceled: the client went away");
+    free(w);
+    if (rv->waiters)
+        return;
+    /* Nobody waits for rv any more. */
+    if (rv->active && rv->req) {
+        kube_cancel(rv->req); /* its callback finishes rv */
         return;
     }
-    {
-        char *t = strndup(tok, len);
-        cJSON *s = t ? cJSON_CreateString(t) : NULL;
-        if (t) {
-            memset(t, 0, len);
-            free(t);
-        }
-        if (!s || !cJSON_AddItemToObject(spec, "token", s)) {
-            cJSON_Delete(s);
-            cJSON_Delete(tr);
-            finish(p, 500, "out of memory", false);
-            return;
-        }
+    if (!rv->active) {
+        rv_unlink(rv);
+        drop_token(rv);
+        free(rv);
     }
-    rc = post(p, "/apis/authentication.k8s.io/v1/tokenreviews", tr, tr_done);
-    if (rc < 0) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "TokenReview failed: %s", vmg_strerror(rc));
-        finish(p, 500, msg, false);
+}
+
+const char *authn_body(int status)
+{
+    switch (status) {
+    case 200:
+        return "ok\n";
+    case 401:
+        return "Unauthorized\n";
+    case 403:
+        return "Forbidden\n";
+    case 503:
+        return "Service Unavailable\n";
+    default:
+        return "Internal Server Error\n";
     }
 }
 
@@ -326,16 +562,17 @@ void authn_free(authn *a)
 {
     if (!a)
         return;
-    while (a->pending) {
-        struct pending *p = a->pending;
-        if (p->req) {
-            kube_cancel(p->req); /* runs its callback, which finishes p */
-            if (a->pending == p)
-                finish(p, 500, "shutting down", false);
-        } else {
-            finish(p, 500, "shutting down", false);
-        }
+    a->freeing = true;
+    while (a->queued)
+        finish(a->queued, 503, "shutting down", false);
+    while (a->active) {
+        struct review *rv = a->active;
+        if (rv->req)
+            kube_cancel(rv->req); /* runs its callback, which finishes rv */
+        if (a->active == rv)
+            finish(rv, 503, "shutting down", false);
     }
-    free(a->cache);
+    free(a->allowed.e);
+    free(a->denied.e);
     free(a);
 }

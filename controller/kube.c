@@ -22,6 +22,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <openssl/crypto.h>
+
 #include "lib/err.h"
 #include "lib/jsonarena.h"
 
@@ -545,6 +547,9 @@ static void req_free(kube_req *r)
     curl_slist_free_all(r->hdrs);
     free(r->path);
     free(r->content_type);
+    /* A body may carry a secret (a TokenReview carries a bearer token). */
+    if (r->body)
+        OPENSSL_cleanse(r->body, r->body_len);
     free(r->body);
     free(r->cont);
     cJSON_Delete(r->acc);

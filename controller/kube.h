@@ -2,6 +2,9 @@
  * server on the libuv loop, with client-side rate limiting, retries and the
  * decoding of the API's Status errors.
  *
+ * A request's body may carry a secret: the client's copy is wiped before it
+ * is freed (and lib/http wipes the response's buffer).
+ *
  * Every request goes through one vmg_http (lib/http.h) and is authenticated
  * with one kcfg (controller/kubeconfig.h). A request is queued, waits for a
  * token of the client's bucket (qps, burst), for a running exec credential

@@ -35,6 +35,10 @@
 #define LOGGER "manager"
 #define CONTROLLER "vmgroup"
 #define LEASE_WAIT_MS 200 /* a key met past the renew deadline waits this long */
+/* The rate of the metrics' reviews (a review is two requests); a scraper's
+ * answer is cached for minutes, so this is room for many scrapers. */
+#define AUTH_QPS 5.0
+#define AUTH_BURST 10u
 
 struct mgr {
     const struct vmg_options *o;
@@ -47,8 +51,9 @@ struct mgr {
 
     vmg_http *http;
     kcfg *cfg;
-    kube_client *kc;    /* the controller's requests */
-    kube_client *kc_le; /* the elector's own, never queued behind the controller's */
+    kube_client *kc;      /* the controller's requests */
+    kube_client *kc_le;   /* the elector's own, never queued behind the controller's */
+    kube_client *kc_auth; /* the metrics' TokenReviews and SubjectAccessReviews, apart */
     struct informer *inf;
     struct wq *q;
     reconciler *rec;
@@ -243,34 +248,45 @@ static void respond_text(vmg_server_req *req, int status, const char *text)
     vmg_server_respond(req, status, "text/plain; charset=utf-8", text, strlen(text));
 }
 
-static bool ready(struct mgr *m, char *why, size_t len)
+/* ready writes the names of the readiness checks that fail ("shutdown",
+ * "cache", "vcenter"), comma-separated, into failed; true when none does.
+ * /readyz answers anyone who can reach the port: it names the checks and
+ * nothing more; why vCenter fails (its user, URL, the error) is logged. */
+static bool ready(struct mgr *m, char *failed, size_t len)
 {
-    if (m->stopping) {
-        snprintf(why, len, "shutting down");
-        return false;
-    }
-    if (!m->inf || !informer_has_synced(m->inf)) {
-        snprintf(why, len, "the VmGroup cache has not synced yet");
-        return false;
-    }
-    if (vcworld_ready(m->vc, why, len) < 0)
-        return false;
-    return true;
+    char why[640];
+    size_t n = 0;
+
+    failed[0] = '\0';
+#define FAILED(name)                                                                               \
+    do {                                                                                           \
+        int k_ = snprintf(failed + n, len - n, "%s%s", n ? ", " : "", name);                       \
+        if (k_ > 0 && (size_t)k_ < len - n)                                                        \
+            n += (size_t)k_;                                                                       \
+    } while (0)
+    if (m->stopping)
+        FAILED("shutdown");
+    if (!m->inf || !informer_has_synced(m->inf))
+        FAILED("cache");
+    if (vcworld_ready(m->vc, why, sizeof(why)) < 0)
+        FAILED("vcenter");
+#undef FAILED
+    return n == 0;
 }
 
 static void probe_handler(void *data, vmg_server_req *req)
 {
     struct mgr *m = data;
     const char *path = vmg_server_req_path(req);
-    char why[600], body[700];
+    char failed[64], body[128];
 
     if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
         respond_text(req, 200, "ok\n");
     } else if (strcmp(path, "/readyz") == 0) {
-        if (ready(m, why, sizeof(why))) {
+        if (ready(m, failed, sizeof(failed))) {
             respond_text(req, 200, "ok\n");
         } else {
-            snprintf(body, sizeof(body), "not ready: %s\n", why);
+            snprintf(body, sizeof(body), "not ready: %s\n", failed);
             respond_text(req, 503, body);
         }
     } else {
@@ -294,6 +310,7 @@ static void serve_metrics(struct mgr *m, vmg_server_req *req)
 struct metrics_req {
     struct mgr *m;
     vmg_server_req *req;
+    authn_wait *wait;
 };
 
 static void metrics_authorized(void *data, int status, const char *msg)
@@ -303,13 +320,24 @@ static void metrics_authorized(void *data, int status, const char *msg)
     if (status == 200) {
         serve_metrics(mr->m, mr->req);
     } else {
-        char body[300];
-        snprintf(body, sizeof(body), "%s\n", msg ? msg : "denied");
+        /* msg may quote the API server (a service account, a role): it
+         * goes to the log, the client reads a fixed text. */
         if (status == 500)
             vmg_logf(VMG_LOG_WARN, "metrics", NULL, NULL, "cannot authorize a scrape: %s", msg);
-        respond_text(mr->req, status, body);
+        if (status == 503)
+            (void)vmg_server_req_add_header(mr->req, "Retry-After", "1");
+        respond_text(mr->req, status, authn_body(status));
     }
     free(mr);
+}
+
+/* The client went away: its review is dropped unless others wait for it. */
+static void metrics_aborted(void *data, vmg_server_req *req)
+{
+    struct metrics_req *mr = data;
+
+    (void)req;
+    authn_cancel(mr->wait); /* calls metrics_authorized, which frees mr */
 }
 
 static void metrics_handler(void *data, vmg_server_req *req)
@@ -327,12 +355,16 @@ static void metrics_handler(void *data, vmg_server_req *req)
     }
     mr = calloc(1, sizeof(*mr));
     if (!mr) {
-        respond_text(req, 500, "out of memory\n");
+        respond_text(req, 500, authn_body(500));
         return;
     }
     mr->m = m;
     mr->req = req;
-    authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
+    /* NULL: answered already, and mr is gone. */
+    mr->wait =
+        authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
+    if (mr->wait)
+        vmg_server_req_on_abort(req, metrics_aborted, mr);
 }
 
 /* metrics_cert_reloaded logs what became of a changed --metrics-cert-dir. */
@@ -418,7 +450,19 @@ static int servers_start(struct mgr *m)
                 so.cert_pem = m->cert_pem;
                 so.key_pem = m->key_pem;
             }
-            rc = authn_new(m->kc, &ao, &m->auth);
+            /* Reviews go through a client of their own, with a rate of
+             * their own: a flood of scrapes with made-up tokens waits
+             * there (or is refused), never in the controller's queue. */
+            struct kube_client_opts ako = {.qps = AUTH_QPS,
+                                           .burst = AUTH_BURST,
+                                           .retries = 1,
+                                           .max_queued = 64,
+                                           .observe = rest_observe,
+                                           .observe_data = m};
+            rc = kube_client_new(&m->loop, m->http, m->cfg, &ako, &m->kc_auth);
+            if (rc < 0)
+                return rc;
+            rc = authn_new(m->kc_auth, &ao, &m->auth);
             if (rc < 0)
                 return rc;
         }
@@ -811,6 +855,11 @@ static void close_all(struct mgr *m)
         m->closing++;
         kube_client_close(m->kc_le, closed_one, m);
         m->kc_le = NULL;
+    }
+    if (m->kc_auth) {
+        m->closing++;
+        kube_client_close(m->kc_auth, closed_one, m);
+        m->kc_auth = NULL;
     }
     closed_one(m);
 }

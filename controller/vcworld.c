@@ -20,7 +20,8 @@
 
 #define LOGGER "vcenter"
 #define MAX_FOLDER_VMS VMGROUP_REPLICAS_MAX
-#define PASS_POLL_MS 5000 /* how often VC_PASS_FILE is looked at */
+#define PASS_POLL_MS 5000                              /* how often VC_PASS_FILE is looked at */
+#define BAD_PASSWORD "incorrect user name or password" /* vsphere/session.c's words */
 
 struct vcworld {
     uv_loop_t *loop;
@@ -58,6 +59,19 @@ struct vcworld {
 
 /* ---- state ---- */
 
+/* placement_err: the inventory cannot start because the placement flags
+ * name nothing usable, or it cannot be held: what it says names the flags'
+ * paths, which the group's owner may read (it is how they learn why). */
+static bool placement_err(int err)
+{
+    return err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG ||
+           err == VMG_ETOOBIG;
+}
+
+/* update_ready decides readiness and the sentence that says why not. The
+ * sentence reaches groups' status and events, which tenants read: it
+ * never quotes the session's or a transport's error, which name vCenter's
+ * user and URL; those are logged (on_session_state, on_inventory_state). */
 static void update_ready(vcworld *w)
 {
     bool r = false;
@@ -65,21 +79,31 @@ static void update_ready(vcworld *w)
     if (w->sst.state != VS_STATE_READY) {
         switch (w->sst.state) {
         case VS_STATE_BACKOFF:
-            snprintf(w->why, sizeof(w->why), "%.500s (retrying in %llu s)",
-                     w->sst_msg[0] ? w->sst_msg : "vCenter login failed",
+            /* The session's own words for a wrong password (it names the
+             * user before them) are kept: they say what to fix. */
+            snprintf(w->why, sizeof(w->why), "%s%s; see the operator's log (retrying in %llu s)",
+                     w->sst.err == VMG_EAUTH        ? "vCenter refused the operator's login"
+                     : w->sst.err == VMG_ETRANSPORT ? "vCenter cannot be reached"
+                                                    : "vCenter login failed",
+                     w->sst.err == VMG_EAUTH && strstr(w->sst_msg, BAD_PASSWORD) ? ": " BAD_PASSWORD
+                                                                                 : "",
                      (unsigned long long)(w->sst.retry_in_ms / 1000));
             break;
         case VS_STATE_CONNECTING:
-            snprintf(w->why, sizeof(w->why), "%s",
-                     w->sst_msg[0] ? w->sst_msg : "logging in to vCenter");
+            snprintf(w->why, sizeof(w->why), "logging in to vCenter");
             break;
         default:
             snprintf(w->why, sizeof(w->why), "not connected to vCenter");
             break;
         }
     } else if (!w->ist.synced) {
-        snprintf(w->why, sizeof(w->why), "%s",
-                 w->ist_msg[0] ? w->ist_msg : "reading vCenter's inventory");
+        if (placement_err(w->ist.err) && w->ist_msg[0])
+            snprintf(w->why, sizeof(w->why), "%s", w->ist_msg);
+        else if (w->ist.err && w->ist.err != -EAGAIN)
+            snprintf(w->why, sizeof(w->why),
+                     "reading vCenter's inventory failed; see the operator's log");
+        else
+            snprintf(w->why, sizeof(w->why), "reading vCenter's inventory");
     } else {
         r = true;
         w->why[0] = '\0';
@@ -439,10 +463,27 @@ static void tag_done(void *data, const struct vs_rest_result *res)
     free(c);
 }
 
+/* tenant_msg is what an operation's failure says to the group (status,
+ * events): vCenter's own answers (a fault, an object not found) as they
+ * are; a failure of the session or the transport, whose message names
+ * vCenter's user or URL, only by its kind, the message going to the log. */
+static const char *tenant_msg(const struct opctx *c, int err, const char *fault, const char *msg,
+                              char *buf, size_t size)
+{
+    if (err == 0 || err == VMG_ECANCELED || fault || err == VMG_ENOTFOUND ||
+        err == VMG_EAMBIGUOUS || err == VMG_ECONFIG || err == VMG_ECONFLICT)
+        return msg;
+    vmg_logf(VMG_LOG_WARN, LOGGER, c->ns[0] ? c->ns : NULL, c->name[0] ? c->name : NULL,
+             "a vCenter operation failed: %s", msg && *msg ? msg : vmg_strerror(err));
+    snprintf(buf, size, "%s; see the operator's log", vmg_strerror(err));
+    return buf;
+}
+
 static void op_done(void *data, const struct vs_op_result *r)
 {
     struct opctx *c = data;
     const char *fault = r->fault_type && r->fault_type[0] ? r->fault_type : NULL;
+    char msg[128];
 
     if (c->w->m_task_seconds && r->err != VMG_ECANCELED)
         vmg_histogram_observe(c->w->m_task_seconds,
@@ -455,7 +496,7 @@ static void op_done(void *data, const struct vs_op_result *r)
         (void)vs_inventory_reread(c->w->inv, r->result->value);
     else if (r->err == 0 && r->kind == VS_OP_DESTROY && c->vm_ref[0])
         (void)vs_inventory_reread(c->w->inv, c->vm_ref);
-    c->cb(c->cbdata, r->err, fault, r->message);
+    c->cb(c->cbdata, r->err, fault, tenant_msg(c, r->err, fault, r->message, msg, sizeof(msg)));
     if (c->tag && r->err == 0 && r->result && c->w->rest && vs_rest_available(c->w->rest)) {
         if (vs_rest_attach(c->w->rest, c->ns, c->name, r->result->value, tag_done, c) == 0)
             return;

@@ -27,6 +27,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "lib/err.h"
 
 /* First allocation for a body or line buffer. */
@@ -423,10 +425,16 @@ static int body_append(struct vmg_http_xfer *x, const char *p, size_t n)
             cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
         if (cap > x->max_body + 1)
             cap = x->max_body + 1;
-        nb = realloc(x->body, cap);
+        /* Not realloc: the old buffer is wiped before it is given back. */
+        nb = malloc(cap);
         if (!nb) {
             x->fail = -ENOMEM;
             return x->fail;
+        }
+        if (x->body) {
+            memcpy(nb, x->body, x->body_len);
+            OPENSSL_cleanse(x->body, x->body_cap);
+            free(x->body);
         }
         x->body = nb;
         x->body_cap = cap;
@@ -499,6 +507,8 @@ static void xfer_free(struct vmg_http_xfer *x)
 {
     headers_clear(x);
     curl_easy_cleanup(x->easy);
+    if (x->body)
+        OPENSSL_cleanse(x->body, x->body_cap);
     free(x->body);
     free(x);
 }

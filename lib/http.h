@@ -13,6 +13,10 @@
  * This module sets no timeouts: the caller sets CURLOPT_CONNECTTIMEOUT and
  * CURLOPT_TIMEOUT (or a low-speed limit, for watches) as each request
  * needs.
+ *
+ * A response body may hold a secret (a TokenReview's answer repeats the
+ * token it reviewed): every buffer this module kept a body or a line in is
+ * wiped before it is freed, a grown one included.
  */
 #ifndef VMG_HTTP_H
 #define VMG_HTTP_H
