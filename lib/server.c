@@ -985,15 +985,16 @@ static void format_peer(struct conn *c)
     snprintf(c->host, sizeof(c->host), "%s", host);
 }
 
-/* evictable: c may give way to a new connection. It has no request in
- * progress and no buffered input, and is idle between requests with its
- * answers sent, or has not sent a byte since the accept, or does not read
- * its answers. */
+/* evictable: c may give way to a new connection. It has no request with
+ * the handler or half received, and is idle between requests (nothing
+ * buffered, its answers sent), or has not sent a byte since the accept, or
+ * does not read its answers (whatever it pipelined behind them). */
 static int evictable(const struct conn *c)
 {
-    if (c->closing || c->lingering || c->close_after_write || c->active || c->req || c->in_len > 0)
+    if (c->closing || c->lingering || c->close_after_write || c->active || c->req)
         return 0;
-    return (c->mode == T_IDLE && c->out_pending == 0) || c->mode == T_DRAIN || !c->received;
+    return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN ||
+           !c->received;
 }
 
 /* oldest_idle returns the evictable connection idle the longest, of peer

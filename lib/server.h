@@ -28,7 +28,8 @@
  *   request is aborted then. However busy, a connection serves at most
  *   max_requests requests and lives at most max_conn_age_ms: the response
  *   that crosses either says "Connection: close" and the connection closes
- *   after it.
+ *   after it (idle at its age, it closes then). A closing connection reads
+ *   and drops at most 256 KiB more of its input.
  * - Output: while a connection's unsent responses exceed max_pending_output
  *   bytes (a client that sends but does not read), the server neither reads
  *   it nor parses its pipelined requests; a connection that does not drain

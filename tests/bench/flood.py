@@ -43,14 +43,19 @@ def hostport(s):
 async def tokens(addr, seconds, conc):
     host, port = hostport(addr)
     ctx = insecure_tls()
-    deadline = time.monotonic() + seconds
+    t0 = time.monotonic()
+    deadline = t0 + seconds
     codes = {}
 
-    async def one():
+    async def one(k):
+        # Many peers, not one: each client has a loopback source address of
+        # its own (127.0.0.2 ...), as a flood from many hosts would.
+        src = (f"127.0.0.{2 + k % 250}", 0) if host.startswith("127.") else None
         while running(deadline):
             try:
                 r, w = await asyncio.wait_for(
-                    asyncio.open_connection(host, port, ssl=ctx), 5)
+                    asyncio.open_connection(host, port, ssl=ctx,
+                                            local_addr=src), 5)
                 tok = os.urandom(24).hex()
                 w.write((f"GET /metrics HTTP/1.1\r\nHost: {host}\r\n"
                          f"Authorization: Bearer {tok}\r\n"
@@ -63,9 +68,10 @@ async def tokens(addr, seconds, conc):
                 code = type(e).__name__
             codes[code] = codes.get(code, 0) + 1
 
-    await asyncio.gather(*(one() for _ in range(conc)))
+    await asyncio.gather(*(one(k) for k in range(conc)))
     total = sum(codes.values())
-    print(f"tokens: {total} requests in {seconds} s; answers "
+    print(f"tokens: {total} requests in {time.monotonic() - t0:.1f} s from "
+          f"{min(conc, 250)} addresses; answers "
           + " ".join(f"{k}={v}" for k, v in sorted(codes.items())))
 
 
@@ -80,7 +86,8 @@ async def pipeline(addr, seconds, tls):
     host, port = hostport(addr)
     ctx = insecure_tls() if tls else None
     req = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() * 256
-    deadline = time.monotonic() + seconds
+    t0 = time.monotonic()
+    deadline = t0 + seconds
     sent = 0
     conns = 0
     while running(deadline):
@@ -102,12 +109,13 @@ async def pipeline(addr, seconds, tls):
         except Exception:
             await asyncio.sleep(0.1)  # closed by the server: start again
     print(f"pipeline: {sent / 1e6:.1f} MB sent on {conns} connection(s) "
-          f"in {seconds} s, never reading")
+          f"in {time.monotonic() - t0:.1f} s, never reading")
 
 
 async def idle(addr, n, seconds):
     host, port = hostport(addr)
-    deadline = time.monotonic() + seconds
+    t0 = time.monotonic()
+    deadline = t0 + seconds
     held = []
     for _ in range(n):
         try:
@@ -128,8 +136,9 @@ async def idle(addr, n, seconds):
             if not running(deadline):
                 break
             await asyncio.sleep(0.1)
-    print(f"idle: {opened} of {n} keep-alive connections opened and held "
-          f"{seconds} s")
+    still = sum(1 for r, _ in held if not r.at_eof())
+    print(f"idle: {opened} of {n} keep-alive connections opened, held "
+          f"{time.monotonic() - t0:.1f} s; {still} still open at the end")
 
 
 async def probe(addr, seconds, ivl):

@@ -2,8 +2,10 @@
 # tests/bench/flood.sh: the manager under the floods an unauthenticated
 # client can make, started as the Deployment starts it (TLS metrics with
 # TokenReview/SubjectAccessReview, a plain probe port). A group is created
-# with 4 replicas and scaled to 8, once quietly and once while
+# with FLOOD_REPLICAS (default 20) and scaled to twice that, once quietly
+# and once while
 #   - the metrics port gets HTTPS requests with a new random token each,
+#     from 64 loopback addresses (FLOOD_CONC), as from many hosts,
 #   - the probe and metrics ports get requests pipelined on connections
 #     never read,
 #   - 40 keep-alive connections sit idle on the probe port,
@@ -11,8 +13,7 @@
 # manager's peak resident memory, both convergence times and the probe's
 # answer times, and fails when a target is missed: peak RSS under 64 MiB,
 # convergence under flood within 1.2x of the quiet run (+2 s, the polling
-# granularity), every probe answered within 1 s. FLOOD_CONC (default 64)
-# sets the token flood's concurrency.
+# granularity), every probe answered within 1 s.
 set -euo pipefail
 . "$ENV_DIR/env"
 export GOVC_PERSIST_SESSION=false
@@ -20,6 +21,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log=$ENV_DIR/logs/bench-flood-manager.log
 ns=bench-flood
 conc=${FLOOD_CONC:-64}
+small=${FLOOD_REPLICAS:-20}
+big=$((2 * small))
 rss_cap_kib=$((1024 * 1024)) # a flood that gets past 1 GiB is stopped there
 
 kubectl apply -k "$VMG_TOP/crds" >/dev/null
@@ -76,15 +79,15 @@ converge() {
 	awk -v t="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t }'
 }
 
-# run NAME: create NAME with 4 replicas, then scale it to 8; prints the sum
-# of both convergence times.
+# run NAME: create NAME with $small replicas, then scale it to $big; prints
+# the sum of both convergence times.
 run() {
 	local a b
-	printf 'apiVersion: vm.codeconnect.vmworld.com/v1alpha1\nkind: VmGroup\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  cpu: 1\n  memory: 1\n  template: vm-operator-template\n  replicas: 4\n' \
-		"$1" "$ns" | kubectl apply -f - >/dev/null
-	a=$(converge "$1" 4)
-	kubectl scale vg "$1" -n "$ns" --replicas=8 >/dev/null
-	b=$(converge "$1" 8)
+	printf 'apiVersion: vm.codeconnect.vmworld.com/v1alpha1\nkind: VmGroup\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  cpu: 1\n  memory: 1\n  template: vm-operator-template\n  replicas: %d\n' \
+		"$1" "$ns" "$small" | kubectl apply -f - >/dev/null
+	a=$(converge "$1" "$small")
+	kubectl scale vg "$1" -n "$ns" --replicas="$big" >/dev/null
+	b=$(converge "$1" "$big")
 	awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", a + b }'
 }
 
@@ -135,8 +138,8 @@ else
 fi
 
 printf '%-34s %10s\n' "case" "figure"
-printf '%-34s %8.1f s\n' "quiet: create 4 + scale to 8" "$quiet"
-printf '%-34s %8.1f s\n' "flooded: create 4 + scale to 8" "$flooded"
+printf '%-34s %8.1f s\n' "quiet: create $small, scale to $big" "$quiet"
+printf '%-34s %8.1f s\n' "flooded: create $small, scale to $big" "$flooded"
 printf '%-34s %8.1f MiB\n' "peak RSS quiet" "$(awk -v k="$rss_quiet" 'BEGIN { print k / 1024 }')"
 printf '%-34s %8.1f MiB%s\n' "peak RSS with the floods" "$(awk -v k="$hwm" 'BEGIN { print k / 1024 }')" "$([ "$rc" -eq 0 ] || echo " (or more: killed at the cap)")"
 cat "$out/tokens" "$out/pipeline" "$out/pipeline-metrics" "$out/idle" 2>/dev/null | sed 's/^/  /'

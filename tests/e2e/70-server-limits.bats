@@ -179,3 +179,60 @@ probe_ok() { curl -sf --max-time 1 "http://127.0.0.1:$PPORT/healthz" >/dev/null;
 	probe_ok
 	kill -0 "$PID"
 }
+
+# new_cert DIR NAME: a self-signed certificate for localhost, DIR/NAME.crt
+# and DIR/NAME.key.
+new_cert() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+		-subj /CN=localhost -addext subjectAltName=DNS:localhost \
+		-keyout "$1/$2.key" -out "$1/$2.crt" 2>/dev/null
+}
+
+# publish DIR VERSION CRT KEY: the kubelet's update of a Secret volume: a new
+# ..VERSION directory, then the ..data symlink swapped at once.
+publish() {
+	mkdir "$1/..$2"
+	cp "$3" "$1/..$2/tls.crt"
+	cp "$4" "$1/..$2/tls.key"
+	ln -s "..$2" "$1/..data_tmp"
+	mv -T "$1/..data_tmp" "$1/..data"
+}
+
+# tls_with CA PORT: a TLS connection to the metrics port verifies with CA
+# only (the answer is 401: no token).
+tls_with() {
+	[ "$(curl -s --max-time 2 --cacert "$1" -o /dev/null -w '%{http_code}' \
+		--resolve "localhost:$2:127.0.0.1" "https://localhost:$2/metrics")" = 401 ]
+}
+
+@test "limits: a renewed metrics certificate is served without a restart; a bad one is refused" {
+	local d=$BATS_TEST_TMPDIR/certs c=$BATS_TEST_TMPDIR mp pp
+	mkdir "$d"
+	new_cert "$c" one
+	new_cert "$c" two
+	new_cert "$c" three
+	publish "$d" v1 "$c/one.crt" "$c/one.key"
+	ln -s ..data/tls.crt "$d/tls.crt"
+	ln -s ..data/tls.key "$d/tls.key"
+	pick_port mp
+	pick_port pp "$mp"
+	setsid "$VMG_BIN" --kubeconfig "$KUBECONFIG" --vc-ca-file "$VC_CA_FILE" \
+		--watch-namespace "$(cat "$BATS_FILE_TMPDIR/ns")" --metrics-cert-dir "$d" \
+		--metrics-bind-address=":$mp" --health-probe-bind-address=":$pp" \
+		</dev/null >>"$ENV_DIR/logs/limits-certs.log" 2>&1 3>&- 4>&- &
+	echo $! >"$BATS_TEST_TMPDIR/certs-manager.pid"
+	retry 20 curl -sf "http://127.0.0.1:$pp/healthz" >/dev/null
+	tls_with "$c/one.crt" "$mp"
+	refute tls_with "$c/two.crt" "$mp"
+
+	publish "$d" v2 "$c/two.crt" "$c/two.key"
+	retry 20 tls_with "$c/two.crt" "$mp"
+	grep -q 'the metrics certificate in .* changed; new connections get it' "$ENV_DIR/logs/limits-certs.log"
+
+	# A certificate with another's key: refused, logged, the last good one kept.
+	publish "$d" v3 "$c/three.crt" "$c/two.key"
+	retry 20 grep -q 'changed but .*; keeping the certificate in use' "$ENV_DIR/logs/limits-certs.log"
+	tls_with "$c/two.crt" "$mp"
+	refute tls_with "$c/three.crt" "$mp"
+	kill -0 "$(cat "$BATS_TEST_TMPDIR/certs-manager.pid")"
+}

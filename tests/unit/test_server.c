@@ -1303,15 +1303,14 @@ static void test_per_peer_cap(void **state)
     assert_int_equal(f.stats.evicted, 1);
 }
 
-/* client_flood sends pipelined requests on one connection and never reads
- * the answers, until the server stops taking bytes for a second. */
-static void client_flood(struct fx *f)
+/* flood sends pipelined requests on fd and never reads the answers, until
+ * the server stops taking bytes for a second. Returns the bytes sent. */
+static size_t flood(int fd)
 {
     static char reqs[64 * 1024];
     const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     size_t n1 = strlen(one), n = 0, pos = 0, sent = 0;
-    long t0 = now_ms(), progress = t0, blocked;
-    int fd = raw_connect_from(f->port, NULL, 4096);
+    long t0 = now_ms(), progress = t0;
 
     while (n + n1 <= sizeof(reqs)) {
         memcpy(reqs + n, one, n1);
@@ -1329,14 +1328,24 @@ static void client_flood(struct fx *f)
             break;
         }
     }
+    return sent;
+}
+
+static void client_flood(struct fx *f)
+{
+    const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    size_t n1 = strlen(one);
+    int fd = raw_connect_from(f->port, NULL, 4096);
+    long blocked;
+
+    f->flags[0] = (int)(flood(fd) / 1024);
     blocked = now_ms();
-    f->flags[0] = (int)(sent / 1024);
     /* Meanwhile another connection is served. */
     get(f, "/hello");
     /* The flood is closed for not reading, at the drain timeout: sending
      * fails (the server reset it). */
     for (;;) {
-        ssize_t k = send(fd, reqs, n1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t k = send(fd, one, n1, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
             f->flags[1] = 1;
             break;
@@ -1440,6 +1449,38 @@ static void test_total_budget(void **state)
     assert_true(f.stats.peak_buffered < 1024 * 1024);
     assert_true((size_t)f.flags[0] * 1024 > 4 * f.stats.peak_buffered);
     assert_int_equal(f.r[0].status, 200);
+}
+
+static void client_evict_flood(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int a = raw_connect_from(f->port, NULL, 4096), b;
+
+    /* The only slot is held by a client that does not read its answers ... */
+    f->flags[0] = (int)(flood(a) / 1024);
+    /* ... and gives way to a new one. */
+    b = raw_connect(f->port);
+    send_all(b, req, strlen(req));
+    raw_response(f, b, &rb);
+    close(a);
+    close(b);
+}
+
+static void test_evict_not_reading(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 1;
+    f.opts.max_requests = 1000 * 1000;
+    fx_run(&f, client_evict_flood);
+    assert_true(f.flags[0] > 0);
+    assert_int_equal(f.r[0].status, 200);
+    assert_true(f.r[0].ms < 1000);
+    assert_int_equal(f.stats.evicted, 1);
+    assert_int_equal(f.stats.refused, 0);
 }
 
 static void client_max_requests(struct fx *f)
@@ -1683,6 +1724,7 @@ int main(void)
         cmocka_unit_test(test_https),
         cmocka_unit_test(test_https_from_files),
         cmocka_unit_test(test_evict_oldest_idle),
+        cmocka_unit_test(test_evict_not_reading),
         cmocka_unit_test(test_per_peer_cap),
         cmocka_unit_test(test_pipelined_flood_bounded),
         cmocka_unit_test(test_total_budget),
