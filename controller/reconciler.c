@@ -47,7 +47,8 @@ struct gstate {
     bool status_inflight;
     bool status_dirty; /* a newer status waited for the write in flight */
 
-    enum plan_block block; /* learned from a failed operation */
+    enum plan_block block;    /* learned from a failed operation */
+    const char *block_reason; /* its CamelCase reason (static), NULL: the planner's */
     char *block_msg;
     int64_t block_gen;
     uint64_t block_at;
@@ -230,6 +231,16 @@ static bool benign(enum plan_action_kind k, int err, const char *fault)
     }
 }
 
+/* template_reason names why a clone's template cannot be used: missing,
+ * ambiguous, or refused (not a template, inside the operator's folder,
+ * outside the datacenter). */
+static const char *template_reason(int err)
+{
+    return err == VMG_ENOTFOUND    ? "TemplateNotFound"
+           : err == VMG_EAMBIGUOUS ? "TemplateAmbiguous"
+                                   : "TemplateRefused";
+}
+
 static uint64_t backoff_ms(unsigned failures)
 {
     uint64_t d = 1000;
@@ -290,6 +301,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         keep = true;
         if (op->kind == PLAN_CLONE && gs->block == PLAN_BLOCK_TEMPLATE && err == 0) {
             gs->block = PLAN_BLOCK_NONE;
+            gs->block_reason = NULL;
             set_str(&gs->block_msg, NULL);
         }
     } else if ((op->kind == PLAN_POWER_ON || op->kind == PLAN_POWER_OFF ||
@@ -317,12 +329,15 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         retry_later = true;
     } else if (op->kind == PLAN_CLONE && !fault &&
                (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG)) {
+        const char *reason = template_reason(err);
+
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "cannot create VM %s: %s", op->vm, text);
         if (g && (gs->block != PLAN_BLOCK_TEMPLATE || !gs->block_msg ||
                   strcmp(gs->block_msg, text) != 0))
-            r->w.event(r->w.data, g, true, "TemplateNotFound", text);
+            r->w.event(r->w.data, g, true, reason, text);
         gs->block = PLAN_BLOCK_TEMPLATE;
+        gs->block_reason = reason;
         set_str(&gs->block_msg, text);
         gs->block_gen = g ? g->meta.generation : 0;
         gs->block_at = r->clock(NULL);
@@ -696,6 +711,7 @@ static const char *reconcile(reconciler *r, const char *key)
     if (gs->block != PLAN_BLOCK_NONE &&
         (gs->block_gen != g->meta.generation || t - gs->block_at >= r->o.blocked_retry_ms)) {
         gs->block = PLAN_BLOCK_NONE;
+        gs->block_reason = NULL;
         set_str(&gs->block_msg, NULL);
     }
     if (gs->transient && t >= gs->transient_until)
@@ -710,6 +726,7 @@ static const char *reconcile(reconciler *r, const char *key)
     in.clones_inflight = slots;
     in.n_clones_inflight = ns;
     in.block = gs->block;
+    in.block_reason = gs->block_reason;
     in.block_message = gs->block_msg;
     if (f.truncated && !g->meta.deleting) {
         /* A partial view could make a live group clone over VMs it does
@@ -724,6 +741,7 @@ static const char *reconcile(reconciler *r, const char *key)
         in.block_message = vmsg;
     } else if (vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG) {
         in.block = PLAN_BLOCK_PLACEMENT;
+        in.block_reason = NULL;
         in.block_message = vmsg;
     } else if (vr < 0) {
         in.transient_message = vmsg;

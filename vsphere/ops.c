@@ -104,7 +104,6 @@ struct tentry {
     char name[VS_PATH_MAX];
     struct vim_moref ref;
     uint64_t expires;
-    bool listing; /* the second step: the list of the VM folder tree */
     vs_find *find;
     vs_op *waiters;
 };
@@ -743,89 +742,14 @@ static const struct vs_placement *placement(const vs_ops *o)
     return p ? p : (o->have_placement ? &o->placement : NULL);
 }
 
-static void on_t_list(void *data, int err, const char *msg, const struct vs_found *found, size_t n)
+static void on_template(void *data, int err, const char *msg, const struct vim_moref *ref)
 {
     struct tentry *t = data;
-    const struct vs_placement *p = placement(t->o);
-    char m[MSG_MAX];
-    size_t named = 0, templates = 0, pick_named = 0, pick_template = 0;
 
     t->find = NULL;
-    if (err) {
-        tentry_done(t, err, msg);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(found[i].name, t->name) != 0)
-            continue;
-        if (named++ == 0)
-            pick_named = i;
-        if (found[i].is_template && templates++ == 0)
-            pick_template = i;
-    }
-    if (named == 0) {
-        vmg_putf(m, sizeof(m), "template \"%s\" not found in %s/vm or its subfolders", t->name,
-                 p ? p->datacenter_path : "the datacenter");
-        tentry_done(t, VMG_ENOTFOUND, m);
-        return;
-    }
-    if (templates == 1 || named == 1) {
-        t->ref = found[templates == 1 ? pick_template : pick_named].ref;
-        tentry_done(t, 0, NULL);
-        return;
-    }
-    vmg_putf(m, sizeof(m),
-             "%zu VMs named \"%s\" in %s/vm (%zu of them templates): give the template's inventory "
-             "path",
-             named, t->name, p ? p->datacenter_path : "the datacenter", templates);
-    tentry_done(t, VMG_EAMBIGUOUS, m);
-}
-
-static void on_t_path(void *data, int err, const char *msg, const struct vim_moref *ref)
-{
-    struct tentry *t = data;
-    const struct vs_placement *p = placement(t->o);
-    char m[MSG_MAX];
-    int e;
-
-    t->find = NULL;
-    if (err == 0 && strcmp(ref->type, "VirtualMachine") == 0) {
+    if (err == 0)
         t->ref = *ref;
-        tentry_done(t, 0, NULL);
-        return;
-    }
-    if (strchr(t->name, '/')) {
-        if (err == VMG_ENOTFOUND) {
-            if (t->name[0] == '/')
-                vmg_putf(m, sizeof(m), "template \"%s\" not found", t->name);
-            else
-                vmg_putf(m, sizeof(m), "template \"%s\" not found in %s/vm", t->name,
-                         p ? p->datacenter_path : "the datacenter");
-            tentry_done(t, err, m);
-        } else if (err) {
-            tentry_done(t, err, msg);
-        } else {
-            vmg_putf(m, sizeof(m), "template \"%s\" is a %s, not a VM", t->name, ref->type);
-            tentry_done(t, VMG_ECONFIG, m);
-        }
-        return;
-    }
-    if (err && err != VMG_ENOTFOUND) {
-        tentry_done(t, err, msg);
-        return;
-    }
-    /* Not directly in the VM folder: search its whole tree. */
-    if (!p) {
-        tentry_done(t, VMG_ECONFIG, "the placement is not known yet");
-        return;
-    }
-    t->listing = true;
-    e = vs_find_list(t->o->s, &p->vm_folder, VS_LIST_VMS, 0, on_t_list, t, &t->find);
-    if (e < 0) {
-        vmg_putf(m, sizeof(m), "could not search for template \"%s\": %s", t->name,
-                 vmg_strerror(e));
-        tentry_done(t, e, m);
-    }
+    tentry_done(t, err, msg);
 }
 
 static void tentry_done(struct tentry *t, int err, const char *msg)
@@ -891,7 +815,8 @@ static void resolve_template(vs_op *op)
     vs_ops *o = op->o;
     const struct vs_placement *p = placement(o);
     struct tentry *t = tentry_for(o, op->template_name);
-    char m[MSG_MAX];
+    struct vs_template_query q = {0};
+    char m[MSG_MAX], label[VS_PATH_MAX + 64];
     int e;
 
     if (!t || !p) {
@@ -913,14 +838,21 @@ static void resolve_template(vs_op *op)
         return;
     t->o = o;
     t->state = T_PENDING;
-    t->listing = false;
     vmg_putf(t->name, sizeof(t->name), "%s", op->template_name);
-    if (t->name[0] == '/')
-        e = vs_find_path(o->s, NULL, t->name, on_t_path, t, &t->find);
-    else
-        e = vs_find_path(o->s, &p->vm_folder, t->name, on_t_path, t, &t->find);
+    /* A template of the datacenter, never a VM of the groups' folders. */
+    vmg_putf(label, sizeof(label), "the operator's folder %s, where the groups' VMs live",
+             p->root_path);
+    q.name = t->name;
+    q.vm_folder = &p->vm_folder;
+    q.dc_path = p->datacenter_path;
+    q.exclude = p->root_folder.value[0] ? &p->root_folder : NULL;
+    q.exclude_label = label;
+    m[0] = '\0';
+    e = vs_find_template(o->s, &q, on_template, t, &t->find, m, sizeof(m));
     if (e < 0) {
-        vmg_putf(m, sizeof(m), "could not look up template \"%s\": %s", t->name, vmg_strerror(e));
+        if (!m[0])
+            vmg_putf(m, sizeof(m), "could not look up template \"%s\": %s", t->name,
+                     vmg_strerror(e));
         tentry_done(t, e, m);
     }
 }

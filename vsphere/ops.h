@@ -3,9 +3,11 @@
  *
  * Operations: CreateFolder (DuplicateName counts as success and gives the
  * folder that exists), CloneVM_Task (the template is found by name in the
- * datacenter's VM folder tree, or by inventory path; the clone goes into
- * the group's folder with its CPUs, memory and the group's marks in
- * extraConfig, on the placement's pool and datastore, powered on),
+ * datacenter's VM folder tree, or by inventory path within it, with
+ * vs_find_template: it must be a VM template, and outside the placement's
+ * root folder, where the groups' VMs live; the clone goes into the group's
+ * folder with its CPUs, memory and the group's marks in extraConfig, on the
+ * placement's pool and datastore, powered on),
  * PowerOnVM_Task, PowerOffVM_Task, ReconfigVM_Task (CPUs, memory) and
  * Destroy_Task (a VM, or a folder with what it holds).
  *
@@ -58,7 +60,9 @@ struct vs_op_result {
      * say how); VMG_ENOTFOUND (the template, or the object acted on, does
      * not exist; fault_type "ManagedObjectNotFound" for the latter);
      * VMG_EAMBIGUOUS (several templates of that name); VMG_ECONFIG (no
-     * placement yet, or the template path names something else); and the
+     * placement yet, or the template refused: a VM that is not a template,
+     * one inside the root folder, a path outside the datacenter's VM
+     * folder, something that is not a VM; message says which); and the
      * session's errors (VMG_EAUTH, VMG_ETRANSPORT, ...), VMG_ECANCELED. */
     int err;
     const char *fault_type; /* "" unless a fault */

@@ -78,6 +78,7 @@ struct fake {
     bool mute_polls;        /* the long poll never answers (vcsim under load) */
     bool folder_exists;     /* CreateFolder: DuplicateName */
     bool template_missing;  /* FindChild and the VM listing find nothing */
+    bool template_plain;    /* "tmpl" is a VM, not a template */
     bool stale_after_end;   /* like vcsim: an older "running" follows the end */
     int folder_children;    /* childEntity of a folder read before Destroy_Task */
     bool hold_destroys;     /* DestroyPropertyFilter is not answered until released */
@@ -430,10 +431,25 @@ static void handler(void *data, vmg_server_req *r)
             reply(r, 200,
                   "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
                   "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
-                  "<val xsi:type=\"xsd:string\">%s</val></propSet><propSet><name>config.template"
-                  "</name><val xsi:type=\"xsd:boolean\">true</val></propSet></objects>"
+                  "<val xsi:type=\"xsd:string\">%s</val></propSet><propSet><name>parent</name>"
+                  "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">group-3</val>"
+                  "</propSet><propSet><name>config.template</name>"
+                  "<val xsi:type=\"xsd:boolean\">%s</val></propSet></objects>"
                   "</returnval></RetrievePropertiesExResponse>",
-                  f->template_missing ? "other" : "tmpl");
+                  f->template_missing ? "other" : "tmpl", f->template_plain ? "false" : "true");
+            return;
+        }
+        if (strstr(body, "<obj type=\"VirtualMachine\">vm-40</obj>")) {
+            record(f, "RetrievePropertiesEx", "vm");
+            reply(r, 200,
+                  "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+                  "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
+                  "<val xsi:type=\"xsd:string\">tmpl</val></propSet><propSet><name>parent</name>"
+                  "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">group-3</val>"
+                  "</propSet><propSet><name>config.template</name>"
+                  "<val xsi:type=\"xsd:boolean\">%s</val></propSet></objects>"
+                  "</returnval></RetrievePropertiesExResponse>",
+                  f->template_plain ? "false" : "true");
             return;
         }
         if (strstr(body, "type=\"Folder\">")) {
@@ -618,7 +634,8 @@ static bool tracked(const struct fake *f)
     for (int i = 0; i < f->ntasks; i++)
         filtered += f->tasks[i].filter != 0;
     return f->ntasks >= want_tasks && filtered >= want_held_tasks &&
-           f->client_reads >= want_held_tasks && f->held != NULL;
+           f->client_reads - calls_of(f, "RetrievePropertiesEx vm") >= want_held_tasks &&
+           f->held != NULL;
 }
 
 /* A callback context: the fake and a tag. */
@@ -1128,6 +1145,60 @@ static void test_clone_template_missing(void **state)
     teardown(&f);
 }
 
+/* A VM that is not a template is never cloned, whether the VM folder holds
+ * it or a listing finds it. */
+static void test_clone_from_a_plain_vm_refused(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_clone_spec spec = {.template_name = "tmpl", .folder = &folder, .name = "web-0"};
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.template_plain = true;
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, VMG_ECONFIG);
+    assert_non_null(
+        strstr(f.done[0].message, "template \"tmpl\" is a virtual machine, not a template"));
+    assert_int_equal(f.ntasks, 0);
+    assert_int_equal(calls_of(&f, "CloneVM_Task"), 0);
+    teardown(&f);
+}
+
+/* An inventory path is confined to the datacenter's VM folder: refused as
+ * written, without asking vCenter. */
+static void test_clone_path_outside_the_datacenter_refused(void **state)
+{
+    static const char *const paths[] = {"/DC1/vm/tmpl", "/DC0/host/tmpl", "/tmpl", "/DC0"};
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_clone_spec spec = {.folder = &folder, .name = "web-0"};
+
+    (void)state;
+    setup(&f, 8, 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        spec.template_name = paths[i];
+        assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+        /* It ends from the loop's next turn (spin would then wait for I/O
+         * that never comes). */
+        assert_int_equal(f.ndone, (int)i);
+        uv_run(&f.loop, UV_RUN_NOWAIT);
+        assert_int_equal(f.ndone, (int)i + 1);
+        assert_int_equal(f.done[i].err, VMG_ECONFIG);
+        assert_non_null(strstr(f.done[i].message, "is outside datacenter DC0"));
+    }
+    assert_int_equal(calls_of(&f, "FindChild"), 0);
+    assert_int_equal(f.ntasks, 0);
+    teardown(&f);
+}
+
 static void test_queue_bound_and_close(void **state)
 {
     struct fake f;
@@ -1186,6 +1257,8 @@ int main(void)
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_clone_template_missing),
+        cmocka_unit_test(test_clone_from_a_plain_vm_refused),
+        cmocka_unit_test(test_clone_path_outside_the_datacenter_refused),
         cmocka_unit_test(test_queue_bound_and_close),
     };
     int r;

@@ -81,6 +81,7 @@ struct tcase {
     bool folder_inflight;
     size_t other_objects;
     enum plan_block block;
+    const char *block_reason;
     const char *block_message;
     const char *transient;
     int limit; /* 0: 10 */
@@ -522,6 +523,16 @@ static const struct tcase cases[] = {
      .actions = "event Warning TemplateNotFound",
      .phase = VMGROUP_PHASE_ERROR,
      .message = "template \"foo\" not found in datacenter \"DC0\""},
+    {.title = "template refused (a plain VM): ERROR saying why, no clone",
+     .replicas = 2,
+     .vms = {{"web-0"}},
+     .tmpl = "plain",
+     .block = PLAN_BLOCK_TEMPLATE,
+     .block_reason = "TemplateRefused",
+     .block_message = "template \"plain\" is a virtual machine, not a template",
+     .actions = "event Warning TemplateRefused",
+     .phase = VMGROUP_PHASE_ERROR,
+     .message = "template \"plain\" is a virtual machine, not a template"},
     {.title = "template not found: existing VMs are still repaired",
      .replicas = 2,
      .vms = {{"web-0", .off = true}},
@@ -617,6 +628,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
         .clones_inflight = tc->clones,
         .n_clones_inflight = tc->n_clones,
         .block = tc->block,
+        .block_reason = tc->block_reason,
         .block_message = tc->block_message,
         .transient_message = tc->transient,
         .now = NOW,

@@ -582,6 +582,30 @@ static void test_missing_template_blocks_with_message(void **state)
     assert_non_null(strstr(F.last_status, "template \\\"tmpl\\\" not found"));
 }
 
+/* A template refused by the vCenter side (not a template, inside the
+ * operator's folder, outside the datacenter) blocks like a missing one,
+ * under a reason that says so, and no further clone is tried. */
+static void test_refused_template_blocks_with_its_reason(void **state)
+{
+    struct env *e = *state;
+    set_group(GROUP("3", FIN, 2, ""));
+    pass(e);
+    assert_int_equal(count("clone"), 2);
+    complete("clone", VMG_ECONFIG, NULL,
+             "clone web-0: template \"tmpl\" is a virtual machine, not a template");
+    complete("clone", VMG_ECONFIG, NULL,
+             "clone web-1: template \"tmpl\" is a virtual machine, not a template");
+    assert_non_null(strstr(F.last_event, "TemplateRefused"));
+    settle_status();
+    pass(e);
+    pass(e);
+    assert_int_equal(count("clone"), 2);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"ERROR\""));
+    assert_non_null(strstr(F.last_status, "is a virtual machine, not a template"));
+    assert_non_null(strstr(F.last_status, "\"reason\":\"TemplateRefused\""));
+    assert_null(strstr(F.last_status, "TemplateNotFound"));
+}
+
 static void test_vcenter_down_shows_in_status(void **state)
 {
     struct env *e = *state;
@@ -771,6 +795,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_template_blocks_with_its_reason, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_placement_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_folder_beyond_the_limit_blocks_a_live_group, setup,
