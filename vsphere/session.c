@@ -716,25 +716,33 @@ static void start_login(vs_session *s)
     }
 }
 
+int vs_session_cookie(const char *v, char *buf, size_t size)
+{
+    size_t n;
+
+    while (*v == ' ')
+        v++;
+    if (strncmp(v, COOKIE_NAME "=", sizeof(COOKIE_NAME)) != 0)
+        return 1;
+    n = strcspn(v, ";");
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n <= sizeof(COOKIE_NAME) || n >= size)
+        return VMG_EPARSE;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return 0;
+}
+
 /* take_cookie keeps the session cookie of a Login response. */
 static int take_cookie(vs_session *s, const vmg_http_xfer *x)
 {
     const char *v;
 
     for (size_t i = 0; (v = vmg_http_xfer_header_nth(x, "set-cookie", i)) != NULL; i++) {
-        size_t n;
-        while (*v == ' ')
-            v++;
-        if (strncmp(v, COOKIE_NAME "=", sizeof(COOKIE_NAME)) != 0)
-            continue;
-        n = strcspn(v, ";");
-        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-            n--;
-        if (n <= sizeof(COOKIE_NAME) || n >= sizeof(s->cookie))
-            return VMG_EPARSE;
-        memcpy(s->cookie, v, n);
-        s->cookie[n] = '\0';
-        return 0;
+        int r = vs_session_cookie(v, s->cookie, sizeof(s->cookie));
+        if (r <= 0)
+            return r;
     }
     return VMG_EPARSE;
 }
