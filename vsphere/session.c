@@ -729,6 +729,11 @@ int vs_session_cookie(const char *v, char *buf, size_t size)
         n--;
     if (n <= sizeof(COOKIE_NAME) || n >= size)
         return VMG_EPARSE;
+    /* It goes back in a Cookie header: a control character (a CR, which
+     * ends a header line for some servers) would change the request. */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return VMG_EPARSE;
     memcpy(buf, v, n);
     buf[n] = '\0';
     return 0;

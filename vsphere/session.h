@@ -150,7 +150,8 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
  * it sets the session cookie, vmware_soap_session, it writes
  * "vmware_soap_session=<value>" (attributes and trailing blanks cut) to buf
  * and returns 0; another cookie gives 1 (buf untouched); a session cookie
- * without a value or that does not fit in size gives VMG_EPARSE. */
+ * without a value, with a control character in it, or that does not fit
+ * in size gives VMG_EPARSE. */
 int vs_session_cookie(const char *set_cookie, char *buf, size_t size);
 
 /* vs_thumbprint_parse reads a SHA-256 fingerprint, 64 hex digits with or

@@ -138,6 +138,34 @@ static void test_url_too_long(void **state)
     assert_int_equal(vs_url_build("vc.example.com", buf, 10, err, sizeof(err)), VMG_ECONFIG);
 }
 
+/* The session cookie goes back to vCenter in a Cookie header: one that
+ * holds a control character (a CR would end that header line for some
+ * servers) is refused, not sent. */
+static void test_cookie_with_control_characters(void **state)
+{
+    static const char *const bad[] = {
+        "vmware_soap_session=abc\rX-Injected: 1",
+        "vmware_soap_session=\"52ab\"\x01; Path=/",
+        "vmware_soap_session=a\tb; HttpOnly",
+        "vmware_soap_session=ab\x7f",
+    };
+    char cookie[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cookie[0] = '\0';
+        if (vs_session_cookie(bad[i], cookie, sizeof(cookie)) != VMG_EPARSE)
+            fail_msg("cookie %zu was taken: \"%s\"", i, cookie);
+    }
+    assert_int_equal(vs_session_cookie(" vmware_soap_session=\"52ab\" ; Path=/; HttpOnly", cookie,
+                                       sizeof(cookie)),
+                     0);
+    assert_string_equal(cookie, "vmware_soap_session=\"52ab\"");
+    assert_int_equal(vs_session_cookie("other=1", cookie, sizeof(cookie)), 1);
+    assert_int_equal(vs_session_cookie("vmware_soap_session=; Path=/", cookie, sizeof(cookie)),
+                     VMG_EPARSE);
+}
+
 static void test_thumbprints(void **state)
 {
     unsigned char out[VS_SHA256_LEN], want[VS_SHA256_LEN];
@@ -777,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_url_forms),
         cmocka_unit_test(test_url_errors_hide_user_information),
         cmocka_unit_test(test_url_too_long),
+        cmocka_unit_test(test_cookie_with_control_characters),
         cmocka_unit_test(test_thumbprints),
         cmocka_unit_test(test_backoff_schedule),
         cmocka_unit_test(test_login_and_cookie),
