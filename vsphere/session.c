@@ -17,6 +17,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -127,6 +130,25 @@ static bool v6_char_ok(char c)
     return isxdigit((unsigned char)c) || c == ':' || c == '.' || c == '%';
 }
 
+/* v6_addr_ok tells whether s[0..n) is an IPv6 address, with an optional
+ * zone ("%25" and hex digits, as v6_char_ok lets through) after it. */
+static bool v6_addr_ok(const char *s, size_t n)
+{
+    char addr[INET6_ADDRSTRLEN + 1];
+    struct in6_addr a;
+    const char *zone = memchr(s, '%', n);
+    size_t alen = zone ? (size_t)(zone - s) : n;
+
+    for (size_t i = 0; i < n; i++)
+        if (!v6_char_ok(s[i]))
+            return false;
+    if (alen == 0 || alen >= sizeof(addr) || (zone && zone + 1 == s + n))
+        return false;
+    memcpy(addr, s, alen);
+    addr[alen] = '\0';
+    return inet_pton(AF_INET6, addr, &a) == 1;
+}
+
 /* show_host writes host for messages, with any user information before an
  * '@' (which may hold a password) replaced by "***". */
 static void show_host(const char *host, char *out, size_t size)
@@ -193,15 +215,10 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     }
     if (rest[0] == '[') {
         const char *close = memchr(rest, ']', auth_len);
-        if (!close || close == rest + 1) {
+        if (!close || !v6_addr_ok(rest + 1, (size_t)(close - rest - 1))) {
             vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
             return VMG_ECONFIG;
         }
-        for (const char *p = rest + 1; p < close; p++)
-            if (!v6_char_ok(*p)) {
-                vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
-                return VMG_ECONFIG;
-            }
         if (close + 1 < auth_end) {
             if (close[1] != ':') {
                 vmg_putf(err, errlen, "VC_HOST \"%s\": bad text after the IPv6 address", shown);
@@ -218,11 +235,10 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
         bool v6 = c1 && memchr(c1 + 1, ':', (size_t)(auth_end - c1 - 1));
         if (v6) {
             /* A bare IPv6 address: no port can follow it unambiguously. */
-            for (const char *p = rest; p < auth_end; p++)
-                if (!v6_char_ok(*p)) {
-                    vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
-                    return VMG_ECONFIG;
-                }
+            if (!v6_addr_ok(rest, auth_len)) {
+                vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
+                return VMG_ECONFIG;
+            }
             if (auth_len + 2 >= sizeof(hostpart))
                 goto toolong;
             hostpart[0] = '[';

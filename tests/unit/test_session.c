@@ -100,6 +100,11 @@ static void test_url_forms(void **state)
     url_bad("v$c", "invalid host");
     url_bad("[::1", "IPv6");
     url_bad("[::1]x", "IPv6");
+    /* IPv6 characters that make no IPv6 address (curl would refuse the
+     * URL at every login instead). */
+    url_bad("63:38:AA:2E:EB:40:C3:50:A3:61:47:D8:55:D3:97:49", "IPv6");
+    url_bad("[1:2:3:4:5:6:7:8:9]:443", "IPv6");
+    url_bad("[:::]", "IPv6");
     url_bad("https://vc/sdk?x=1", "query");
 }
 
