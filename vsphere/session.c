@@ -196,7 +196,9 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     slash = strchr(rest, '/');
     auth_end = slash ? slash : rest + strlen(rest);
     auth_len = (size_t)(auth_end - rest);
-    if (memchr(rest, '@', auth_len)) {
+    /* Anywhere: after a mistyped scheme ("https//user:pw@vc") user
+     * information would land in the path, sent and logged with the URL. */
+    if (strchr(rest, '@')) {
         vmg_putf(err, errlen,
                  "VC_HOST \"%s\" holds a user name; give it in VC_USER and VC_PASS instead", shown);
         return VMG_ECONFIG;

@@ -142,8 +142,8 @@ struct vs_session_stats {
  * "https://host:443/sdk", "host:port" "https://host:port/sdk", an https
  * URL keeps its port and path (default 443 and "/sdk"); IPv6 literals go in
  * brackets. Returns 0, or VMG_ECONFIG with a sentence in err (a scheme
- * other than https, user info in the URL, a bad port, an empty or invalid
- * host, or a result longer than size). */
+ * other than https, user info in the URL (an '@' anywhere), a bad port,
+ * an empty or invalid host, or a result longer than size). */
 int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t errlen);
 
 /* vs_session_cookie reads one Set-Cookie value of a Login response: when

@@ -119,6 +119,10 @@ static void test_url_errors_hide_user_information(void **state)
         "https://u:s3cret@vc/sdk?x=1",
         "u:s3cret@@vc",
         "https://u:s3cret@vc example",
+        /* A scheme without its colon: the rest would be the URL's path,
+         * sent in every request line and logged. */
+        "https//user:s3cret@vc.example.com",
+        "vc.example.com/user:s3cret@sdk",
     };
     char buf[VS_URL_MAX], err[256];
 
