@@ -131,18 +131,29 @@ static bool v6_char_ok(char c)
 }
 
 /* v6_addr_ok tells whether s[0..n) is an IPv6 address, with an optional
- * zone ("%25" and hex digits, as v6_char_ok lets through) after it. */
+ * zone after it: '%' (or "%25", its escape) and 1 to 15 hex digits (curl
+ * refuses longer ones; v6_char_ok lets no interface name through). */
 static bool v6_addr_ok(const char *s, size_t n)
 {
     char addr[INET6_ADDRSTRLEN + 1];
     struct in6_addr a;
-    const char *zone = memchr(s, '%', n);
+    const char *zone = memchr(s, '%', n), *end = s + n;
     size_t alen = zone ? (size_t)(zone - s) : n;
 
     for (size_t i = 0; i < n; i++)
         if (!v6_char_ok(s[i]))
             return false;
-    if (alen == 0 || alen >= sizeof(addr) || (zone && zone + 1 == s + n))
+    if (zone) {
+        zone++;
+        if (end - zone > 2 && zone[0] == '2' && zone[1] == '5')
+            zone += 2;
+        if (zone == end || end - zone > 15)
+            return false;
+        for (const char *p = zone; p < end; p++)
+            if (!isxdigit((unsigned char)*p))
+                return false;
+    }
+    if (alen == 0 || alen >= sizeof(addr))
         return false;
     memcpy(addr, s, alen);
     addr[alen] = '\0';

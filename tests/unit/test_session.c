@@ -84,6 +84,8 @@ static void test_url_forms(void **state)
     url_ok("[fe80::1]", "https://[fe80::1]:443/sdk");
     url_ok("fe80::1", "https://[fe80::1]:443/sdk");
     url_ok("https://[::1]/sdk", "https://[::1]:443/sdk");
+    url_ok("[fe80::1%252]:8443", "https://[fe80::1%252]:8443/sdk");
+    url_ok("fe80::1%3", "https://[fe80::1%3]:443/sdk");
 
     url_bad(NULL, "empty");
     url_bad("", "no host");
@@ -105,6 +107,9 @@ static void test_url_forms(void **state)
     url_bad("63:38:AA:2E:EB:40:C3:50:A3:61:47:D8:55:D3:97:49", "IPv6");
     url_bad("[1:2:3:4:5:6:7:8:9]:443", "IPv6");
     url_bad("[:::]", "IPv6");
+    url_bad("[fe80::1%2512345678901234567]", "IPv6");
+    url_bad("[fe80::1%1:2]", "IPv6");
+    url_bad("[fe80::1%]", "IPv6");
     url_bad("https://vc/sdk?x=1", "query");
 }
 
