@@ -6,7 +6,7 @@
  * fuzz-sources: vsphere/soap.c vsphere/vim.c lib/err.c
  * fuzz-seeds: tests/unit/fixtures/soap/*.resp.xml tests/unit/fixtures/soap/clone_vm.req.xml
  * fuzz-seeds: tests/unit/fixtures/soap/create_filter_view.req.xml
- * tests/unit/fixtures/soap/login.req.xml
+ * fuzz-seeds: tests/unit/fixtures/soap/login.req.xml
  */
 #include <errno.h>
 #include <stdint.h>
