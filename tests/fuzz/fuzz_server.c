@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_HEADER_BYTES 2048
 #define MAX_HEADERS 16
 #define MAX_BODY 4096
-#define MAX_INPUT (48 * 1024)
+#define MAX_REQUEST_BYTES (48 * 1024)
 #define MAX_REQS 8192
 
 static uv_loop_t loop;
@@ -229,16 +229,27 @@ static void setup(void)
         abort();
 }
 
+/* connect_client connects to the server. The client closes first, so each
+ * run leaves a TIME_WAIT behind; Linux reuses them on loopback, but a long
+ * run may still find no free port for a moment: it tries again. */
 static int connect_client(void)
 {
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)vmg_server_port(srv))};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-        abort();
-    return fd;
+    for (int tries = 0; tries < 200; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+            break;
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+            return fd;
+        fprintf(stderr, "fuzz_server: connect: %s\n", strerror(errno));
+        close(fd);
+        usleep(10000);
+    }
+    abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -247,7 +258,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!srv)
         setup();
-    if (size > MAX_INPUT)
+    if (size > MAX_REQUEST_BYTES)
         return 0;
     memset(&run, 0, sizeof(run));
     run.fd = connect_client();
