@@ -3,6 +3,7 @@
 #   make            build bin/vmgroup-operator
 #   make demo       the embedded default: local control plane + vcsim + manager
 #   make test       every test (installs what it needs); ends "N passed, N failed"
+#   make fuzz       the fuzz targets, FUZZ_TIME seconds each (make fuzz FUZZ_TIME=300)
 #   make lint       clang-format (check) and cppcheck
 #   make bench      benchmarks, printing their figures
 #   make run        the manager against the current kubeconfig and VC_* vCenter
@@ -109,8 +110,12 @@ e2e: tools build
 	@$(MAKE) --no-print-directory $(DRIVER_BINS)
 	@tests/run e2e
 
+# FUZZ_TIME: seconds per target (make fuzz FUZZ_TIME=300 for a long run);
+# FUZZ_FILTER: a regular expression choosing targets (fuzz_url, ...).
+FUZZ_TIME ?=
+FUZZ_FILTER ?=
 fuzz: deps
-	@tests/fuzz/run
+	@FUZZ_TIME='$(FUZZ_TIME)' FUZZ_FILTER='$(FUZZ_FILTER)' tests/fuzz/run
 
 # The whole suite: unit tests under ASan/UBSan, the fuzzers' short runs, and
 # the e2e tests against a real kube-apiserver and vcsim. One summary line.

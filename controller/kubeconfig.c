@@ -2121,4 +2121,39 @@ int kcfg_testing_parse_time(const char *s, time_t *ret)
 {
     return parse_time(s, ret);
 }
+
+int kcfg_testing_parse_cred(const char *out, size_t len, const char *api_version,
+                            struct kcfg_testing_cred *ret, char *msg, size_t msglen)
+{
+    struct exec_run *run = calloc(1, sizeof(*run));
+    struct exec_cred cr;
+    int r;
+
+    memset(ret, 0, sizeof(*ret));
+    if (!run)
+        return -ENOMEM;
+    run->command = (char *)"plugin";
+    run->api_version = (char *)api_version;
+    run->out_buf = (char *)out;
+    run->out_len = len;
+    r = parse_cred(run, &cr, msg, msglen);
+    free(run);
+    if (r < 0)
+        return r;
+    ret->token = cr.token;
+    ret->cert = cr.cert;
+    ret->cert_len = cr.cert_len;
+    ret->key = cr.key;
+    ret->key_len = cr.key_len;
+    ret->expiry = cr.expiry;
+    return 0;
+}
+
+void kcfg_testing_cred_clear(struct kcfg_testing_cred *cr)
+{
+    free_secret_str(cr->token);
+    free_secret(cr->cert, cr->cert_len);
+    free_secret(cr->key, cr->key_len);
+    memset(cr, 0, sizeof(*cr));
+}
 #endif

@@ -173,6 +173,22 @@ void kcfg_testing_view(const kcfg *c, struct kcfg_testing_view *ret);
 
 /* The RFC 3339 parser used for expirationTimestamp. */
 int kcfg_testing_parse_time(const char *s, time_t *ret);
+
+/* What an exec plugin printed, parsed as kcfg_exec_refresh does: the
+ * ExecCredential in out[0..len) of the given apiVersion. Returns 0 and the
+ * credential in *ret (free it with kcfg_testing_cred_clear), or the error
+ * the refresh would report, with its message in msg. */
+struct kcfg_testing_cred {
+    char *token;
+    char *cert;
+    size_t cert_len;
+    char *key;
+    size_t key_len;
+    time_t expiry;
+};
+int kcfg_testing_parse_cred(const char *out, size_t len, const char *api_version,
+                            struct kcfg_testing_cred *ret, char *msg, size_t msglen);
+void kcfg_testing_cred_clear(struct kcfg_testing_cred *cr);
 #endif
 
 #endif

@@ -68,6 +68,33 @@ static bool placement_err(int err)
            err == VMG_ETOOBIG;
 }
 
+/* names_vcenter tells whether msg names vCenter's user, URL or host,
+ * which a tenant is not told (curl's messages name the host alone: "Failed
+ * to connect to HOST port ..."). */
+static bool names_vcenter(const vcworld *w, const char *msg)
+{
+    const char *url = w->s ? vs_session_url(w->s) : NULL, *user = w->o->vc_user, *h;
+    char host[256];
+    size_t n;
+
+    if (!msg || !*msg)
+        return false;
+    if ((url && *url && strstr(msg, url)) || (user && *user && strstr(msg, user)) ||
+        (w->o->vc_host && *w->o->vc_host && strstr(msg, w->o->vc_host)))
+        return true;
+    /* The host of the URL: between "://" and the port or path. */
+    h = url ? strstr(url, "://") : NULL;
+    if (!h)
+        return false;
+    h += 3;
+    n = *h == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/");
+    if (n == 0 || n >= sizeof(host))
+        return false;
+    memcpy(host, h, n);
+    host[n] = '\0';
+    return strstr(msg, host) != NULL;
+}
+
 /* update_ready decides readiness and the sentence that says why not. The
  * sentence reaches groups' status and events, which tenants read: it
  * never quotes the session's or a transport's error, which name vCenter's
@@ -97,7 +124,7 @@ static void update_ready(vcworld *w)
             break;
         }
     } else if (!w->ist.synced) {
-        if (placement_err(w->ist.err) && w->ist_msg[0])
+        if (placement_err(w->ist.err) && w->ist_msg[0] && !names_vcenter(w, w->ist_msg))
             snprintf(w->why, sizeof(w->why), "%s", w->ist_msg);
         else if (w->ist.err && w->ist.err != -EAGAIN)
             snprintf(w->why, sizeof(w->why),
@@ -466,12 +493,14 @@ static void tag_done(void *data, const struct vs_rest_result *res)
 /* tenant_msg is what an operation's failure says to the group (status,
  * events): vCenter's own answers (a fault, an object not found) as they
  * are; a failure of the session or the transport, whose message names
- * vCenter's user or URL, only by its kind, the message going to the log. */
+ * vCenter's user or URL, and any message that names them, only by its
+ * kind, the message going to the log. */
 static const char *tenant_msg(const struct opctx *c, int err, const char *fault, const char *msg,
                               char *buf, size_t size)
 {
-    if (err == 0 || err == VMG_ECANCELED || fault || err == VMG_ENOTFOUND ||
-        err == VMG_EAMBIGUOUS || err == VMG_ECONFIG || err == VMG_ECONFLICT)
+    if ((err == 0 || err == VMG_ECANCELED || fault || err == VMG_ENOTFOUND ||
+         err == VMG_EAMBIGUOUS || err == VMG_ECONFIG || err == VMG_ECONFLICT) &&
+        !names_vcenter(c->w, msg))
         return msg;
     vmg_logf(VMG_LOG_WARN, LOGGER, c->ns[0] ? c->ns : NULL, c->name[0] ? c->name : NULL,
              "a vCenter operation failed: %s", msg && *msg ? msg : vmg_strerror(err));

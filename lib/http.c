@@ -872,3 +872,76 @@ void vmg_http_close(vmg_http *h, void (*closed)(void *data), void *data)
     }
     release(h);
 }
+
+#ifdef VMG_TESTING
+vmg_http_xfer *vmg_http_testing_xfer(size_t max_body, vmg_http_line_cb on_line, void *data)
+{
+    struct vmg_http_xfer *x;
+
+    if (max_body == 0 || max_body >= SIZE_MAX / 2)
+        return NULL;
+    x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    x->state = XS_ACTIVE;
+    x->max_body = max_body;
+    x->on_line = on_line;
+    x->data = data;
+    return x;
+}
+
+int vmg_http_testing_header(vmg_http_xfer *x, const char *line, size_t len)
+{
+    char *copy = malloc(len + 1);
+    size_t n;
+
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, line, len);
+    copy[len] = '\0';
+    n = on_header(copy, 1, len, x);
+    free(copy);
+    if (n == len)
+        return 0;
+    return x->fail ? x->fail : VMG_ECANCELED;
+}
+
+int vmg_http_testing_body(vmg_http_xfer *x, long status, const char *buf, size_t len)
+{
+    char *copy;
+    size_t n;
+
+    if (len == 0)
+        return x->fail;
+    /* What on_write would learn from curl's CURLINFO_RESPONSE_CODE. */
+    if (x->mode == BM_UNSET && x->state != XS_DONE && !x->fail) {
+        x->mode = x->on_line && status >= 200 && status < 300 ? BM_STREAM : BM_BUFFER;
+        x->body_len = 0;
+    }
+    copy = malloc(len);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, buf, len);
+    n = on_write(copy, 1, len, x);
+    free(copy);
+    if (n == len)
+        return 0;
+    return x->fail ? x->fail : VMG_ECANCELED;
+}
+
+int vmg_http_testing_end(vmg_http_xfer *x, const char **ret_body, size_t *ret_len)
+{
+    if (!x->fail && x->mode == BM_STREAM && x->body_len > 0)
+        deliver_line(x);
+    x->state = XS_DONE;
+    *ret_body = x->mode == BM_BUFFER && x->body ? x->body : "";
+    *ret_len = x->mode == BM_BUFFER && x->body ? x->body_len : 0;
+    return x->fail;
+}
+
+void vmg_http_testing_xfer_free(vmg_http_xfer *x)
+{
+    if (x)
+        xfer_free(x);
+}
+#endif

@@ -120,4 +120,22 @@ size_t vmg_http_active(const vmg_http *h);
  * VMG_ECANCELED). h may be NULL (then closed is not called). */
 void vmg_http_close(vmg_http *h, void (*closed)(void *data), void *data);
 
+#ifdef VMG_TESTING
+/* A transfer that is never sent, for unit tests and fuzzers: they feed it
+ * what curl would (header lines as curl hands them, with their CRLF, and
+ * the body in pieces) and read what the callbacks made of it, without a
+ * server. max_body and on_line as for vmg_http_start. */
+vmg_http_xfer *vmg_http_testing_xfer(size_t max_body, vmg_http_line_cb on_line, void *data);
+/* header feeds one header line; body feeds body bytes of a response of
+ * the given status. Both return 0, or the error the transfer would end
+ * with (VMG_ETOOBIG, -ENOMEM, a line callback's code, VMG_ECANCELED). */
+int vmg_http_testing_header(vmg_http_xfer *x, const char *line, size_t len);
+int vmg_http_testing_body(vmg_http_xfer *x, long status, const char *buf, size_t len);
+/* end ends the transfer cleanly (a last line without "\n" is delivered)
+ * and returns the err done would get; *ret_body and *ret_len are the
+ * buffered body ("" when streamed). */
+int vmg_http_testing_end(vmg_http_xfer *x, const char **ret_body, size_t *ret_len);
+void vmg_http_testing_xfer_free(vmg_http_xfer *x);
+#endif
+
 #endif

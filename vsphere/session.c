@@ -17,6 +17,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -127,6 +130,36 @@ static bool v6_char_ok(char c)
     return isxdigit((unsigned char)c) || c == ':' || c == '.' || c == '%';
 }
 
+/* v6_addr_ok tells whether s[0..n) is an IPv6 address, with an optional
+ * zone after it: '%' (or "%25", its escape) and 1 to 15 hex digits (curl
+ * refuses longer ones; v6_char_ok lets no interface name through). */
+static bool v6_addr_ok(const char *s, size_t n)
+{
+    char addr[INET6_ADDRSTRLEN + 1];
+    struct in6_addr a;
+    const char *zone = memchr(s, '%', n), *end = s + n;
+    size_t alen = zone ? (size_t)(zone - s) : n;
+
+    for (size_t i = 0; i < n; i++)
+        if (!v6_char_ok(s[i]))
+            return false;
+    if (zone) {
+        zone++;
+        if (end - zone > 2 && zone[0] == '2' && zone[1] == '5')
+            zone += 2;
+        if (zone == end || end - zone > 15)
+            return false;
+        for (const char *p = zone; p < end; p++)
+            if (!isxdigit((unsigned char)*p))
+                return false;
+    }
+    if (alen == 0 || alen >= sizeof(addr))
+        return false;
+    memcpy(addr, s, alen);
+    addr[alen] = '\0';
+    return inet_pton(AF_INET6, addr, &a) == 1;
+}
+
 /* show_host writes host for messages, with any user information before an
  * '@' (which may hold a password) replaced by "***". */
 static void show_host(const char *host, char *out, size_t size)
@@ -174,7 +207,9 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     slash = strchr(rest, '/');
     auth_end = slash ? slash : rest + strlen(rest);
     auth_len = (size_t)(auth_end - rest);
-    if (memchr(rest, '@', auth_len)) {
+    /* Anywhere: after a mistyped scheme ("https//user:pw@vc") user
+     * information would land in the path, sent and logged with the URL. */
+    if (strchr(rest, '@')) {
         vmg_putf(err, errlen,
                  "VC_HOST \"%s\" holds a user name; give it in VC_USER and VC_PASS instead", shown);
         return VMG_ECONFIG;
@@ -193,15 +228,10 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     }
     if (rest[0] == '[') {
         const char *close = memchr(rest, ']', auth_len);
-        if (!close || close == rest + 1) {
+        if (!close || !v6_addr_ok(rest + 1, (size_t)(close - rest - 1))) {
             vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
             return VMG_ECONFIG;
         }
-        for (const char *p = rest + 1; p < close; p++)
-            if (!v6_char_ok(*p)) {
-                vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
-                return VMG_ECONFIG;
-            }
         if (close + 1 < auth_end) {
             if (close[1] != ':') {
                 vmg_putf(err, errlen, "VC_HOST \"%s\": bad text after the IPv6 address", shown);
@@ -218,11 +248,10 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
         bool v6 = c1 && memchr(c1 + 1, ':', (size_t)(auth_end - c1 - 1));
         if (v6) {
             /* A bare IPv6 address: no port can follow it unambiguously. */
-            for (const char *p = rest; p < auth_end; p++)
-                if (!v6_char_ok(*p)) {
-                    vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
-                    return VMG_ECONFIG;
-                }
+            if (!v6_addr_ok(rest, auth_len)) {
+                vmg_putf(err, errlen, "VC_HOST \"%s\": bad IPv6 address", shown);
+                return VMG_ECONFIG;
+            }
             if (auth_len + 2 >= sizeof(hostpart))
                 goto toolong;
             hostpart[0] = '[';
@@ -716,25 +745,38 @@ static void start_login(vs_session *s)
     }
 }
 
+int vs_session_cookie(const char *v, char *buf, size_t size)
+{
+    size_t n;
+
+    while (*v == ' ')
+        v++;
+    if (strncmp(v, COOKIE_NAME "=", sizeof(COOKIE_NAME)) != 0)
+        return 1;
+    n = strcspn(v, ";");
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n <= sizeof(COOKIE_NAME) || n >= size)
+        return VMG_EPARSE;
+    /* It goes back in a Cookie header: a control character (a CR, which
+     * ends a header line for some servers) would change the request. */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return VMG_EPARSE;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return 0;
+}
+
 /* take_cookie keeps the session cookie of a Login response. */
 static int take_cookie(vs_session *s, const vmg_http_xfer *x)
 {
     const char *v;
 
     for (size_t i = 0; (v = vmg_http_xfer_header_nth(x, "set-cookie", i)) != NULL; i++) {
-        size_t n;
-        while (*v == ' ')
-            v++;
-        if (strncmp(v, COOKIE_NAME "=", sizeof(COOKIE_NAME)) != 0)
-            continue;
-        n = strcspn(v, ";");
-        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-            n--;
-        if (n <= sizeof(COOKIE_NAME) || n >= sizeof(s->cookie))
-            return VMG_EPARSE;
-        memcpy(s->cookie, v, n);
-        s->cookie[n] = '\0';
-        return 0;
+        int r = vs_session_cookie(v, s->cookie, sizeof(s->cookie));
+        if (r <= 0)
+            return r;
     }
     return VMG_EPARSE;
 }

@@ -142,9 +142,17 @@ struct vs_session_stats {
  * "https://host:443/sdk", "host:port" "https://host:port/sdk", an https
  * URL keeps its port and path (default 443 and "/sdk"); IPv6 literals go in
  * brackets. Returns 0, or VMG_ECONFIG with a sentence in err (a scheme
- * other than https, user info in the URL, a bad port, an empty or invalid
- * host, or a result longer than size). */
+ * other than https, user info in the URL (an '@' anywhere), a bad port,
+ * an empty or invalid host, or a result longer than size). */
 int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t errlen);
+
+/* vs_session_cookie reads one Set-Cookie value of a Login response: when
+ * it sets the session cookie, vmware_soap_session, it writes
+ * "vmware_soap_session=<value>" (attributes and trailing blanks cut) to buf
+ * and returns 0; another cookie gives 1 (buf untouched); a session cookie
+ * without a value, with a control character in it, or that does not fit
+ * in size gives VMG_EPARSE. */
+int vs_session_cookie(const char *set_cookie, char *buf, size_t size);
 
 /* vs_thumbprint_parse reads a SHA-256 fingerprint, 64 hex digits with or
  * without ':' between bytes, any case. Returns 0 and fills out, or

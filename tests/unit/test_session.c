@@ -84,6 +84,8 @@ static void test_url_forms(void **state)
     url_ok("[fe80::1]", "https://[fe80::1]:443/sdk");
     url_ok("fe80::1", "https://[fe80::1]:443/sdk");
     url_ok("https://[::1]/sdk", "https://[::1]:443/sdk");
+    url_ok("[fe80::1%252]:8443", "https://[fe80::1%252]:8443/sdk");
+    url_ok("fe80::1%3", "https://[fe80::1%3]:443/sdk");
 
     url_bad(NULL, "empty");
     url_bad("", "no host");
@@ -100,6 +102,14 @@ static void test_url_forms(void **state)
     url_bad("v$c", "invalid host");
     url_bad("[::1", "IPv6");
     url_bad("[::1]x", "IPv6");
+    /* IPv6 characters that make no IPv6 address (curl would refuse the
+     * URL at every login instead). */
+    url_bad("63:38:AA:2E:EB:40:C3:50:A3:61:47:D8:55:D3:97:49", "IPv6");
+    url_bad("[1:2:3:4:5:6:7:8:9]:443", "IPv6");
+    url_bad("[:::]", "IPv6");
+    url_bad("[fe80::1%2512345678901234567]", "IPv6");
+    url_bad("[fe80::1%1:2]", "IPv6");
+    url_bad("[fe80::1%]", "IPv6");
     url_bad("https://vc/sdk?x=1", "query");
 }
 
@@ -114,6 +124,10 @@ static void test_url_errors_hide_user_information(void **state)
         "https://u:s3cret@vc/sdk?x=1",
         "u:s3cret@@vc",
         "https://u:s3cret@vc example",
+        /* A scheme without its colon: the rest would be the URL's path,
+         * sent in every request line and logged. */
+        "https//user:s3cret@vc.example.com",
+        "vc.example.com/user:s3cret@sdk",
     };
     char buf[VS_URL_MAX], err[256];
 
@@ -136,6 +150,34 @@ static void test_url_too_long(void **state)
     assert_int_equal(vs_url_build(host, buf, sizeof(buf), err, sizeof(err)), VMG_ECONFIG);
     assert_non_null(strstr(err, "too long"));
     assert_int_equal(vs_url_build("vc.example.com", buf, 10, err, sizeof(err)), VMG_ECONFIG);
+}
+
+/* The session cookie goes back to vCenter in a Cookie header: one that
+ * holds a control character (a CR would end that header line for some
+ * servers) is refused, not sent. */
+static void test_cookie_with_control_characters(void **state)
+{
+    static const char *const bad[] = {
+        "vmware_soap_session=abc\rX-Injected: 1",
+        "vmware_soap_session=\"52ab\"\x01; Path=/",
+        "vmware_soap_session=a\tb; HttpOnly",
+        "vmware_soap_session=ab\x7f",
+    };
+    char cookie[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cookie[0] = '\0';
+        if (vs_session_cookie(bad[i], cookie, sizeof(cookie)) != VMG_EPARSE)
+            fail_msg("cookie %zu was taken: \"%s\"", i, cookie);
+    }
+    assert_int_equal(vs_session_cookie(" vmware_soap_session=\"52ab\" ; Path=/; HttpOnly", cookie,
+                                       sizeof(cookie)),
+                     0);
+    assert_string_equal(cookie, "vmware_soap_session=\"52ab\"");
+    assert_int_equal(vs_session_cookie("other=1", cookie, sizeof(cookie)), 1);
+    assert_int_equal(vs_session_cookie("vmware_soap_session=; Path=/", cookie, sizeof(cookie)),
+                     VMG_EPARSE);
 }
 
 static void test_thumbprints(void **state)
@@ -777,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_url_forms),
         cmocka_unit_test(test_url_errors_hide_user_information),
         cmocka_unit_test(test_url_too_long),
+        cmocka_unit_test(test_cookie_with_control_characters),
         cmocka_unit_test(test_thumbprints),
         cmocka_unit_test(test_backoff_schedule),
         cmocka_unit_test(test_login_and_cookie),
