@@ -70,7 +70,7 @@ scrape() {
 scrape_ok() { [ "$(scrape "$1")" = 200 ]; }
 
 # write_flood FILE: a scanner that sends scrapes with random bearer tokens
-# on many connections at once, until FILE's directory holds stop-flood or
+# on many connections at once, from many loopback addresses, until FILE's directory holds stop-flood or
 # the time is up, giving up an answer that takes more than 0.3 s (and its
 # connection: the client went away). It prints what it got.
 write_flood() {
@@ -102,12 +102,15 @@ async def one(r, w):
         await asyncio.wait_for(r.readexactly(n), 1)
     return line.split()[1].decode()
 
-async def worker():
+async def worker(k):
+    # Each connection from a loopback address of its own, as from many
+    # hosts: the server's cap of connections per address stops one.
+    src = ('127.0.0.%d' % (2 + k % 250), 0)
     r = w = None
     while time.monotonic() < end and not os.path.exists(stop):
         if w is None:
             try:
-                r, w = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ctx), 2)
+                r, w = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ctx, local_addr=src), 2)
             except Exception:
                 counts['refused'] += 1
                 await asyncio.sleep(0.05)
@@ -122,7 +125,7 @@ async def worker():
             r = w = None
 
 async def main():
-    await asyncio.gather(*[worker() for _ in range(workers)])
+    await asyncio.gather(*[worker(k) for k in range(workers)])
 
 asyncio.run(main())
 print(' '.join('%s=%d' % kv for kv in sorted(counts.items())))
