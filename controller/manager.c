@@ -65,6 +65,7 @@ struct mgr {
     struct vmg_metric *m_wq_unfinished, *m_wq_longest, *m_rest, *m_leader;
     struct vmg_metric *m_current, *m_desired;
     struct vmg_metric *m_events_dropped;
+    struct vmg_metric *m_events_cached;
     vmg_server *probe_srv, *metrics_srv;
     authn *auth;
     char *cert_pem, *key_pem;
@@ -93,6 +94,19 @@ static double wq_stat(struct mgr *m, int which)
     default:
         return st.longest_running_processor_seconds;
     }
+}
+
+/* Entries of the event recorder's caches: back to 0 once every group is
+ * gone (a soak's check that churn leaves nothing behind). */
+static double f_events_cached(void *d)
+{
+    struct mgr *m = d;
+    struct events_stats st;
+
+    if (!m->ev)
+        return 0;
+    events_get_stats(m->ev, &st);
+    return (double)(st.cached + st.buckets);
 }
 
 static double f_depth(void *d)
@@ -204,6 +218,12 @@ static int metrics_setup(struct mgr *m)
         !m->m_wq_depth || !m->m_wq_adds || !m->m_wq_queue_dur || !m->m_wq_work_dur ||
         !m->m_wq_retries || !m->m_wq_unfinished || !m->m_wq_longest || !m->m_rest || !m->m_leader ||
         !m->m_current || !m->m_desired || !m->m_events_dropped)
+        return -ENOMEM;
+    m->m_events_cached = vmg_gauge_new(m->metrics, "vmgroup_events_cache_entries",
+                                       "Entries the event recorder remembers (aggregation and "
+                                       "rate limit), for the groups that exist",
+                                       0, NULL);
+    if (!m->m_events_cached || vmg_metric_set_fn(m->m_events_cached, NULL, f_events_cached, m) < 0)
         return -ENOMEM;
     vmg_metric_set_fn(m->m_workers, lv, f_active, m);
     vmg_metric_set_fn(m->m_wq_depth, lv, f_depth, m);
@@ -544,6 +564,7 @@ static void w_forgotten(void *data, const char *key)
     vmg_metric_remove(m->m_current, (const char *[]){ns, name});
     vmg_metric_remove(m->m_desired, (const char *[]){ns, name});
     vcworld_forget_group(m->vc, ns, name);
+    events_forget(m->ev, ns, name);
 }
 
 /* ---- informer -> queue ---- */
