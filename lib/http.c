@@ -317,7 +317,9 @@ vmg_http *vmg_http_new(uv_loop_t *loop, int *ret_err)
     if (curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, on_socket) != CURLM_OK ||
         curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h) != CURLM_OK ||
         curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer) != CURLM_OK ||
-        curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h) != CURLM_OK)
+        curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h) != CURLM_OK ||
+        curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)VMG_HTTP_MAX_IDLE_CONNS) !=
+            CURLM_OK)
         goto fail;
     r = uv_timer_init(loop, &h->timer);
     if (r < 0)

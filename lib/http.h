@@ -27,6 +27,13 @@
 #define VMG_HTTP_MAX_HEADERS 100
 #define VMG_HTTP_MAX_HEADER_BYTES (64 * 1024)
 
+/* Connections kept open once their transfers are done (curl's connection
+ * cache, CURLMOPT_MAXCONNECTS), for all hosts together: beyond it, the
+ * oldest idle one is closed. Without it curl keeps up to 4 per transfer
+ * ever running at once. An idle connection is also not reused after
+ * curl's CURLOPT_MAXAGE_CONN (118 s by default) and is then closed. */
+#define VMG_HTTP_MAX_IDLE_CONNS 16
+
 typedef struct vmg_http vmg_http;           /* one CURLM bound to one uv loop */
 typedef struct vmg_http_xfer vmg_http_xfer; /* one transfer in flight */
 
