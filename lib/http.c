@@ -27,6 +27,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "lib/err.h"
 
 /* First allocation for a body or line buffer. */
@@ -336,12 +338,26 @@ fail:
     return NULL;
 }
 
+void vmg_http_headers_free(struct curl_slist *h)
+{
+    for (struct curl_slist *p = h; p; p = p->next)
+        if (p->data)
+            OPENSSL_cleanse(p->data, strlen(p->data));
+    curl_slist_free_all(h);
+}
+
 /* ---- transfers ---- */
 
+/* Response headers and bodies may hold secrets (a session cookie, a
+ * session id, a token): their memory is wiped before it is given back. */
 static void headers_clear(struct vmg_http_xfer *x)
 {
-    for (size_t i = 0; i < x->nhdrs; i++)
-        free(x->hdrs[i]);
+    for (size_t i = 0; i < x->nhdrs; i++) {
+        char *e = x->hdrs[i];
+        size_t nlen = strlen(e);
+        OPENSSL_cleanse(e, nlen + 1 + strlen(e + nlen + 1));
+        free(e);
+    }
     x->nhdrs = 0;
     x->hdr_bytes = 0;
 }
@@ -425,10 +441,16 @@ static int body_append(struct vmg_http_xfer *x, const char *p, size_t n)
             cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
         if (cap > x->max_body + 1)
             cap = x->max_body + 1;
-        nb = realloc(x->body, cap);
+        /* Not realloc: the old block is wiped before it is freed. */
+        nb = malloc(cap);
         if (!nb) {
             x->fail = -ENOMEM;
             return x->fail;
+        }
+        if (x->body) {
+            memcpy(nb, x->body, x->body_len);
+            OPENSSL_cleanse(x->body, x->body_cap);
+            free(x->body);
         }
         x->body = nb;
         x->body_cap = cap;
@@ -501,6 +523,8 @@ static void xfer_free(struct vmg_http_xfer *x)
 {
     headers_clear(x);
     curl_easy_cleanup(x->easy);
+    if (x->body)
+        OPENSSL_cleanse(x->body, x->body_cap);
     free(x->body);
     free(x);
 }

@@ -66,6 +66,12 @@ typedef int (*vmg_http_line_cb)(void *data, const char *line, size_t len);
 typedef void (*vmg_http_observer)(void *data, const char *method, const char *host, long status,
                                   int err, double seconds);
 
+/* vmg_http_headers_free wipes each header of h (which may carry a session
+ * id or a token) and frees the list, as curl_slist_free_all does. NULL is
+ * fine. This module wipes the response headers and body it kept once the
+ * done callback has returned. */
+void vmg_http_headers_free(struct curl_slist *h);
+
 /* vmg_http_new makes a multi handle bound to loop. Returns NULL and sets
  * *ret_err (-ENOMEM, VMG_ETRANSPORT when curl refuses) on failure. */
 vmg_http *vmg_http_new(uv_loop_t *loop, int *ret_err);
