@@ -37,6 +37,7 @@ struct lru_node {
     struct lru_node *prev, *next; /* recency: head.next is the most recent */
     struct lru_node *hnext;       /* hash chain */
     uint64_t hash;
+    uint64_t used_ms; /* when last added or found: the recency order */
     char *key;
 };
 
@@ -95,8 +96,8 @@ static void lru_push_front(struct lru *l, struct lru_node *n)
     l->head.next = n;
 }
 
-/* Finds key and makes it the most recent. */
-static struct lru_node *lru_get(struct lru *l, const char *key, uint64_t hash)
+/* Finds key and makes it the most recent, used at now. */
+static struct lru_node *lru_get(struct lru *l, const char *key, uint64_t hash, uint64_t now)
 {
     struct lru_node *n = l->table[hash & (l->nbuckets - 1)];
     for (; n; n = n->hnext) {
@@ -104,15 +105,16 @@ static struct lru_node *lru_get(struct lru *l, const char *key, uint64_t hash)
             n->prev->next = n->next;
             n->next->prev = n->prev;
             lru_push_front(l, n);
+            n->used_ms = now;
             return n;
         }
     }
     return NULL;
 }
 
-/* Adds n (key and hash set, not present) as the most recent, evicting the
- * least recent entry when full. */
-static void lru_add(struct lru *l, struct lru_node *n)
+/* Adds n (key and hash set, not present) as the most recent, used at now,
+ * evicting the least recent entry when full. */
+static void lru_add(struct lru *l, struct lru_node *n, uint64_t now)
 {
     if (l->count >= l->cap) {
         struct lru_node *old = l->head.prev;
@@ -123,7 +125,64 @@ static void lru_add(struct lru *l, struct lru_node *n)
     n->hnext = l->table[b];
     l->table[b] = n;
     lru_push_front(l, n);
+    n->used_ms = now;
     l->count++;
+}
+
+/* Removes the entries not used for more than ttl_ms before now: they are
+ * the least recent ones, at the tail. */
+static void lru_expire(struct lru *l, uint64_t now, uint64_t ttl_ms)
+{
+    while (l->head.prev != &l->head) {
+        struct lru_node *n = l->head.prev;
+        if (now < n->used_ms || now - n->used_ms <= ttl_ms)
+            break;
+        lru_unlink(l, n);
+        l->evict(l->ctx, n);
+    }
+}
+
+/* key_field finds field i (from 0) of a key made by make_key (below). */
+static bool key_field(const char *key, size_t i, const char **ret, size_t *ret_len)
+{
+    const char *p = key;
+    for (;;) {
+        char *end;
+        unsigned long long n = strtoull(p, &end, 10);
+        if (end == p || *end != ':' || n > strlen(end + 1))
+            return false;
+        if (i-- == 0) {
+            *ret = end + 1;
+            *ret_len = (size_t)n;
+            return true;
+        }
+        p = end + 1 + n;
+    }
+}
+
+static bool key_field_is(const char *key, size_t i, const char *want)
+{
+    const char *f;
+    size_t n;
+    return key_field(key, i, &f, &n) && n == strlen(want) && memcmp(f, want, n) == 0;
+}
+
+/* Removes the entries whose key has ns and name as fields 2 and 3 (both
+ * caches' keys begin apiVersion, kind, namespace, name). Returns how many. */
+static size_t lru_forget(struct lru *l, const char *ns, const char *name)
+{
+    size_t n = 0;
+    struct lru_node *e = l->head.next;
+    while (e != &l->head) {
+        struct lru_node *next = e->next;
+        if (key_field_is(e->key, 2, ns) && key_field_is(e->key, 3, name)) {
+            lru_unlink(l, e);
+            l->evict(l->ctx, e);
+            n++;
+        }
+        e = next;
+    }
+    return n;
 }
 
 /* Removes every entry (through evict) and the table. */
@@ -430,6 +489,18 @@ static void dropped(struct events *ev, enum events_drop why, const struct events
         ev->on_drop(ev->drop_data, why, obj, reason);
 }
 
+/* expire forgets what no longer changes anything: an aggregation entry
+ * past its window (the next equal event makes a new Event anyway) and a
+ * bucket idle long enough to be full again (as a new one would be). */
+static void expire(struct events *ev)
+{
+    uint64_t now = now_ms(ev);
+    uint64_t full_ms =
+        ev->refill_ms > UINT64_MAX / ev->burst ? UINT64_MAX : ev->refill_ms * ev->burst;
+    lru_expire(&ev->recent, now, ev->window_ms);
+    lru_expire(&ev->buckets, now, full_ms);
+}
+
 /* Takes a token of the bucket of obj, type and reason; false when empty.
  * Each kind of event has a bucket of its own, so that a burst of one kind
  * (VMs created while scaling up) never silences another (the Reconfigured
@@ -448,7 +519,7 @@ static int take_token(struct events *ev, const struct events_object *obj, enum e
     if (!key)
         return -ENOMEM;
     uint64_t h = fnv1a(key), now = now_ms(ev);
-    struct bucket *b = (struct bucket *)lru_get(&ev->buckets, key, h);
+    struct bucket *b = (struct bucket *)lru_get(&ev->buckets, key, h, now);
     if (b) {
         free(key);
         if (now > b->last_ms) {
@@ -471,7 +542,7 @@ static int take_token(struct events *ev, const struct events_object *obj, enum e
         b->node.hash = h;
         b->tokens = ev->burst;
         b->last_ms = now;
-        lru_add(&ev->buckets, &b->node);
+        lru_add(&ev->buckets, &b->node, now);
     }
     *ret_ok = b->tokens > 0;
     if (*ret_ok) {
@@ -580,6 +651,7 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
     if ((type != EVENTS_NORMAL && type != EVENTS_WARNING) || !valid_reason(reason))
         return -EINVAL;
 
+    expire(ev);
     bool ok = false;
     r = take_token(ev, obj, type, reason, &ok);
     if (r < 0)
@@ -599,7 +671,7 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
     if (!key)
         return -ENOMEM;
     uint64_t h = fnv1a(key), now = now_ms(ev);
-    struct entry *e = (struct entry *)lru_get(&ev->recent, key, h);
+    struct entry *e = (struct entry *)lru_get(&ev->recent, key, h, now);
     if (e && now - e->last_ms <= ev->window_ms) {
         free(key);
         e->count++;
@@ -661,7 +733,7 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
     }
     e->node.key = key;
     e->node.hash = h;
-    lru_add(&ev->recent, &e->node);
+    lru_add(&ev->recent, &e->node, now);
     w->kind = W_CREATE;
     w->entry = e;
     snprintf(w->ns, sizeof(w->ns), "%s", obj->ns);
@@ -898,7 +970,15 @@ void events_get_stats(const events *ev, struct events_stats *ret)
 {
     *ret = ev->st;
     ret->cached = ev->recent.count;
+    ret->buckets = ev->buckets.count;
     ret->pending = ev->pending;
+}
+
+size_t events_forget(events *ev, const char *ns, const char *name)
+{
+    if (!ev || !ns || !name)
+        return 0;
+    return lru_forget(&ev->recent, ns, name) + lru_forget(&ev->buckets, ns, name);
 }
 
 static void on_closed(uv_handle_t *h)

@@ -15,7 +15,9 @@
  *     again: the existing Event is patched (merge patch of count and
  *     lastTimestamp). A write still queued absorbs the repeats, so a burst
  *     of equal events costs one request. Recent events live in an LRU cache
- *     of 4096 entries; an evicted or expired one makes a new Event.
+ *     of 4096 entries; an evicted or expired one makes a new Event. Entries
+ *     past their window, and buckets full again, are dropped; so are an
+ *     object's entries on events_forget.
  *   - Event: created in the object's namespace, named "<name>.<hex>" (the
  *     wall clock in nanoseconds, in hex, unique in this recorder), with
  *     type Normal or Warning, a CamelCase reason, a message redacted with
@@ -145,6 +147,7 @@ struct events_stats {
     uint64_t queue_full;   /* dropped: too many pending */
     uint64_t failed;       /* dropped: write failed */
     size_t cached;         /* entries in the aggregation cache */
+    size_t buckets;        /* entries in the rate-limit cache */
     size_t pending;        /* writes queued or in flight */
 };
 
@@ -177,6 +180,14 @@ void events_object_of_vmgroup(const struct vmgroup *g, struct events_object *ret
  * or in flight (at once, via the loop, when there is none). A second flush
  * replaces the first's callback. Returns 0 or -ESHUTDOWN. */
 int events_flush(events *ev, void (*done)(void *data), void *data);
+
+/* events_forget drops what the recorder remembers of the object ns/name
+ * (whatever its uid): its aggregation entries and rate-limit buckets, so
+ * that a deleted object leaves nothing behind. Writes already queued are
+ * still sent. Returns the number of cache entries dropped. The caches also
+ * forget by themselves what no longer matters: an aggregation entry past
+ * its window, a bucket idle long enough to be full again. */
+size_t events_forget(events *ev, const char *ns, const char *name);
 
 /* events_get_stats writes the counters to *ret. */
 void events_get_stats(const events *ev, struct events_stats *ret);

@@ -1910,8 +1910,29 @@ static int env_name_eq(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && a[n] == '=';
 }
 
-/* exec_env builds the child's environment: ours, minus the names the
- * kubeconfig sets, plus those, plus info. The strings are borrowed. */
+/* The variables of ours a plugin is given: what a program needs to run
+ * and find its files, language, time zone and proxy. client-go hands a
+ * plugin its whole environment (os.Environ()); this manager holds secrets
+ * there (VC_*), so only these pass. */
+static const char *const exec_env_keep[] = {
+    "PATH",       "HOME",       "USER",          "LOGNAME",      "LANG",     "LANGUAGE",
+    "TZ",         "TMPDIR",     "SSL_CERT_FILE", "SSL_CERT_DIR", "NO_PROXY", "no_proxy",
+    "HTTP_PROXY", "http_proxy", "HTTPS_PROXY",   "https_proxy",
+};
+
+static int exec_env_kept(const char *entry)
+{
+    if (strncmp(entry, "LC_", 3) == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof(exec_env_keep) / sizeof(exec_env_keep[0]); i++)
+        if (env_name_eq(entry, exec_env_keep[i]))
+            return 1;
+    return 0;
+}
+
+/* exec_env builds the child's environment: the few of ours that
+ * exec_env_keep lists, minus the names the kubeconfig sets, plus those,
+ * plus info. The strings are borrowed. */
 static char **exec_env(const struct kcfg_exec *e, const char *info)
 {
     size_t n = 0, k = 0;
@@ -1922,7 +1943,7 @@ static char **exec_env(const struct kcfg_exec *e, const char *info)
     if (!env)
         return NULL;
     for (char **p = environ; p && *p; p++) {
-        int skip = env_name_eq(*p, info);
+        int skip = !exec_env_kept(*p) || env_name_eq(*p, info);
         for (size_t i = 0; i < e->nenv && !skip; i++)
             skip = env_name_eq(*p, e->env[i]);
         if (!skip)

@@ -3,6 +3,7 @@
 #include "controller/manager.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,8 @@
 
 #define LOGGER "manager"
 #define CONTROLLER "vmgroup"
-#define LEASE_WAIT_MS 200 /* a key met past the renew deadline waits this long */
+#define LEASE_WAIT_MS 200  /* a key met past the renew deadline waits this long */
+#define TRIM_EVERY_MS 5000 /* how often free heap pages are given back (on_trim) */
 /* The rate of the metrics' reviews (a review is two requests); a scraper's
  * answer is cached for minutes, so this is room for many scrapers. */
 #define AUTH_QPS 5.0
@@ -45,6 +47,7 @@ struct mgr {
     uv_loop_t loop;
     uv_signal_t sigterm, sigint;
     uv_timer_t stop_timer;
+    uv_timer_t trim_timer;
     int exit_code;
     bool stopping;
     bool leading;
@@ -70,6 +73,7 @@ struct mgr {
     struct vmg_metric *m_wq_unfinished, *m_wq_longest, *m_rest, *m_leader;
     struct vmg_metric *m_current, *m_desired;
     struct vmg_metric *m_events_dropped;
+    struct vmg_metric *m_events_cached;
     vmg_server *probe_srv, *metrics_srv;
     authn *auth;
     char *cert_pem, *key_pem;
@@ -98,6 +102,19 @@ static double wq_stat(struct mgr *m, int which)
     default:
         return st.longest_running_processor_seconds;
     }
+}
+
+/* Entries of the event recorder's caches: back to 0 once every group is
+ * gone (a soak's check that churn leaves nothing behind). */
+static double f_events_cached(void *d)
+{
+    struct mgr *m = d;
+    struct events_stats st;
+
+    if (!m->ev)
+        return 0;
+    events_get_stats(m->ev, &st);
+    return (double)(st.cached + st.buckets);
 }
 
 static double f_depth(void *d)
@@ -209,6 +226,12 @@ static int metrics_setup(struct mgr *m)
         !m->m_wq_depth || !m->m_wq_adds || !m->m_wq_queue_dur || !m->m_wq_work_dur ||
         !m->m_wq_retries || !m->m_wq_unfinished || !m->m_wq_longest || !m->m_rest || !m->m_leader ||
         !m->m_current || !m->m_desired || !m->m_events_dropped)
+        return -ENOMEM;
+    m->m_events_cached = vmg_gauge_new(m->metrics, "vmgroup_events_cache_entries",
+                                       "Entries the event recorder remembers (aggregation and "
+                                       "rate limit), for the groups that exist",
+                                       0, NULL);
+    if (!m->m_events_cached || vmg_metric_set_fn(m->m_events_cached, NULL, f_events_cached, m) < 0)
         return -ENOMEM;
     vmg_metric_set_fn(m->m_workers, lv, f_active, m);
     vmg_metric_set_fn(m->m_wq_depth, lv, f_depth, m);
@@ -619,6 +642,7 @@ static void w_forgotten(void *data, const char *key)
     vmg_metric_remove(m->m_current, (const char *[]){ns, name});
     vmg_metric_remove(m->m_desired, (const char *[]){ns, name});
     vcworld_forget_group(m->vc, ns, name);
+    events_forget(m->ev, ns, name);
 }
 
 /* ---- informer -> queue ---- */
@@ -910,6 +934,20 @@ static void on_stop_timer(uv_timer_t *t)
     uv_stop(&m->loop);
 }
 
+/* on_trim gives the allocator's free pages back to the system. Work comes
+ * in bursts (a batch of groups: responses, parse trees, connections' TLS
+ * buffers, several MiB at once); what they leave free stays resident in
+ * glibc's heap, pinned by a few long-lived blocks above it, so that without
+ * this the resident memory climbs in steps under churn while the live heap
+ * does not (see tests/bench/churn.sh). */
+static void on_trim(uv_timer_t *t)
+{
+    (void)t;
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 static void close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -1112,6 +1150,10 @@ int manager_run(const struct vmg_options *o)
     m->sigterm.data = m->sigint.data = m;
     uv_signal_start(&m->sigterm, on_signal, SIGTERM);
     uv_signal_start(&m->sigint, on_signal, SIGINT);
+    /* Unreferenced: it never keeps the loop running. */
+    uv_timer_init(&m->loop, &m->trim_timer);
+    uv_timer_start(&m->trim_timer, on_trim, TRIM_EVERY_MS, TRIM_EVERY_MS);
+    uv_unref((uv_handle_t *)&m->trim_timer);
 
     vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "vmgroup-operator %s starting", VMG_VERSION);
     if (o->insecure)

@@ -319,7 +319,9 @@ vmg_http *vmg_http_new(uv_loop_t *loop, int *ret_err)
     if (curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, on_socket) != CURLM_OK ||
         curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h) != CURLM_OK ||
         curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer) != CURLM_OK ||
-        curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h) != CURLM_OK)
+        curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h) != CURLM_OK ||
+        curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)VMG_HTTP_MAX_IDLE_CONNS) !=
+            CURLM_OK)
         goto fail;
     r = uv_timer_init(loop, &h->timer);
     if (r < 0)
@@ -336,12 +338,26 @@ fail:
     return NULL;
 }
 
+void vmg_http_headers_free(struct curl_slist *h)
+{
+    for (struct curl_slist *p = h; p; p = p->next)
+        if (p->data)
+            OPENSSL_cleanse(p->data, strlen(p->data));
+    curl_slist_free_all(h);
+}
+
 /* ---- transfers ---- */
 
+/* Response headers and bodies may hold secrets (a session cookie, a
+ * session id, a token): their memory is wiped before it is given back. */
 static void headers_clear(struct vmg_http_xfer *x)
 {
-    for (size_t i = 0; i < x->nhdrs; i++)
-        free(x->hdrs[i]);
+    for (size_t i = 0; i < x->nhdrs; i++) {
+        char *e = x->hdrs[i];
+        size_t nlen = strlen(e);
+        OPENSSL_cleanse(e, nlen + 1 + strlen(e + nlen + 1));
+        free(e);
+    }
     x->nhdrs = 0;
     x->hdr_bytes = 0;
 }

@@ -31,6 +31,13 @@
 #define VMG_HTTP_MAX_HEADERS 100
 #define VMG_HTTP_MAX_HEADER_BYTES (64 * 1024)
 
+/* Connections kept open once their transfers are done (curl's connection
+ * cache, CURLMOPT_MAXCONNECTS), for all hosts together: beyond it, the
+ * oldest idle one is closed. Without it curl keeps up to 4 per transfer
+ * ever running at once. An idle connection is also not reused after
+ * curl's CURLOPT_MAXAGE_CONN (118 s by default) and is then closed. */
+#define VMG_HTTP_MAX_IDLE_CONNS 16
+
 typedef struct vmg_http vmg_http;           /* one CURLM bound to one uv loop */
 typedef struct vmg_http_xfer vmg_http_xfer; /* one transfer in flight */
 
@@ -62,6 +69,12 @@ typedef int (*vmg_http_line_cb)(void *data, const char *line, size_t len);
  * the result and the seconds it took. It must not call into this module. */
 typedef void (*vmg_http_observer)(void *data, const char *method, const char *host, long status,
                                   int err, double seconds);
+
+/* vmg_http_headers_free wipes each header of h (which may carry a session
+ * id or a token) and frees the list, as curl_slist_free_all does. NULL is
+ * fine. This module wipes the response headers and body it kept once the
+ * done callback has returned. */
+void vmg_http_headers_free(struct curl_slist *h);
 
 /* vmg_http_new makes a multi handle bound to loop. Returns NULL and sets
  * *ret_err (-ENOMEM, VMG_ETRANSPORT when curl refuses) on failure. */

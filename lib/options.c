@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "lib/err.h"
 
 enum kind { K_STR, K_BOOL, K_INT, K_DOUBLE, K_DURATION, K_HELP, K_VERSION };
@@ -262,6 +264,37 @@ void vmg_options_usage(FILE *out)
     }
 }
 
+/* take_env_pass moves VC_PASS out of the process environment into
+ * o->vc_pass_buf: the bytes of the variable's value are overwritten where
+ * they are (for a variable the process was started with, that is the block
+ * /proc/PID/environ shows) and the variable is removed, so that neither
+ * that file nor a child process sees the password. */
+static int take_env_pass(struct vmg_options *o, char *err, size_t errlen)
+{
+    char *v = getenv("VC_PASS");
+    size_t n;
+
+    o->vc_pass = NULL;
+    if (!v)
+        return 0;
+    n = strlen(v);
+    if (n >= sizeof(o->vc_pass_buf)) {
+        OPENSSL_cleanse(v, n);
+        unsetenv("VC_PASS");
+        snprintf(err, errlen, "VC_PASS is longer than %d bytes", VMG_SECRET_FILE_MAX);
+        return VMG_ECONFIG;
+    }
+    memcpy(o->vc_pass_buf, v, n + 1);
+    OPENSSL_cleanse(v, n);
+    if (unsetenv("VC_PASS") != 0) {
+        OPENSSL_cleanse(o->vc_pass_buf, sizeof(o->vc_pass_buf));
+        snprintf(err, errlen, "cannot remove VC_PASS from the environment");
+        return VMG_ECONFIG;
+    }
+    o->vc_pass = o->vc_pass_buf;
+    return 0;
+}
+
 int vmg_options_parse(struct vmg_options *o, int argc, char **argv,
                       const char *(*getenv_fn)(const char *name), char *err, size_t errlen)
 {
@@ -306,11 +339,16 @@ int vmg_options_parse(struct vmg_options *o, int argc, char **argv,
             return r;
     }
 
-    if (!getenv_fn)
+    if (!getenv_fn) {
+        int r = take_env_pass(o, err, errlen);
+        if (r < 0)
+            return r;
         getenv_fn = (const char *(*)(const char *))getenv;
+    } else {
+        o->vc_pass = getenv_fn("VC_PASS");
+    }
     o->vc_host = getenv_fn("VC_HOST");
     o->vc_user = getenv_fn("VC_USER");
-    o->vc_pass = getenv_fn("VC_PASS");
     o->vc_pass_file = getenv_fn("VC_PASS_FILE");
     if (o->vc_pass_file && !*o->vc_pass_file)
         o->vc_pass_file = NULL;

@@ -66,7 +66,11 @@ void vmg_options_defaults(struct vmg_options *o);
 
 /* vmg_options_parse parses argv over the defaults already in o, then reads
  * the VC_* variables through getenv_fn (getenv when NULL). Strings in o
- * point into argv or the environment. Returns 0 on success, 1 when --help or
+ * point into argv or the environment. With getenv_fn NULL, VC_PASS is taken
+ * out of the environment: copied into o->vc_pass_buf (wipe it when done),
+ * its bytes overwritten in place and the variable removed, so that neither
+ * /proc/PID/environ nor a child process shows it; a VC_PASS longer than
+ * VMG_SECRET_FILE_MAX is refused. Returns 0 on success, 1 when --help or
  * --version was asked for (and written to stdout), or VMG_ECONFIG with a
  * message naming the flag or value at fault in err. */
 int vmg_options_parse(struct vmg_options *o, int argc, char **argv,

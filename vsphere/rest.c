@@ -909,7 +909,7 @@ static CURL *make_easy(vs_rest *r, const char *method, const char *url, const ch
     *hdrs = h;
     return easy;
 fail:
-    curl_slist_free_all(h);
+    vmg_http_headers_free(h);
     curl_easy_cleanup(easy);
     return NULL;
 }
@@ -924,7 +924,7 @@ static int start_xfer(vs_rest *r, struct xctx *x, CURL *easy)
         r->prepare(r->prepare_data, easy);
     err = vmg_http_start(r->http, easy, r->max_body, NULL, on_xfer_done, x, &x->xfer);
     if (err < 0) {
-        curl_slist_free_all(x->hdrs);
+        vmg_http_headers_free(x->hdrs);
         free(x);
     }
     return err;
@@ -1052,7 +1052,7 @@ static void start_login(vs_rest *r)
         curl_easy_setopt(easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_USERNAME, r->user) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_PASSWORD, r->password) != CURLE_OK) {
-        curl_slist_free_all(x->hdrs);
+        vmg_http_headers_free(x->hdrs);
         curl_easy_cleanup(easy);
         free(x);
         goto fail;
@@ -1626,7 +1626,7 @@ static void on_xfer_done(void *data, const struct vmg_http_result *res)
     enum xkind kind = x->kind;
     unsigned gen = x->gen;
 
-    curl_slist_free_all(x->hdrs);
+    vmg_http_headers_free(x->hdrs);
     free(x);
     if (kind == X_LOGIN) {
         r->login = NULL;

@@ -2,6 +2,8 @@
  * -> the manager (controller/manager.c). Nothing else lives here. */
 #include <stdio.h>
 
+#include <openssl/crypto.h>
+
 #include "controller/manager.h"
 #include "lib/err.h"
 #include "lib/options.h"
@@ -10,17 +12,21 @@ int main(int argc, char **argv)
 {
     struct vmg_options opts;
     char err[512];
-    int r;
+    int r, code;
 
     vmg_options_defaults(&opts);
+    /* VC_PASS leaves the environment here: the password lives in opts. */
     r = vmg_options_parse(&opts, argc, argv, NULL, err, sizeof(err));
-    if (r == 1)
-        return 0;
     if (r == 0)
         r = vmg_options_check(&opts, err, sizeof(err));
-    if (r < 0) {
+    if (r == 1) {
+        code = 0;
+    } else if (r < 0) {
         fprintf(stderr, "vmgroup-operator: %s\n", err);
-        return 2;
+        code = 2;
+    } else {
+        code = manager_run(&opts);
     }
-    return manager_run(&opts);
+    OPENSSL_cleanse(opts.vc_pass_buf, sizeof(opts.vc_pass_buf));
+    return code;
 }

@@ -466,6 +466,79 @@ static void test_eviction_of_an_entry_with_a_queued_write(void **state)
     assert_int_equal(creates, 4);
 }
 
+/* A deleted object's entries leave both caches on events_forget (another
+ * object's stay); a write already queued is still sent. */
+static void test_forget(void **state)
+{
+    struct t *t = *state;
+    struct events_object db = web, other_ns = web;
+    struct events_stats st;
+    db.name = "db";
+    db.uid = "0b7c7e4c-0000-4000-8000-000000000002";
+    other_ns.ns = "team-b";
+
+    record_ok(t, &web, EVENTS_NORMAL, "Created", "created web-0");
+    record_ok(t, &web, EVENTS_WARNING, "CloneFailed", "no space");
+    record_ok(t, &db, EVENTS_NORMAL, "Created", "created db-0");
+    record_ok(t, &other_ns, EVENTS_NORMAL, "Created", "created web-0");
+    events_get_stats(t->ev, &st);
+    assert_int_equal(st.cached, 4);
+    assert_int_equal(st.buckets, 4);
+
+    assert_int_equal(events_forget(t->ev, "team-a", "web"), 4);
+    events_get_stats(t->ev, &st);
+    assert_int_equal(st.cached, 2);
+    assert_int_equal(st.buckets, 2);
+    assert_int_equal(st.pending, 4);
+    assert_int_equal(events_forget(t->ev, "team-a", "web"), 0);
+    assert_int_equal(events_forget(t->ev, "team-a", "db"), 2);
+    assert_int_equal(events_forget(t->ev, "team-b", "web"), 2);
+    events_get_stats(t->ev, &st);
+    assert_int_equal(st.cached, 0);
+    assert_int_equal(st.buckets, 0);
+    for (int i = 0; i < 4; i++) {
+        events_poll(t->ev);
+        assert_int_equal(inflight(t)->kind, R_CREATE);
+        complete(t, 0, 0);
+    }
+    /* Forgotten: the same event again is a new Event, with a full bucket. */
+    record_ok(t, &web, EVENTS_NORMAL, "Created", "created web-0");
+    events_poll(t->ev);
+    assert_int_equal(inflight(t)->kind, R_CREATE);
+    complete(t, 0, 0);
+    assert_int_equal(events_forget(NULL, "team-a", "web"), 0);
+}
+
+/* Entries that no longer change anything go by themselves: aggregation
+ * entries past their window, buckets idle until full again. */
+static void test_expiry(void **state)
+{
+    struct t *t = *state;
+    struct events_object db = web;
+    struct events_stats st;
+    db.name = "db";
+
+    record_ok(t, &web, EVENTS_NORMAL, "Created", "x");
+    events_poll(t->ev);
+    complete(t, 0, 0);
+    /* Past the window: the aggregation entry goes, the bucket stays. */
+    t->now += EVENTS_DEFAULT_WINDOW_MS + 1;
+    record_ok(t, &db, EVENTS_NORMAL, "Created", "x");
+    events_poll(t->ev);
+    complete(t, 0, 0);
+    events_get_stats(t->ev, &st);
+    assert_int_equal(st.cached, 1);
+    assert_int_equal(st.buckets, 2);
+    /* Idle for burst * refill: web's bucket is full again and goes. */
+    t->now += (uint64_t)EVENTS_DEFAULT_BURST * EVENTS_DEFAULT_REFILL_MS - EVENTS_DEFAULT_WINDOW_MS;
+    record_ok(t, &db, EVENTS_NORMAL, "Created", "x");
+    events_poll(t->ev);
+    complete(t, 0, 0);
+    events_get_stats(t->ev, &st);
+    assert_int_equal(st.cached, 1);
+    assert_int_equal(st.buckets, 1);
+}
+
 static void test_rate_limit(void **state)
 {
     struct t *t = *state;
@@ -792,6 +865,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lru_evicts_least_recent, setup_small_cache, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_of_an_entry_with_a_queued_write,
                                         setup_small_cache, teardown),
+        cmocka_unit_test_setup_teardown(test_forget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rate_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_message_redaction_and_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),

@@ -671,6 +671,47 @@ static void test_concurrent(void **state)
     assert_int_equal(f->srv.nrequests, 20);
 }
 
+/* server_open counts the server's connections not closed yet. */
+static int server_open(const struct server *s)
+{
+    int n = 0;
+    for (const struct conn *c = s->conns; c; c = c->next)
+        n += !c->closing;
+    return n;
+}
+
+/* Idle connections are bounded: after 40 transfers at once, all answered
+ * with keep-alive, curl keeps at most VMG_HTTP_MAX_IDLE_CONNS of them open
+ * (its default would keep all 40). */
+static void test_idle_connections_bounded(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 40 };
+    struct rec r[N];
+    int done = 0;
+
+    memset(r, 0, sizeof(r));
+    f->srv.together_n = N;
+    for (int i = 0; i < N; i++) {
+        r[i].counter = &done;
+        start(f, "/together", 1024, false, &r[i]);
+    }
+    run_until(f, &done, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(r[i].status, 200);
+        rec_free(&r[i]);
+    }
+    /* The server sees the connections curl closed end (EOF): give it the
+     * time to read them, then count what stays open. */
+    assert_int_equal(uv_timer_start(&f->watchdog, on_watchdog, 1000, 0), 0);
+    while (server_open(&f->srv) > VMG_HTTP_MAX_IDLE_CONNS && !f->timed_out)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_timer_stop(&f->watchdog);
+    f->timed_out = false;
+    assert_in_range(server_open(&f->srv), 1, VMG_HTTP_MAX_IDLE_CONNS);
+    assert_int_equal(f->srv.nrequests, N);
+}
+
 static void test_body_too_big(void **state)
 {
     struct fx *f = *state;
@@ -1036,6 +1077,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_codes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redirect_keeps_final_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_connections_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_too_big, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streaming_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_error_status_is_buffered, setup, teardown),

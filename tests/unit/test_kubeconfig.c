@@ -930,6 +930,48 @@ static void test_exec_token(void **state)
     kcfg_free(c);
 }
 
+/* The plugin gets the variables the kubeconfig lists and the usual ones
+ * (PATH, LC_*, ...), and none of the manager's secrets: not VC_PASS, not
+ * anything else of ours it does not need. The kubeconfig's value wins. */
+static void test_exec_environment(void **state)
+{
+    struct t *t = *state;
+    struct done_rec d;
+    char envpath[PATH_MAX];
+    char *extra = fmt("      - name: ENV_OUT\n        value: %s\n"
+                      "      - name: TZ\n        value: Europe/Paris\n",
+                      tpath(t, "env.txt", envpath, sizeof(envpath)));
+    kcfg *c = exec_load(t, "client.authentication.k8s.io/v1", "[token, '-']", extra);
+    char *env;
+
+    assert_int_equal(setenv("VC_PASS", "exec-s3cret", 1), 0);
+    assert_int_equal(setenv("VC_USER", "administrator@vsphere.local", 1), 0);
+    assert_int_equal(setenv("SOME_API_TOKEN", "tok-s3cret", 1), 0);
+    assert_int_equal(setenv("LC_VMG_TEST", "kept", 1), 0);
+    assert_int_equal(setenv("TZ", "UTC", 1), 0);
+    run_refresh(c, &d);
+    unsetenv("VC_PASS");
+    unsetenv("VC_USER");
+    unsetenv("SOME_API_TOKEN");
+    unsetenv("LC_VMG_TEST");
+    unsetenv("TZ");
+    if (d.err)
+        fail_msg("%s", d.msg);
+    env = slurp(envpath, NULL);
+    assert_null(strstr(env, "s3cret"));
+    assert_null(strstr(env, "VC_"));
+    assert_null(strstr(env, "SOME_API_TOKEN"));
+    assert_true(strncmp(env, "PATH=", 5) == 0 || strstr(env, "\nPATH=") != NULL);
+    assert_non_null(strstr(env, "PLUGIN_TOKEN=abc\n"));
+    assert_non_null(strstr(env, "LC_VMG_TEST=kept\n"));
+    assert_non_null(strstr(env, "KUBERNETES_EXEC_INFO={"));
+    assert_non_null(strstr(env, "TZ=Europe/Paris\n"));
+    assert_null(strstr(env, "TZ=UTC"));
+    free(env);
+    free(extra);
+    kcfg_free(c);
+}
+
 static void test_exec_no_expiry_and_join(void **state)
 {
     struct t *t = *state;
@@ -1354,6 +1396,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_configs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_secrets_in_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_environment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_no_expiry_and_join, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_client_cert, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_failures, setup, teardown),

@@ -228,6 +228,51 @@ static void test_pass_file(void **state)
     assert_non_null(strstr(err, pass_file_path));
 }
 
+/* With the real environment, VC_PASS is taken out of it: the password is
+ * kept in the options, the variable is gone, and the bytes that held its
+ * value (what /proc/PID/environ shows, for a variable the process was
+ * started with) no longer hold it. */
+static void test_pass_leaves_environment(void **state)
+{
+    extern char **environ;
+    struct vmg_options o;
+    char err[256], big[VMG_SECRET_FILE_MAX + 2];
+    char *argv[] = {"m"};
+    char *held;
+
+    (void)state;
+    assert_int_equal(setenv("VC_HOST", "vc.example.com", 1), 0);
+    assert_int_equal(setenv("VC_USER", "admin", 1), 0);
+    assert_int_equal(setenv("VC_PASS", "env-s3cret", 1), 0);
+    unsetenv("VC_PASS_FILE");
+    held = getenv("VC_PASS");
+    assert_non_null(held);
+
+    vmg_options_defaults(&o);
+    assert_int_equal(vmg_options_parse(&o, 1, argv, NULL, err, sizeof(err)), 0);
+    assert_string_equal(o.vc_pass, "env-s3cret");
+    assert_int_equal(vmg_options_check(&o, err, sizeof(err)), 0);
+    assert_null(getenv("VC_PASS"));
+    for (char **p = environ; *p; p++)
+        assert_true(strncmp(*p, "VC_PASS=", 8) != 0);
+    /* glibc keeps the memory of a setenv'd string: it must be wiped. */
+    assert_null(strstr(held, "s3cret"));
+    assert_int_equal(held[0], '\0');
+
+    /* Longer than the bound: refused, and still removed and wiped. */
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(setenv("VC_PASS", big, 1), 0);
+    held = getenv("VC_PASS");
+    vmg_options_defaults(&o);
+    assert_int_equal(vmg_options_parse(&o, 1, argv, NULL, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "VC_PASS is longer"));
+    assert_null(getenv("VC_PASS"));
+    assert_int_equal(held[0], '\0');
+    unsetenv("VC_HOST");
+    unsetenv("VC_USER");
+}
+
 static void test_durations(void **state)
 {
     uint64_t ms;
@@ -257,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_check),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_pass_file),
+        cmocka_unit_test(test_pass_leaves_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
