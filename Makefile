@@ -7,6 +7,7 @@
 #   make lint       clang-format (check) and cppcheck
 #   make bench      benchmarks, printing their figures
 #   make run        the manager against the current kubeconfig and VC_* vCenter
+#   make image      the image (IMG=..., CONTAINER_TOOL=docker or podman); image-push pushes it
 #   make image-check  the Dockerfile's stages, built in chroots (no engine needed)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -43,7 +44,7 @@ DRIVER_SRCS := $(sort $(wildcard tests/e2e/drivers/*.c))
 DRIVER_BINS := $(DRIVER_SRCS:tests/e2e/drivers/%.c=build/e2e/%)
 
 .PHONY: all build deps tools demo run test unit e2e e2e-cluster fuzz lint format bench clean drivers \
-	deploy undeploy image image-check env-up env-down
+	deploy undeploy image image-push image-check env-up env-down
 
 all: build
 build: bin/vmgroup-operator
@@ -146,9 +147,26 @@ lint: deps
 format:
 	@git ls-files '*.c' '*.h' | xargs clang-format -i
 
+# The image, kubebuilder's way: `make image image-push IMG=REGISTRY/NAME:TAG`
+# with docker, or the same commands with CONTAINER_TOOL=podman.
 IMG ?= vmgroup-operator:$(VERSION)
+CONTAINER_TOOL ?= docker
+# Extra flags for the build and the push, e.g. --network=host where the
+# build's own network cannot reach the package mirror.
+CONTAINER_BUILD_FLAGS ?=
+CONTAINER_PUSH_FLAGS ?=
+# docker trusts a registry on loopback over plain HTTP; podman is told to.
+IMG_REGISTRY = $(firstword $(subst /, ,$(IMG)))
+ifeq ($(notdir $(CONTAINER_TOOL)),podman)
+ifneq ($(filter 127.0.0.1:% localhost:% [::1]:%,$(IMG_REGISTRY)),)
+CONTAINER_PUSH_FLAGS += --tls-verify=false
+endif
+endif
 image:
-	docker build -t $(IMG) .
+	$(CONTAINER_TOOL) build $(CONTAINER_BUILD_FLAGS) --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+image-push:
+	$(CONTAINER_TOOL) push $(CONTAINER_PUSH_FLAGS) $(IMG)
 
 # The Dockerfile's stages built with debootstrap and chroot (no engine needed).
 image-check:
