@@ -185,6 +185,77 @@ holder_is_not() {
 	done
 }
 
+@test "deploy: Prometheus scrapes the metrics Service's address with a service-account token and reports it up; without a token, 401" {
+	kubectl create namespace monitoring
+	kubectl -n monitoring create serviceaccount prometheus
+	# As the README shows.
+	kubectl create clusterrolebinding prometheus-vmgroup-metrics \
+		--clusterrole=vmgroup-operator-metrics-reader \
+		--serviceaccount=monitoring:prometheus
+	kubectl -n monitoring create token prometheus >"$BATS_TEST_TMPDIR/token"
+	svc=$(kubectl -n "$SYS" get service vmgroup-operator-controller-manager-metrics-service \
+		-o 'jsonpath={.spec.clusterIP}')
+	[ -n "$svc" ]
+	# The Service's address, through kube-proxy: no token, no metrics.
+	run curl -sk -o /dev/null -w '%{http_code}' "https://$svc:8443/metrics"
+	[ "$output" = 401 ]
+	pick_port pport
+	cat >"$BATS_TEST_TMPDIR/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: vmgroup-operator
+    scheme: https
+    authorization:
+      credentials_file: $BATS_TEST_TMPDIR/token
+    tls_config:
+      insecure_skip_verify: true
+    static_configs:
+      - targets: ["$svc:8443"]
+EOF
+	setsid prometheus --config.file="$BATS_TEST_TMPDIR/prometheus.yml" \
+		--storage.tsdb.path="$BATS_TEST_TMPDIR/tsdb" --web.listen-address="127.0.0.1:$pport" \
+		</dev/null >>"$ENV_DIR/logs/prometheus-cluster.log" 2>&1 3>&- 4>&- &
+	echo $! >"$ENV_DIR/run/prometheus-cluster.pid"
+	run retry 60 bash -c "[ \"\$(curl -sfG --data-urlencode 'query=up{job=\"vmgroup-operator\"}' http://127.0.0.1:$pport/api/v1/query | jq -r '.data.result[0].value[1]')\" = 1 ]"
+	curl -sf "http://127.0.0.1:$pport/api/v1/targets" | jq -c '.data.activeTargets[] | {scrapeUrl, health, lastError}'
+	kill "$(cat "$ENV_DIR/run/prometheus-cluster.pid")"
+	rm -f "$ENV_DIR/run/prometheus-cluster.pid"
+	kubectl delete clusterrolebinding prometheus-vmgroup-metrics
+	[ "$status" -eq 0 ]
+}
+
+@test "deploy: VC_PASS rotated in the Secret with vCenter's password: the running pods log in with it, by the kubelet's update of the mounted file, with no restart" {
+	pods=$(kubectl -n "$SYS" get pods -l control-plane=controller-manager -o name | sort)
+	old=$VC_PASS
+	new=$(openssl rand -hex 12)
+	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim stop
+	(umask 077 && echo "$new" >"$ENV_DIR/vcsim/password")
+	sed -i "s/^export VC_PASS=.*/export VC_PASS='$new'/" "$ENV_DIR/env"
+	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	export VC_PASS=$new GOVC_PASSWORD=$new
+	kubectl -n "$SYS" create secret generic vc-creds \
+		--from-literal=VC_HOST="$VC_HOST_FROM_PODS" \
+		--from-literal=VC_USER="$VC_USER" \
+		--from-literal=VC_PASS="$new" --dry-run=client -o yaml | kubectl apply -f -
+	t0=$SECONDS
+	leader=$(leader_pod)
+	retry 240 bash -c "kubectl -n $SYS logs $leader | grep -q 'the vCenter password in .* changed'"
+	retry 120 leader_ready
+	echo "# the leader logged in with the new password $((SECONDS - t0)) s after the Secret changed" >&3
+	apply_vg apps rot 1 1 vm-operator-template 1
+	wait_running apps rot 1 120
+	# The same pods, never restarted.
+	[ "$(kubectl -n "$SYS" get pods -l control-plane=controller-manager -o name | sort)" = "$pods" ]
+	for pod in $pods; do
+		[ "$(kubectl -n "$SYS" get "$pod" -o 'jsonpath={.status.containerStatuses[0].restartCount}')" = 0 ]
+		run kubectl -n "$SYS" logs "$pod"
+		refute grep -qF -- "$old" <<<"$output"
+		refute grep -qF -- "$new" <<<"$output"
+	done
+	kubectl delete vg rot -n apps --timeout=120s
+}
+
 @test "deploy: make undeploy with VmGroups still there removes their VMs from vCenter, then the operator" {
 	apply_vg apps db 1 1 vm-operator-template 2
 	kubectl create namespace apps2
