@@ -256,6 +256,39 @@ EOF
 	kubectl delete vg rot -n apps --timeout=120s
 }
 
+@test "deploy: kubectl rollout restart in the middle of a scale-up from 0 to 10: exactly 10 VMs at the end, never more" {
+	apply_vg apps burst 1 1 vm-operator-template 0
+	wait_running apps burst 0 120
+	# How many VMs vCenter shows, sampled all along.
+	echo 0 >"$BATS_TEST_TMPDIR/max"
+	(
+		max=0
+		while [ ! -e "$BATS_TEST_TMPDIR/stop" ]; do
+			n=$(vm_count apps burst)
+			if [ "$n" -gt "$max" ]; then
+				max=$n
+				echo "$max" >"$BATS_TEST_TMPDIR/max"
+			fi
+			sleep 0.3
+		done
+	) 3>&- &
+	sampler=$!
+	kubectl scale vg burst -n apps --replicas=10
+	retry 120 bash -c "[ \"\$(cat '$BATS_TEST_TMPDIR/max')\" -ge 2 ]"
+	kubectl -n "$SYS" rollout restart "$DEPLOY"
+	kubectl -n "$SYS" rollout status "$DEPLOY" --timeout=240s
+	wait_running apps burst 10 240
+	touch "$BATS_TEST_TMPDIR/stop"
+	wait "$sampler"
+	echo "# at most $(cat "$BATS_TEST_TMPDIR/max") VMs were seen during the restart" >&3
+	[ "$(cat "$BATS_TEST_TMPDIR/max")" -le 10 ]
+	[ "$(vms apps burst)" = "$(printf 'burst-%s\n' 0 1 2 3 4 5 6 7 8 9)" ]
+	retry 120 replicas_running 2
+	retry 120 leader_ready
+	kubectl delete vg burst -n apps --timeout=180s
+	[ -z "$(vms apps burst)" ]
+}
+
 @test "deploy: make undeploy with VmGroups still there removes their VMs from vCenter, then the operator" {
 	apply_vg apps db 1 1 vm-operator-template 2
 	kubectl create namespace apps2
