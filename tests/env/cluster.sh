@@ -14,7 +14,7 @@
 #   DIR/registry/     the registry's storage (fresh at every up)
 #   DIR/cluster       CLUSTER_ID, NODE_NAME, BRIDGE, POD_CIDR, GATEWAY
 # Outside DIR, and removed by down: the bridge BRIDGE and the pods' veths,
-# the cgroups /sys/fs/cgroup/*/kubepods, kube-proxy's and the kubelet's
+# the cgroups /sys/fs/cgroup/[*/]kubepods, kube-proxy's and the kubelet's
 # iptables chains, /var/log/containers links into DIR, and the lock below.
 #
 # One cluster environment per machine: kube-proxy's and the kubelet's
@@ -434,7 +434,7 @@ cluster_down() {
 	stop containerd 2
 	# Whatever outlived that: container processes in the pods' cgroups, and
 	# shims of this containerd.
-	for f in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/memory/kubepods; do
+	for f in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/memory/kubepods /sys/fs/cgroup/kubepods; do
 		[ -d "$f" ] || continue
 		find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do
 			kill -KILL "$pid" 2>/dev/null || true
@@ -471,8 +471,8 @@ cluster_down() {
 	# kube-proxy removes its own chains; the kubelet's are removed here.
 	"$(tool kube-proxy)" --cleanup >>"$D/logs/kube-proxy.log" 2>&1 || true
 	cluster_iptables_clean
-	# The pods' cgroups, the deepest first.
-	for f in /sys/fs/cgroup/*/kubepods*; do
+	# The pods' cgroups, the deepest first (cgroup v1's hierarchies, or v2's).
+	for f in /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods*; do
 		[ -d "$f" ] || continue
 		find "$f" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done

@@ -16,7 +16,7 @@ load cluster
 	[ -n "$veth" ]
 	grep -q " $ENV_DIR/" /proc/self/mountinfo
 	iptables-save -t nat | grep -q '^:KUBE-SERVICES'
-	ls -d /sys/fs/cgroup/*/kubepods >/dev/null
+	ls -d /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods 2>/dev/null | grep -q .
 
 	"$VMG_TOP/tests/env/down" "$ENV_DIR"
 
@@ -30,7 +30,7 @@ load cluster
 		run bash -c "$ipt | grep -E 'KUBE-|$CNI_NETWORK'"
 		[ -z "$output" ] || { echo "$ipt left: $output"; return 1; }
 	done
-	run bash -c 'ls -d /sys/fs/cgroup/*/kubepods* 2>/dev/null'
+	run bash -c 'ls -d /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods* 2>/dev/null'
 	[ -z "$output" ] || { echo "cgroups left: $output"; return 1; }
 	run pgrep -f "$ENV_DIR/"
 	[ "$status" -ne 0 ] || { echo "processes left: $output"; return 1; }
