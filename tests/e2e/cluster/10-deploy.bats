@@ -309,3 +309,26 @@ EOF
 	run bash -c "kubectl get clusterrole,clusterrolebinding -o name | grep vmgroup-operator"
 	[ -z "$output" ]
 }
+
+# pods_say TEXT: an Event of the manager's pods or one's waiting container
+# says TEXT.
+pods_say() {
+	{
+		kubectl -n "$SYS" get events -o 'jsonpath={range .items[*]}{.message}{"\n"}{end}'
+		kubectl -n "$SYS" get pods -l control-plane=controller-manager \
+			-o 'jsonpath={range .items[*]}{.status.containerStatuses[0].state.waiting.message}{"\n"}{end}'
+	} 2>/dev/null | grep -qF -- "$1"
+}
+
+@test "deploy: without vc-creds, or with vc-creds lacking VC_HOST, the pods say what is missing" {
+	make -C "$VMG_TOP" --no-print-directory deploy IMG="$IMG"
+	retry 120 pods_say 'secret "vc-creds" not found'
+	kubectl -n "$SYS" create secret generic vc-creds \
+		--from-literal=VC_USER="$VC_USER" --from-literal=VC_PASS="$VC_PASS"
+	retry 120 pods_say "couldn't find key VC_HOST in Secret $SYS/vc-creds"
+	# No container ran: nothing could have started with half a configuration.
+	[ -z "$(kubectl -n "$SYS" get pods -l control-plane=controller-manager \
+		-o 'jsonpath={.items[*].status.containerStatuses[*].state.running}')" ]
+	make -C "$VMG_TOP" --no-print-directory undeploy
+	retry 120 refute kubectl get namespace "$SYS"
+}
