@@ -27,27 +27,43 @@ cluster_lock=${VMGROUP_CLUSTER_LOCK:-/run/lock/vmgroup-operator-cluster}
 kctl() { "$(tool kubectl)" --kubeconfig "$D/kubeconfig" "$@"; }
 
 # cluster_lock_take: the machine's one cluster environment is this one.
+# With CLUSTER_LOCK_WAIT=SECONDS, waits that long for another one to go
+# first (the test runner does, so that two runs on one machine queue).
 cluster_lock_take() {
-	local owner
+	local owner end=$((SECONDS + ${CLUSTER_LOCK_WAIT:-0})) said=0
 	mkdir -p "$(dirname "$cluster_lock")"
-	if ! mkdir "$cluster_lock" 2>/dev/null; then
+	while ! mkdir "$cluster_lock" 2>/dev/null; do
 		owner=$(cat "$cluster_lock/dir" 2>/dev/null || true)
 		if [ -n "$owner" ] && [ "$owner" != "$D" ] && cluster_owner_alive "$owner"; then
+			if [ "$SECONDS" -lt "$end" ]; then
+				[ "$said" = 1 ] || say "waiting up to ${CLUSTER_LOCK_WAIT}s for the cluster environment in $owner to go"
+				said=1
+				sleep 2
+				continue
+			fi
 			die "a cluster environment is already up in $owner, and only one can run on a" \
 				"machine (kube-proxy's iptables chains and the kubepods cgroups are" \
 				"machine-wide): tests/env/down $owner first"
 		fi
-		# The owner went without down, or it is this DIR again.
-		rm -rf "$cluster_lock"
-		mkdir "$cluster_lock" || die "cannot take the cluster lock $cluster_lock"
-	fi
+		# The owner went without down, or it is this DIR again (or the lock
+		# is being made right now: its dir is written next).
+		[ -n "$owner" ] || { sleep 1; owner=$(cat "$cluster_lock/dir" 2>/dev/null || true); }
+		if [ -z "$owner" ] || [ "$owner" = "$D" ] || ! cluster_owner_alive "$owner"; then
+			rm -rf "$cluster_lock"
+		fi
+	done
+	echo "$$" >"$cluster_lock/pid"
 	echo "$D" >"$cluster_lock/dir"
 }
 
+# cluster_owner_alive DIR: the lock's owner is starting (its up runs) or up.
 cluster_owner_alive() {
-	local pid
-	pid=$(cat "$1/run/kubelet.pid" 2>/dev/null) || pid=$(cat "$1/run/containerd.pid" 2>/dev/null) || return 1
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+	local f pid
+	for f in "$cluster_lock/pid" "$1/run/kubelet.pid" "$1/run/containerd.pid" "$1/run/kube-apiserver.pid"; do
+		pid=$(cat "$f" 2>/dev/null || true)
+		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && return 0
+	done
+	return 1
 }
 
 cluster_lock_release() {
