@@ -4,6 +4,7 @@
 #   make demo       the embedded default: local control plane + vcsim + manager
 #   make test       every test (installs what it needs); ends "N passed, N failed"
 #   make fuzz       the fuzz targets, FUZZ_TIME seconds each (make fuzz FUZZ_TIME=300)
+#   make e2e-cluster  the suites that need a real node (tests/env/up --cluster)
 #   make lint       clang-format (check) and cppcheck
 #   make bench      benchmarks, printing their figures
 #   make run        the manager against the current kubeconfig and VC_* vCenter
@@ -43,7 +44,7 @@ UNIT_SUPPORT_HDRS := $(sort $(wildcard tests/unit/*.h))
 DRIVER_SRCS := $(sort $(wildcard tests/e2e/drivers/*.c))
 DRIVER_BINS := $(DRIVER_SRCS:tests/e2e/drivers/%.c=build/e2e/%)
 
-.PHONY: all build deps tools demo run test unit e2e fuzz lint format bench clean drivers \
+.PHONY: all build deps tools demo run test unit e2e e2e-cluster fuzz lint format bench clean drivers \
 	deploy undeploy image image-push image-check env-up env-down
 
 all: build
@@ -110,6 +111,10 @@ e2e: tools build
 	@$(MAKE) --no-print-directory $(DRIVER_BINS)
 	@tests/run e2e
 
+e2e-cluster: deps build
+	@tests/env/tools ensure cluster
+	@tests/run cluster
+
 # FUZZ_TIME: seconds per target (make fuzz FUZZ_TIME=300 for a long run);
 # FUZZ_FILTER: a regular expression choosing targets (fuzz_url, ...).
 FUZZ_TIME ?=
@@ -118,9 +123,10 @@ fuzz: deps
 	@FUZZ_TIME='$(FUZZ_TIME)' FUZZ_FILTER='$(FUZZ_FILTER)' tests/fuzz/run
 
 # The whole suite: unit tests under ASan/UBSan, the fuzzers' short runs, and
-# the e2e tests against a real kube-apiserver and vcsim. One summary line.
+# the e2e tests against a real kube-apiserver and vcsim, and the cluster suites
+# against a real one-node cluster. One summary line.
 test: deps
-	@tests/env/tools ensure
+	@tests/env/tools ensure cluster
 	@$(MAKE) --no-print-directory build
 	@$(MAKE) --no-print-directory $(UNIT_BINS) $(DRIVER_BINS)
 	@tests/run all $(UNIT_BINS)

@@ -42,12 +42,15 @@ free_port() {
 
 # Ports are chosen once, at up, and kept in DIR/ports so that a restart
 # comes back on the same port.
+# APISERVER_HOST and VCSIM_HOST are where those listen: 127.0.0.1, or in a
+# cluster environment the pod bridge's address (cluster.sh).
 load_ports() {
+	APISERVER_HOST=127.0.0.1 VCSIM_HOST=127.0.0.1 CLUSTER=0
 	# shellcheck disable=SC1091
 	. "$D/ports"
 }
 
-pid_of() { cat "$D/run/$1.pid" 2>/dev/null; }
+pid_of() { cat "$D/run/$1.pid" 2>/dev/null || true; }
 
 alive() {
 	local pid
@@ -66,14 +69,14 @@ launch() {
 	echo $! >"$D/run/$name.pid"
 }
 
-# stop NAME: SIGTERM, then SIGKILL after 10 s.
+# stop NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS (10).
 stop() {
-	local name=$1 pid i
+	local name=$1 secs=${2:-10} pid i
 	pid=$(pid_of "$name")
 	[ -n "$pid" ] || return 0
 	if kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid" 2>/dev/null || true
-		for i in $(seq 1 100); do
+		for i in $(seq 1 $((secs * 10))); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
 		done
@@ -115,15 +118,23 @@ start_etcd() {
 }
 
 start_kube_apiserver() {
+	local cluster=(--authorization-mode RBAC)
 	load_ports
+	# A node's kubelet: the Node authorizer and NodeRestriction for it, and
+	# a client certificate to reach it (logs, exec).
+	[ "$CLUSTER" = 1 ] && cluster=(--authorization-mode Node,RBAC
+		--enable-admission-plugins NodeRestriction
+		--kubelet-preferred-address-types InternalIP
+		--kubelet-client-certificate "$D/pki/apiserver-kubelet-client.crt"
+		--kubelet-client-key "$D/pki/apiserver-kubelet-client.key")
 	launch kube-apiserver "$(tool kube-apiserver)" \
 		--etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+		--bind-address "$APISERVER_HOST" --advertise-address "$APISERVER_HOST" \
 		--secure-port "$APISERVER_PORT" \
 		--cert-dir "$D/apiserver" \
 		--tls-cert-file "$D/pki/apiserver.crt" --tls-private-key-file "$D/pki/apiserver.key" \
 		--client-ca-file "$D/pki/ca.crt" \
-		--authorization-mode RBAC \
+		"${cluster[@]}" \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file "$D/pki/sa.pub" \
 		--service-account-signing-key-file "$D/pki/sa.key" \
@@ -133,7 +144,7 @@ start_kube_apiserver() {
 		--v 1
 	wait_for kube-apiserver 60 curl -sf --cacert "$D/pki/ca.crt" \
 		--cert "$D/pki/admin.crt" --key "$D/pki/admin.key" \
-		"https://127.0.0.1:$APISERVER_PORT/readyz"
+		"https://$APISERVER_HOST:$APISERVER_PORT/readyz"
 }
 
 start_vcsim() {
@@ -142,7 +153,7 @@ start_vcsim() {
 	mkdir -p "$D/vcsim"
 	[ -d "$D/vcsim/state" ] && load=(-load "$D/vcsim/state")
 	rm -f "$D/vcsim/url"
-	launch vcsim "$(tool vcsim)" -l "127.0.0.1:$VCSIM_PORT" \
+	launch vcsim "$(tool vcsim)" -l "$VCSIM_HOST:$VCSIM_PORT" \
 		-username "$(cat "$D/vcsim/user")" -password-file "$D/vcsim/password" \
 		-tlscert "$D/pki/vcsim.crt" -tlskey "$D/pki/vcsim.key" \
 		-url-file "$D/vcsim/url" "${load[@]}"
@@ -152,7 +163,7 @@ start_vcsim() {
 # govc_env: runs govc against the environment's vcsim with the admin user.
 govc_env() {
 	load_ports
-	GOVC_URL="https://127.0.0.1:$VCSIM_PORT/sdk" GOVC_USERNAME="$(cat "$D/vcsim/user")" \
+	GOVC_URL="https://$VCSIM_HOST:$VCSIM_PORT/sdk" GOVC_USERNAME="$(cat "$D/vcsim/user")" \
 		GOVC_PASSWORD="$(cat "$D/vcsim/password")" GOVC_INSECURE=1 \
 		GOVC_PERSIST_SESSION=false "$(tool govc)" "$@"
 }
