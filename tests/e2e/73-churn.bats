@@ -40,13 +40,18 @@ teardown() {
 # and delete, through tests/bench/churn.sh (the soak `make bench` runs
 # longer; about 20 s a round). The event recorder's cache entries (a gauge)
 # must be above 0 while groups exist and back to 0 after each round's
-# delete; resident memory after rounds 4..10 may exceed that after round 3
-# by at most 512 KiB. Measured on 2 cores: this code stayed within 60 KiB
-# of round 4 over 12 rounds; the code before it (no such gauge) grew about
-# 110 KiB a round, 928 KiB from round 3 to round 10.
+# delete; the median resident memory of rounds 8..10 may exceed that of
+# rounds 2..4 by at most 768 KiB, and no round that base by more than
+# 1536 KiB. Measured on 2 cores: this code stayed within 60 KiB of round 4
+# over 12 rounds in one run, and in another one round was 564 KiB up and
+# the next 324 (the medians: +324); the code before it (no such gauge)
+# grew about 110 KiB a round, 928 KiB from round 3 to round 10. The gauge
+# is what fails that code for sure; the memory rule catches a leak of the
+# 200 KiB a round that issue 13 measured, and `make bench` runs 30 rounds
+# with a 1 MiB rule.
 @test "churn: rounds of create, scale, resize and delete leave nothing behind" {
 	run env CHURN_ROUNDS="${CHURN_E2E_ROUNDS:-10}" CHURN_GROUPS=5 CHURN_BASE=3 \
-		CHURN_TOLERANCE_KIB=512 CHURN_NS="$NS" CHURN_LOG="$ENV_DIR/logs/churn-e2e-manager.log" \
+		CHURN_TOLERANCE_KIB=768 CHURN_NS="$NS" CHURN_LOG="$ENV_DIR/logs/churn-e2e-manager.log" \
 		bash "$VMG_TOP/tests/bench/churn.sh"
 	echo "$output"
 	[ "$status" -eq 0 ]
