@@ -166,13 +166,21 @@ show_pods() {
 		[[ "$output" != *"$wrong"* ]]
 		[[ "$output" != *"$VC_PASS"* ]]
 	done
-	pod=$(kubectl -n "$SYS" get pods -l control-plane=controller-manager \
-		--field-selector status.phase=Running -o 'jsonpath={.items[0].metadata.name}')
+	# A pod that logged it: Running, not Ready, and its /readyz says why.
+	pod=
+	for p in $(kubectl -n "$SYS" get pods -l control-plane=controller-manager -o name); do
+		if kubectl -n "$SYS" logs "$p" | grep -qF 'incorrect user name or password'; then
+			pod=${p#pod/}
+			break
+		fi
+	done
 	[ -n "$pod" ]
+	[ "$(kubectl -n "$SYS" get pod "$pod" -o 'jsonpath={.status.phase}')" = Running ]
 	ip=$(kubectl -n "$SYS" get pod "$pod" -o 'jsonpath={.status.podIP}')
-	run retry 30 bash -c "curl -s 'http://$ip:8081/readyz' | grep -q 'not ready'"
-	[ "$status" -eq 0 ]
-	curl -s "http://$ip:8081/readyz"
+	run curl -s -w '\n%{http_code}' "http://$ip:8081/readyz"
+	echo "$output"
+	[ "${lines[-1]}" = 503 ]
+	[[ "${lines[0]}" == "not ready: "*"incorrect user name or password"* ]]
 	sleep 12 # past the readiness probe's first period
 	[ "$(kubectl -n "$SYS" get pod "$pod" -o 'jsonpath={.status.containerStatuses[0].ready}')" = false ]
 }
