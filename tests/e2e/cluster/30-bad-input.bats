@@ -132,7 +132,8 @@ show_pods() {
 	new_pods
 	run retry 90 pods_say "couldn't find key VC_HOST in Secret $SYS/vc-creds"
 	[ "$status" -eq 0 ] || { show_pods; return 1; }
-	pods_say CreateContainerConfigError
+	run retry 30 pods_say CreateContainerConfigError
+	[ "$status" -eq 0 ] || { show_pods; return 1; }
 }
 
 @test "bad input: an empty VC_HOST: make deploy refuses; the manager deployed anyway exits saying VC_HOST is not set, in its log and its pod's status" {
@@ -221,14 +222,17 @@ show_pods() {
 	kubectl create namespace "$SYS"
 	create_secret VC_HOST="$VC_HOST_FROM_PODS" VC_USER="$VC_USER" VC_PASS="$VC_PASS"
 	envctl "stop kubelet"
+	t0=$SECONDS
 	# kube-controller-manager marks it Unknown once the kubelet's status
 	# is older than the node monitor's grace period.
 	run retry 150 bash -c "[ \"\$(kubectl get node '$NODE_NAME' -o 'jsonpath={.status.conditions[?(@.type==\"Ready\")].status}')\" != True ]"
 	[ "$status" -eq 0 ]
+	echo "# the node was not Ready $((SECONDS - t0)) s after its kubelet stopped" >&3
 	t0=$SECONDS
 	run env DEPLOY_NODE_TIMEOUT=10 timeout 120 make -C "$VMG_TOP" --no-print-directory deploy IMG="$IMG"
 	echo "$output"
 	[ "$status" -ne 0 ]
+	echo "# make deploy stopped after $((SECONDS - t0)) s (DEPLOY_NODE_TIMEOUT=10)" >&3
 	[ $((SECONDS - t0)) -le 40 ]
 	[[ "$output" == *"no node of the cluster is Ready after 10s, so the manager's pods could not start"* ]]
 	[[ "$output" == *"$NODE_NAME: Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)"* ]]
