@@ -1,7 +1,10 @@
 # vmgroup-operator: a Kubernetes operator, in C, for groups of vSphere VMs.
 #
 #   make            build bin/vmgroup-operator
-#   make demo       the embedded default: local control plane + vcsim + manager
+#   make demo       the operator deployed in a one-node cluster with vcsim (stays up)
+#   make demo-run   the manager as a process against the demo's cluster and vCenter
+#   make demo-local the manager as a process beside a control plane with no node
+#   make env-down   stops the demo's environment (.env, or ENV_DIR)
 #   make test       every test (installs what it needs); ends "N passed, N failed"
 #   make fuzz       the fuzz targets, FUZZ_TIME seconds each (make fuzz FUZZ_TIME=300)
 #   make e2e-cluster  the suites that need a real node (tests/env/up --cluster)
@@ -44,7 +47,7 @@ UNIT_SUPPORT_HDRS := $(sort $(wildcard tests/unit/*.h))
 DRIVER_SRCS := $(sort $(wildcard tests/e2e/drivers/*.c))
 DRIVER_BINS := $(DRIVER_SRCS:tests/e2e/drivers/%.c=build/e2e/%)
 
-.PHONY: all build deps tools demo run test unit e2e e2e-cluster fuzz lint format bench clean drivers \
+.PHONY: all build deps tools demo demo-run demo-local run test unit e2e e2e-cluster fuzz lint format bench clean drivers \
 	deploy undeploy image image-push image-check env-up env-down
 
 all: build
@@ -134,8 +137,19 @@ test: deps
 bench: tools build
 	@tests/bench/run
 
+# make demo: the operator deployed with make image, image-push and deploy
+# into tests/env/up --cluster's one-node cluster (CONTAINER_TOOL=podman when
+# docker has no engine), then the samples; it stays up (make env-down).
 demo: tools build
 	@tests/demo
+
+# make demo-run ARGS=...: bin/vmgroup-operator on this machine against the
+# demo's cluster and vCenter (the deployed one scaled to 0), like make run.
+demo-run: build
+	@tests/demo run $(ARGS)
+
+demo-local: tools build
+	@tests/demo-local
 
 env-up: tools
 	@tests/env/up $${ENV_DIR:-$(CURDIR)/.env}
