@@ -1910,20 +1910,27 @@ static int env_name_eq(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && a[n] == '=';
 }
 
-/* The variables of ours a plugin is given: what a program needs to run
- * and find its files, language, time zone and proxy. client-go hands a
- * plugin its whole environment (os.Environ()); this manager holds secrets
- * there (VC_*), so only these pass. */
+/* The variables of ours a plugin is given. client-go hands a plugin its
+ * whole environment (os.Environ()); this manager holds its own secrets
+ * there (VC_*, never passed), so only what plugins use passes: what a
+ * program needs to run and find its files, language, time zone and
+ * proxy, and what the common cloud plugins read (aws-iam-authenticator
+ * and aws eks: AWS_*; kubelogin: AZURE_*; gke-gcloud-auth-plugin:
+ * GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_*), which a Deployment sets
+ * for them. */
 static const char *const exec_env_keep[] = {
-    "PATH",       "HOME",       "USER",          "LOGNAME",      "LANG",     "LANGUAGE",
-    "TZ",         "TMPDIR",     "SSL_CERT_FILE", "SSL_CERT_DIR", "NO_PROXY", "no_proxy",
-    "HTTP_PROXY", "http_proxy", "HTTPS_PROXY",   "https_proxy",
+    "PATH",        "HOME",      "USER",       "LOGNAME",       "LANG",
+    "LANGUAGE",    "TZ",        "TMPDIR",     "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "NO_PROXY",    "no_proxy",  "HTTP_PROXY", "http_proxy",    "HTTPS_PROXY",
+    "https_proxy", "ALL_PROXY", "all_proxy",  "KUBECONFIG",    "GOOGLE_APPLICATION_CREDENTIALS",
 };
+static const char *const exec_env_keep_prefix[] = {"LC_", "XDG_", "AWS_", "AZURE_", "CLOUDSDK_"};
 
 static int exec_env_kept(const char *entry)
 {
-    if (strncmp(entry, "LC_", 3) == 0)
-        return 1;
+    for (size_t i = 0; i < sizeof(exec_env_keep_prefix) / sizeof(exec_env_keep_prefix[0]); i++)
+        if (strncmp(entry, exec_env_keep_prefix[i], strlen(exec_env_keep_prefix[i])) == 0)
+            return 1;
     for (size_t i = 0; i < sizeof(exec_env_keep) / sizeof(exec_env_keep[0]); i++)
         if (env_name_eq(entry, exec_env_keep[i]))
             return 1;

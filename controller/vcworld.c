@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/crypto.h>
 
@@ -68,32 +69,60 @@ static bool placement_err(int err)
            err == VMG_ETOOBIG;
 }
 
-/* names_vcenter tells whether msg names vCenter's user, URL or host,
- * which a tenant is not told (curl's messages name the host alone: "Failed
- * to connect to HOST port ..."). */
-static bool names_vcenter(const vcworld *w, const char *msg)
+/* has_ci tells whether msg holds the n bytes of s, in any case. */
+static bool has_ci(const char *msg, const char *s, size_t n)
 {
-    const char *url = w->s ? vs_session_url(w->s) : NULL, *user = w->o->vc_user, *h;
-    char host[256];
+    if (n == 0)
+        return false;
+    for (; *msg; msg++)
+        if (strncasecmp(msg, s, n) == 0)
+            return true;
+    return false;
+}
+
+/* names_vc tells whether msg names vCenter's user, URL or host, which a
+ * tenant is not told (curl's messages name the host alone: "Failed to
+ * connect to HOST port ..."), in any case. The user is looked for as
+ * given and by its name alone (of 3 characters or more): vCenter and its
+ * identity sources write "name@domain" as "name", "DOMAIN\name" or in
+ * another case, and "DOMAIN\name" as "name@domain". */
+static bool names_vc(const char *msg, const char *user, const char *url, const char *vc_host)
+{
+    const char *h;
     size_t n;
 
     if (!msg || !*msg)
         return false;
-    if ((url && *url && strstr(msg, url)) || (user && *user && strstr(msg, user)) ||
-        (w->o->vc_host && *w->o->vc_host && strstr(msg, w->o->vc_host)))
+    if ((url && has_ci(msg, url, strlen(url))) || (user && has_ci(msg, user, strlen(user))) ||
+        (vc_host && has_ci(msg, vc_host, strlen(vc_host))))
         return true;
+    if (user) {
+        const char *bs = strrchr(user, '\\'), *name = bs ? bs + 1 : user;
+        size_t len = strcspn(name, "@");
+        if (len >= 3 && has_ci(msg, name, len))
+            return true;
+    }
     /* The host of the URL: between "://" and the port or path. */
     h = url ? strstr(url, "://") : NULL;
     if (!h)
         return false;
     h += 3;
     n = *h == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/");
-    if (n == 0 || n >= sizeof(host))
-        return false;
-    memcpy(host, h, n);
-    host[n] = '\0';
-    return strstr(msg, host) != NULL;
+    return has_ci(msg, h, n);
 }
+
+static bool names_vcenter(const vcworld *w, const char *msg)
+{
+    return names_vc(msg, w->o->vc_user, w->s ? vs_session_url(w->s) : NULL, w->o->vc_host);
+}
+
+#ifdef VMG_TESTING
+bool vcworld_testing_names_vcenter(const char *msg, const char *user, const char *url,
+                                   const char *vc_host)
+{
+    return names_vc(msg, user, url, vc_host);
+}
+#endif
 
 /* update_ready decides readiness and the sentence that says why not. The
  * sentence reaches groups' status and events, which tenants read: it

@@ -59,4 +59,11 @@ void vcworld_hold(vcworld *w);
  * VMG_ECANCELED), logs out, and frees w; closed runs when all is done. */
 void vcworld_close(vcworld *w, void (*closed)(void *data), void *data);
 
+#ifdef VMG_TESTING
+/* Whether msg names vCenter's user (user), URL (url, as the session built
+ * it) or VC_HOST (vc_host): such a message is not shown to tenants. */
+bool vcworld_testing_names_vcenter(const char *msg, const char *user, const char *url,
+                                   const char *vc_host);
+#endif
+
 #endif

@@ -35,8 +35,13 @@
  * cache, CURLMOPT_MAXCONNECTS), for all hosts together: beyond it, the
  * oldest idle one is closed. Without it curl keeps up to 4 per transfer
  * ever running at once. An idle connection is also not reused after
- * curl's CURLOPT_MAXAGE_CONN (118 s by default) and is then closed. */
-#define VMG_HTTP_MAX_IDLE_CONNS 16
+ * curl's CURLOPT_MAXAGE_CONN (118 s by default) and is then closed.
+ * The Kubernetes clients and the vCenter client share this number, and
+ * a reconcile pass or a relist can run more than 16 transfers at once:
+ * 32 keeps such a burst's connections for the next one instead of
+ * closing and reopening them (TLS handshakes). Still bounded: each idle
+ * TLS connection costs tens of KiB. */
+#define VMG_HTTP_MAX_IDLE_CONNS 32
 
 typedef struct vmg_http vmg_http;           /* one CURLM bound to one uv loop */
 typedef struct vmg_http_xfer vmg_http_xfer; /* one transfer in flight */

@@ -269,6 +269,19 @@ void vmg_options_usage(FILE *out)
  * they are (for a variable the process was started with, that is the block
  * /proc/PID/environ shows) and the variable is removed, so that neither
  * that file nor a child process sees the password. */
+/* wipe_env_pass overwrites the value of every VC_PASS entry of environ:
+ * an environment may hold the name more than once (execve does not
+ * refuse it), getenv sees only the first, and unsetenv drops the entries
+ * but not the bytes of the ones the process was started with. */
+static void wipe_env_pass(void)
+{
+    extern char **environ;
+
+    for (char **p = environ; p && *p; p++)
+        if (strncmp(*p, "VC_PASS=", 8) == 0)
+            OPENSSL_cleanse(*p + 8, strlen(*p + 8));
+}
+
 static int take_env_pass(struct vmg_options *o, char *err, size_t errlen)
 {
     char *v = getenv("VC_PASS");
@@ -279,13 +292,13 @@ static int take_env_pass(struct vmg_options *o, char *err, size_t errlen)
         return 0;
     n = strlen(v);
     if (n >= sizeof(o->vc_pass_buf)) {
-        OPENSSL_cleanse(v, n);
+        wipe_env_pass();
         unsetenv("VC_PASS");
         snprintf(err, errlen, "VC_PASS is longer than %d bytes", VMG_SECRET_FILE_MAX);
         return VMG_ECONFIG;
     }
     memcpy(o->vc_pass_buf, v, n + 1);
-    OPENSSL_cleanse(v, n);
+    wipe_env_pass();
     if (unsetenv("VC_PASS") != 0) {
         OPENSSL_cleanse(o->vc_pass_buf, sizeof(o->vc_pass_buf));
         snprintf(err, errlen, "cannot remove VC_PASS from the environment");

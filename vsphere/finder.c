@@ -907,6 +907,14 @@ int vs_template_choose(const struct vs_template_query *q, const struct vs_found 
     return VMG_ENOTFOUND;
 }
 
+/* too_long says that name, or one of its components, is longer than
+ * vCenter's names and paths are (the name is echoed cut short). */
+static void too_long(const char *name, char *m, size_t len)
+{
+    vmg_putf(m, len, "template \"%.64s%s\" has a name longer than vCenter allows", name,
+             strlen(name) > 64 ? "..." : "");
+}
+
 int vs_find_template(vs_session *s, const struct vs_template_query *q, vs_path_cb cb, void *data,
                      vs_find **ret, char *err, size_t errlen)
 {
@@ -916,14 +924,21 @@ int vs_find_template(vs_session *s, const struct vs_template_query *q, vs_path_c
     int r;
 
     if (!s || !q || !q->name || !*q->name || !q->vm_folder || !q->dc_path || !cb ||
-        strlen(q->name) >= VS_PATH_MAX || strlen(q->dc_path) >= VS_PATH_MAX)
+        strlen(q->dc_path) >= VS_PATH_MAX)
         return -EINVAL;
+    /* Too long a name is the group's spec, which no retry mends. */
+    if (strlen(q->name) >= VS_PATH_MAX) {
+        too_long(q->name, err, errlen);
+        return VMG_ECONFIG;
+    }
     r = rel_path(q, &rel, err, errlen);
     if (r < 0)
         return r;
     for (p = rel; next_comp(&p, &c, &n);)
-        if (n >= VS_NAME_MAX)
-            return -EINVAL;
+        if (n >= VS_NAME_MAX) {
+            too_long(q->name, err, errlen);
+            return VMG_ECONFIG;
+        }
     if (strchr(q->name, '/') && q->exclude && same_ref(q->vm_folder, q->exclude)) {
         /* Everything below the VM folder is inside exclude. */
         inside(q->name, q->exclude_label ? q->exclude_label : "an excluded folder", err, errlen);

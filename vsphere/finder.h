@@ -103,10 +103,10 @@ struct vs_template_query {
 
 /* vs_find_template starts the lookup. Returns 0; VMG_ECONFIG when q->name
  * is refused as it is written (an absolute path outside the datacenter's
- * VM folder, or any path when exclude is the VM folder itself), with a
- * sentence in err; or -EINVAL (also for a path component longer than a
- * vCenter name) / -ENOMEM / a vs_call error. The callback is never called
- * when it returns an error. */
+ * VM folder, any path when exclude is the VM folder itself, or a name or
+ * path component longer than vCenter allows), with a sentence in err; or
+ * -EINVAL / -ENOMEM / a vs_call error. The callback is never called when
+ * it returns an error. */
 int vs_find_template(vs_session *s, const struct vs_template_query *q, vs_path_cb cb, void *data,
                      vs_find **ret, char *err, size_t errlen);
 

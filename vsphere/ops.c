@@ -43,6 +43,7 @@
 enum ostep {
     O_QUEUED,
     O_TEMPLATE,   /* waiting for the template's resolution */
+    O_TCHECK,     /* the template's config.template and parent, read again */
     O_EMPTY,      /* a folder's children, read before it is destroyed */
     O_CALL,       /* the method */
     O_FIND_CHILD, /* the folder that existed */
@@ -80,6 +81,11 @@ struct vs_op {
     long long memory_mb;
     struct vim_moref tmpl;
     bool retried; /* the clone was sent again after re-resolving */
+    /* The parent folder the template had when it was resolved, which the
+     * read before the clone must find again (unknown: the read records
+     * it, for a template just resolved). */
+    struct vim_moref tparent;
+    bool have_tparent;
     struct tentry *twait;
     vs_op *tnext; /* in the template entry's waiters */
     struct vim_moref task;
@@ -103,6 +109,8 @@ struct tentry {
     enum tstate state;
     char name[VS_PATH_MAX];
     struct vim_moref ref;
+    struct vim_moref parent; /* ref's, read right after the resolution */
+    bool have_parent;
     uint64_t expires;
     vs_find *find;
     vs_op *waiters;
@@ -752,6 +760,8 @@ static void on_template(void *data, int err, const char *msg, const struct vim_m
     tentry_done(t, err, msg);
 }
 
+static void check_template(vs_op *op);
+
 static void tentry_done(struct tentry *t, int err, const char *msg)
 {
     vs_ops *o = t->o;
@@ -761,6 +771,7 @@ static void tentry_done(struct tentry *t, int err, const char *msg)
     t->find = NULL;
     if (err == 0) {
         t->state = T_READY;
+        t->have_parent = false;
         t->expires = uv_now(o->loop) + VS_OPS_TEMPLATE_TTL_MS;
     } else {
         t->state = T_EMPTY;
@@ -777,7 +788,9 @@ static void tentry_done(struct tentry *t, int err, const char *msg)
             finish_err(op, err, "", m);
         } else {
             op->tmpl = t->ref;
-            send_clone(op);
+            op->have_tparent = t->have_parent;
+            op->tparent = t->parent;
+            check_template(op);
         }
     }
 }
@@ -827,7 +840,9 @@ static void resolve_template(vs_op *op)
     }
     if (t->state == T_READY) {
         op->tmpl = t->ref;
-        send_clone(op);
+        op->have_tparent = t->have_parent;
+        op->tparent = t->parent;
+        check_template(op);
         return;
     }
     op->step = O_TEMPLATE;
@@ -898,6 +913,101 @@ static void send_clone(vs_op *op)
         e = op_send(op, O_CALL, "CloneVM_Task", buf, len);
     if (e < 0)
         send_failed(op, e, "CloneVM_Task");
+}
+
+/* The template's properties that the resolution checked and an admin
+ * may change afterwards: converted to a VM, or moved (into the operator's
+ * root folder, say). */
+static const char *const template_check_paths[] = {"config.template", "parent"};
+
+/* check_template reads op->tmpl's config.template and parent before each
+ * clone: a template the cache names is cloned only while it is still a
+ * template in the folder it was resolved in. */
+static void check_template(vs_op *op)
+{
+    int e;
+
+    if (refuse_held(op))
+        return;
+    e = send_read(op, O_TCHECK, &op->tmpl, template_check_paths, 2);
+    if (e < 0)
+        send_failed(op, e, "RetrievePropertiesEx");
+}
+
+static bool same_ref(const struct vim_moref *a, const struct vim_moref *b)
+{
+    return strcmp(a->value, b->value) == 0 && strcmp(a->type, b->type) == 0;
+}
+
+struct tcheck {
+    bool is_template, have_parent;
+    struct vim_moref parent;
+};
+
+static int tcheck_cb(void *arg, const struct vim_object_update *u)
+{
+    struct tcheck *x = arg;
+
+    for (size_t i = 0; i < u->n_changes; i++) {
+        const struct vim_change *c = &u->changes[i];
+        if (c->kind == VIM_VAL_BOOL && strcmp(c->name, "config.template") == 0)
+            x->is_template = c->b;
+        else if (c->kind == VIM_VAL_MOREF && strcmp(c->name, "parent") == 0)
+            x->have_parent = vim_moref_set(&x->parent, c->ref_type, c->ref_value) == 0;
+    }
+    return 0;
+}
+
+/* on_template_checked clones when the template is unchanged. Otherwise
+ * the cache entry goes and the template is resolved again, once: that
+ * refuses it as a first resolution would (a VM, in the root folder), or
+ * finds the template that now bears the name. */
+static void on_template_checked(vs_op *op, const struct vs_reply *r)
+{
+    struct tcheck x = {0};
+    char token[512], msg[MSG_MAX];
+    int e;
+
+    if (r->err && !(r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0)) {
+        fail_call(op, r);
+        return;
+    }
+    if (!r->err) {
+        e = vim_decode_retrieve_result(r->resp, tcheck_cb, &x, token, sizeof(token));
+        if (e < 0) {
+            vmg_putf(msg, sizeof(msg),
+                     "clone %s: vCenter sent an unreadable answer about "
+                     "template \"%s\"",
+                     op->name, op->template_name);
+            finish_err(op, e, "", msg);
+            return;
+        }
+    }
+    if (!r->err && x.is_template && x.have_parent &&
+        (!op->have_tparent || same_ref(&x.parent, &op->tparent))) {
+        if (!op->have_tparent) {
+            /* Just resolved: what later clones of the cache must find. */
+            for (size_t i = 0; i < TCACHE_N; i++) {
+                struct tentry *t = &op->o->tcache[i];
+                if (t->state == T_READY && strcmp(t->name, op->template_name) == 0 &&
+                    same_ref(&t->ref, &op->tmpl) && !t->have_parent) {
+                    t->parent = x.parent;
+                    t->have_parent = true;
+                }
+            }
+        }
+        send_clone(op);
+        return;
+    }
+    forget_template(op->o, op->template_name);
+    if (op->retried) {
+        vmg_putf(msg, sizeof(msg), "clone %s: template \"%s\" changed while it was being looked up",
+                 op->name, op->template_name);
+        finish_err(op, -EAGAIN, "", msg);
+        return;
+    }
+    op->retried = true;
+    resolve_template(op);
 }
 
 /* ---- Starting ---- */
@@ -1036,6 +1146,9 @@ static void on_op_reply(void *data, const struct vs_reply *r)
     if (op->finishing)
         return;
     switch (op->step) {
+    case O_TCHECK:
+        on_template_checked(op, r);
+        return;
     case O_EMPTY: {
         size_t n = 0;
 

@@ -39,6 +39,9 @@
 
 #define VS_OPS_DEFAULT_MAX_INFLIGHT 8
 #define VS_OPS_DEFAULT_MAX_QUEUED 10000
+/* A resolved template is remembered this long; before each clone from it,
+ * its config.template and parent are read again, and a template turned
+ * into a VM or moved is resolved again (and so refused, or found anew). */
 #define VS_OPS_TEMPLATE_TTL_MS (10 * 60 * 1000)
 
 typedef struct vs_ops vs_ops;

@@ -207,9 +207,11 @@ int vs_url_build(const char *host, char *buf, size_t size, char *err, size_t err
     slash = strchr(rest, '/');
     auth_end = slash ? slash : rest + strlen(rest);
     auth_len = (size_t)(auth_end - rest);
-    /* Anywhere: after a mistyped scheme ("https//user:pw@vc") user
-     * information would land in the path, sent and logged with the URL. */
-    if (strchr(rest, '@')) {
+    /* User information: in the authority, or anywhere when no "://" is
+     * given: after a mistyped scheme ("https//user:pw@vc") it would land
+     * in the path, sent and logged with the URL. The path of a URL with
+     * its scheme may hold an '@' ("https://proxy/vc@prod/sdk"). */
+    if (memchr(rest, '@', auth_len) || (rest == host && strchr(rest, '@'))) {
         vmg_putf(err, errlen,
                  "VC_HOST \"%s\" holds a user name; give it in VC_USER and VC_PASS instead", shown);
         return VMG_ECONFIG;

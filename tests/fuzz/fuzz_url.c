@@ -68,7 +68,10 @@ static void check_sdk_url(const char *host)
         }
         return;
     }
-    if (strncmp(url, "https://", 8) != 0 || strpbrk(url, "@?#"))
+    /* No user information: no '@' in the authority (the path may hold
+     * one when VC_HOST's scheme was given). */
+    if (strncmp(url, "https://", 8) != 0 || strpbrk(url, "?#") ||
+        memchr(url + 8, '@', strcspn(url + 8, "/")) || (!scheme && strchr(url, '@')))
         abort();
     printable(url);
     u = curl_url();
@@ -83,6 +86,9 @@ static void check_sdk_url(const char *host)
     if (curl_url_get(u, CURLUPART_HOST, &part, 0) != CURLUE_OK || !part[0])
         abort();
     curl_free(part);
+    part = NULL;
+    if (curl_url_get(u, CURLUPART_USER, &part, 0) != CURLUE_NO_USER)
+        abort();
     curl_url_cleanup(u);
 }
 

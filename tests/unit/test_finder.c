@@ -555,19 +555,45 @@ static void test_bad_arguments(void **state)
 {
     struct fake *f = *state;
     struct vs_template_query q = {.name = "", .vm_folder = &vm_folder, .dc_path = "/DC0"};
-    char longname[VS_PATH_MAX + 8];
 
     assert_int_equal(vs_find_template(f->s, &q, on_found, f, NULL, NULL, 0), -EINVAL);
     q.name = NULL;
-    assert_int_equal(vs_find_template(f->s, &q, on_found, f, NULL, NULL, 0), -EINVAL);
-    memset(longname, 'a', sizeof(longname) - 1);
-    longname[sizeof(longname) - 1] = '\0';
-    q.name = longname;
     assert_int_equal(vs_find_template(f->s, &q, on_found, f, NULL, NULL, 0), -EINVAL);
     q.name = "tmpl";
     q.vm_folder = NULL;
     assert_int_equal(vs_find_template(f->s, &q, on_found, f, NULL, NULL, 0), -EINVAL);
     assert_false(f->done);
+}
+
+/* A template name longer than vCenter allows (a path of 1024 bytes or
+ * more, or a component of 256 or more) is the group's configuration,
+ * refused for good (VMG_ECONFIG, not retried) with a sentence that says
+ * so and echoes the name cut short; nothing is asked of vCenter. */
+static void test_name_too_long(void **state)
+{
+    struct fake *f = *state;
+    struct vs_template_query q = {.vm_folder = &vm_folder, .dc_path = "/DC0"};
+    char longname[VS_PATH_MAX + 8], longcomp[VS_NAME_MAX + 16], err[512];
+    int before = f->ncalls;
+
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    q.name = longname;
+    err[0] = '\0';
+    assert_int_equal(vs_find_template(f->s, &q, on_found, f, NULL, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "has a name longer than vCenter allows"));
+    assert_true(strlen(err) < 200);
+
+    memcpy(longcomp, "dir/", 4);
+    memset(longcomp + 4, 'b', sizeof(longcomp) - 5);
+    longcomp[sizeof(longcomp) - 1] = '\0';
+    q.name = longcomp;
+    err[0] = '\0';
+    assert_int_equal(vs_find_template(f->s, &q, on_found, f, NULL, err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, "template \"dir/bbb"));
+    assert_non_null(strstr(err, "has a name longer than vCenter allows"));
+    assert_false(f->done);
+    assert_int_equal(f->ncalls, before);
 }
 
 static void test_cancel(void **state)
@@ -705,6 +731,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_walk_stops_at_the_excluded_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_exclude, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exclude_is_the_vm_folder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_name_too_long, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test(test_choose_table),

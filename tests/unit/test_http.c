@@ -40,6 +40,7 @@ struct server {
     int port;
     struct conn *conns;
     int nrequests;
+    int naccepted; /* connections accepted, ever */
     char last_method[16];
     /* /together: responses held until together_n requests are waiting. */
     int together_n;
@@ -290,6 +291,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c = calloc(1, sizeof(*c));
     assert_non_null(c);
     c->srv = s;
+    s->naccepted++;
     assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
     c->tcp.data = c;
     c->next = s->conns;
@@ -712,6 +714,34 @@ static void test_idle_connections_bounded(void **state)
     assert_int_equal(f->srv.nrequests, N);
 }
 
+/* A burst of 24 transfers at once (the Kubernetes clients and vCenter
+ * share one pool) leaves its connections for the next burst: the second
+ * burst opens no new connection. */
+static void test_idle_connections_reused_after_burst(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 24 };
+    struct rec r[N];
+    int done = 0;
+
+    f->srv.together_n = N;
+    for (int round = 0; round < 2; round++) {
+        memset(r, 0, sizeof(r));
+        done = 0;
+        for (int i = 0; i < N; i++) {
+            r[i].counter = &done;
+            start(f, "/together", 1024, false, &r[i]);
+        }
+        run_until(f, &done, N);
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(r[i].status, 200);
+            rec_free(&r[i]);
+        }
+    }
+    assert_int_equal(f->srv.nrequests, 2 * N);
+    assert_int_equal(f->srv.naccepted, N);
+}
+
 static void test_body_too_big(void **state)
 {
     struct fx *f = *state;
@@ -1078,6 +1108,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redirect_keeps_final_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connections_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_connections_reused_after_burst, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_too_big, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streaming_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_error_status_is_buffered, setup, teardown),

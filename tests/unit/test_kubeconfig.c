@@ -930,9 +930,22 @@ static void test_exec_token(void **state)
     kcfg_free(c);
 }
 
+/* has_line tells whether the text of lines holds line, whole. */
+static int has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, line, n) == 0 && (p[n] == '\n' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 /* The plugin gets the variables the kubeconfig lists and the usual ones
- * (PATH, LC_*, ...), and none of the manager's secrets: not VC_PASS, not
- * anything else of ours it does not need. The kubeconfig's value wins. */
+ * (PATH, LC_*, ...), those the common cloud plugins read (AWS_*, AZURE_*,
+ * GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_*, XDG_*, ALL_PROXY), and none
+ * of the manager's secrets: not VC_PASS or VC_USER, not anything else of
+ * ours it does not need. The kubeconfig's value wins. */
 static void test_exec_environment(void **state)
 {
     struct t *t = *state;
@@ -949,7 +962,19 @@ static void test_exec_environment(void **state)
     assert_int_equal(setenv("SOME_API_TOKEN", "tok-s3cret", 1), 0);
     assert_int_equal(setenv("LC_VMG_TEST", "kept", 1), 0);
     assert_int_equal(setenv("TZ", "UTC", 1), 0);
+    assert_int_equal(setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1), 0);
+    assert_int_equal(setenv("AZURE_CLIENT_ID", "az-client", 1), 0);
+    assert_int_equal(setenv("GOOGLE_APPLICATION_CREDENTIALS", "/var/gcp.json", 1), 0);
+    assert_int_equal(setenv("CLOUDSDK_CONFIG", "/var/gcloud", 1), 0);
+    assert_int_equal(setenv("XDG_CONFIG_HOME", "/var/xdg", 1), 0);
+    assert_int_equal(setenv("ALL_PROXY", "socks5://proxy:1080", 1), 0);
     run_refresh(c, &d);
+    unsetenv("AWS_ROLE_ARN");
+    unsetenv("AZURE_CLIENT_ID");
+    unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+    unsetenv("CLOUDSDK_CONFIG");
+    unsetenv("XDG_CONFIG_HOME");
+    unsetenv("ALL_PROXY");
     unsetenv("VC_PASS");
     unsetenv("VC_USER");
     unsetenv("SOME_API_TOKEN");
@@ -964,6 +989,12 @@ static void test_exec_environment(void **state)
     assert_true(strncmp(env, "PATH=", 5) == 0 || strstr(env, "\nPATH=") != NULL);
     assert_non_null(strstr(env, "PLUGIN_TOKEN=abc\n"));
     assert_non_null(strstr(env, "LC_VMG_TEST=kept\n"));
+    assert_true(has_line(env, "AWS_ROLE_ARN=arn:aws:iam::1:role/r"));
+    assert_true(has_line(env, "AZURE_CLIENT_ID=az-client"));
+    assert_true(has_line(env, "GOOGLE_APPLICATION_CREDENTIALS=/var/gcp.json"));
+    assert_true(has_line(env, "CLOUDSDK_CONFIG=/var/gcloud"));
+    assert_true(has_line(env, "XDG_CONFIG_HOME=/var/xdg"));
+    assert_true(has_line(env, "ALL_PROXY=socks5://proxy:1080"));
     assert_non_null(strstr(env, "KUBERNETES_EXEC_INFO={"));
     assert_non_null(strstr(env, "TZ=Europe/Paris\n"));
     assert_null(strstr(env, "TZ=UTC"));

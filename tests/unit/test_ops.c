@@ -73,16 +73,17 @@ struct fake {
     bool timed_out;
 
     /* behaviour */
-    bool instant;           /* tasks end as they are made */
-    bool quiet_new_filters; /* like vcsim: a new filter's state is not reported */
-    bool mute_polls;        /* the long poll never answers (vcsim under load) */
-    bool folder_exists;     /* CreateFolder: DuplicateName */
-    bool template_missing;  /* FindChild and the VM listing find nothing */
-    bool template_plain;    /* "tmpl" is a VM, not a template */
-    bool stale_after_end;   /* like vcsim: an older "running" follows the end */
-    int folder_children;    /* childEntity of a folder read before Destroy_Task */
-    bool hold_destroys;     /* DestroyPropertyFilter is not answered until released */
-    int unauth_tasks;       /* task methods answered NotAuthenticated (a lost session) */
+    bool instant;                /* tasks end as they are made */
+    bool quiet_new_filters;      /* like vcsim: a new filter's state is not reported */
+    bool mute_polls;             /* the long poll never answers (vcsim under load) */
+    bool folder_exists;          /* CreateFolder: DuplicateName */
+    bool template_missing;       /* FindChild and the VM listing find nothing */
+    bool template_plain;         /* "tmpl" is a VM, not a template */
+    const char *template_parent; /* the folder vm-40 is in (NULL: group-3) */
+    bool stale_after_end;        /* like vcsim: an older "running" follows the end */
+    int folder_children;         /* childEntity of a folder read before Destroy_Task */
+    bool hold_destroys;          /* DestroyPropertyFilter is not answered until released */
+    int unauth_tasks;            /* task methods answered NotAuthenticated (a lost session) */
     vmg_server_req *held_destroys[DESTROY_HELD_MAX];
     int nheld_destroys;
     int pc_faults; /* CreatePropertyCollector fails this many times */
@@ -445,10 +446,11 @@ static void handler(void *data, vmg_server_req *r)
                   "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
                   "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
                   "<val xsi:type=\"xsd:string\">tmpl</val></propSet><propSet><name>parent</name>"
-                  "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">group-3</val>"
+                  "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">%s</val>"
                   "</propSet><propSet><name>config.template</name>"
                   "<val xsi:type=\"xsd:boolean\">%s</val></propSet></objects>"
                   "</returnval></RetrievePropertiesExResponse>",
+                  f->template_parent ? f->template_parent : "group-3",
                   f->template_plain ? "false" : "true");
             return;
         }
@@ -1169,6 +1171,77 @@ static void test_clone_from_a_plain_vm_refused(void **state)
     teardown(&f);
 }
 
+/* clone_one clones spec to its end (its task succeeds), as the n-th
+ * operation done. */
+static void clone_one(struct fake *f, struct ctx *c, struct vs_clone_spec *spec, int n)
+{
+    assert_int_equal(vs_ops_clone(f->ops, spec, on_done, c, NULL), 0);
+    want_tasks = n;
+    want_held_tasks = n;
+    spin(f, tracked);
+    end_task(f, n - 1, "success", NULL);
+    want_done = n;
+    spin(f, done_enough);
+    assert_int_equal(f->done[n - 1].err, 0);
+}
+
+/* A template resolved once and then turned into a VM (to patch it, say)
+ * is not cloned from the cache: the next clone is refused as the first
+ * resolution would refuse it, and no CloneVM_Task is sent. */
+static void test_cached_template_turned_into_a_vm_refused(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_clone_spec spec = {.template_name = "tmpl", .folder = &folder, .name = "web-0"};
+
+    (void)state;
+    setup(&f, 8, 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    clone_one(&f, &c, &spec, 1);
+    assert_int_equal(calls_of(&f, "CloneVM_Task"), 1);
+
+    f.template_plain = true;
+    spec.name = "web-1";
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[1].err, VMG_ECONFIG);
+    assert_non_null(
+        strstr(f.done[1].message, "template \"tmpl\" is a virtual machine, not a template"));
+    assert_int_equal(calls_of(&f, "CloneVM_Task"), 1);
+    assert_int_equal(f.ntasks, 1);
+    teardown(&f);
+}
+
+/* A cached template moved to another folder (the operator's root folder,
+ * say) is looked up again before it is cloned from. */
+static void test_cached_template_moved_looked_up_again(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_clone_spec spec = {.template_name = "tmpl", .folder = &folder, .name = "web-0"};
+
+    (void)state;
+    setup(&f, 8, 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    clone_one(&f, &c, &spec, 1);
+    assert_int_equal(calls_of(&f, "FindChild tmpl"), 1);
+    /* Unmoved: the cache serves. */
+    spec.name = "web-1";
+    clone_one(&f, &c, &spec, 2);
+    assert_int_equal(calls_of(&f, "FindChild tmpl"), 1);
+    /* Moved: looked up again. */
+    f.template_parent = "group-38";
+    spec.name = "web-2";
+    clone_one(&f, &c, &spec, 3);
+    assert_int_equal(calls_of(&f, "FindChild tmpl"), 2);
+    teardown(&f);
+}
+
 /* An inventory path is confined to the datacenter's VM folder: refused as
  * written, without asking vCenter. */
 static void test_clone_path_outside_the_datacenter_refused(void **state)
@@ -1258,6 +1331,8 @@ int main(void)
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_clone_template_missing),
         cmocka_unit_test(test_clone_from_a_plain_vm_refused),
+        cmocka_unit_test(test_cached_template_turned_into_a_vm_refused),
+        cmocka_unit_test(test_cached_template_moved_looked_up_again),
         cmocka_unit_test(test_clone_path_outside_the_datacenter_refused),
         cmocka_unit_test(test_queue_bound_and_close),
     };

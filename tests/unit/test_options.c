@@ -273,6 +273,34 @@ static void test_pass_leaves_environment(void **state)
     unsetenv("VC_USER");
 }
 
+/* An environment that holds VC_PASS twice (execve allows it; getenv
+ * returns the first): every copy's value is wiped, not only the first. */
+static void test_pass_twice_in_environment(void **state)
+{
+    extern char **environ;
+    char **saved = environ;
+    char host[] = "VC_HOST=vc.example.com", user[] = "VC_USER=admin";
+    char pass1[] = "VC_PASS=first-s3cret", pass2[] = "VC_PASS=second-s3cret";
+    char *env[] = {host, pass1, user, pass2, NULL};
+    struct vmg_options o;
+    char err[256];
+    char *argv[] = {"m"};
+    int rc;
+
+    (void)state;
+    environ = env;
+    vmg_options_defaults(&o);
+    rc = vmg_options_parse(&o, 1, argv, NULL, err, sizeof(err));
+    environ = saved;
+    assert_int_equal(rc, 0);
+    assert_string_equal(o.vc_pass, "first-s3cret");
+    assert_null(strstr(pass1 + 8, "s3cret"));
+    assert_null(strstr(pass2 + 8, "s3cret"));
+    assert_int_equal(pass2[8], '\0');
+    for (size_t i = 0; env[i]; i++)
+        assert_true(strncmp(env[i], "VC_PASS=", 8) != 0);
+}
+
 static void test_durations(void **state)
 {
     uint64_t ms;
@@ -303,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_pass_file),
         cmocka_unit_test(test_pass_leaves_environment),
+        cmocka_unit_test(test_pass_twice_in_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,12 +86,17 @@ static void test_url_forms(void **state)
     url_ok("https://[::1]/sdk", "https://[::1]:443/sdk");
     url_ok("[fe80::1%252]:8443", "https://[fe80::1%252]:8443/sdk");
     url_ok("fe80::1%3", "https://[fe80::1%3]:443/sdk");
+    /* An '@' in the path of a URL (a proxy's route) is no user name. */
+    url_ok("https://proxy/vc@prod/sdk", "https://proxy:443/vc@prod/sdk");
+    url_ok("https://proxy:8443/a@b", "https://proxy:8443/a@b");
 
     url_bad(NULL, "empty");
     url_bad("", "no host");
     url_bad("http://vc.example.com", "only https");
     url_bad("ftp://vc", "only https");
     url_bad("https://user:pw@vc.example.com", "VC_USER");
+    url_bad("https://user@vc.example.com/a@b", "VC_USER");
+    url_bad("user@vc.example.com", "VC_USER");
     url_bad("vc.example.com:0", "port");
     url_bad("vc.example.com:65536", "port");
     url_bad("vc.example.com:12x", "port");
