@@ -26,6 +26,12 @@ setup() {
 	IMG=$(cat "$BATS_FILE_TMPDIR/img")
 }
 
+teardown() {
+	# A test that stopped vcsim and failed must not leave it stopped for
+	# the tests after it.
+	[ -f "$ENV_DIR/run/vcsim.pid" ] || "$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+}
+
 # leader_pod: the pod that holds the manager's Lease.
 leader_pod() {
 	local holder
@@ -133,7 +139,10 @@ pod_not_ready() { [ "$(pod_ready "$1")" = false ]; }
 	run curl -s -w '\n%{http_code}' "http://$ip:8081/readyz"
 	echo "$output"
 	[ "${lines[-1]}" = 503 ]
-	[[ "${lines[0]}" == "not ready: "*vCenter* ]]
+	# It names the failing check, nothing of vCenter's URL or user.
+	[[ "${lines[0]}" == "not ready: "*vcenter* ]]
+	[[ "$output" != *"$VC_HOST_FROM_PODS"* ]]
+	[[ "$output" != *"$VC_USER"* ]]
 	# The kubelet's probe failing is what took it out, not a restart.
 	[ "$(kubectl -n "$SYS" get pod "$leader" -o 'jsonpath={.status.containerStatuses[0].restartCount}')" = 0 ]
 	kubectl -n "$SYS" get events --field-selector "involvedObject.name=$leader" \
