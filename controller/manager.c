@@ -367,6 +367,7 @@ static void metrics_handler(void *data, vmg_server_req *req)
 {
     struct mgr *m = data;
     struct metrics_req *mr;
+    authn_wait *wait;
 
     if (strcmp(vmg_server_req_path(req), "/metrics") != 0) {
         respond_text(req, 404, "not found\n");
@@ -383,11 +384,14 @@ static void metrics_handler(void *data, vmg_server_req *req)
     }
     mr->m = m;
     mr->req = req;
-    /* NULL: answered already, and mr is gone. */
-    mr->wait =
+    /* NULL: answered already (cached, malformed, overloaded), and
+     * metrics_authorized has freed mr: it must not be touched then. */
+    wait =
         authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
-    if (mr->wait)
+    if (wait) {
+        mr->wait = wait;
         vmg_server_req_on_abort(req, metrics_aborted, mr);
+    }
 }
 
 /* metrics_cert_reloaded logs what became of a changed --metrics-cert-dir. */
