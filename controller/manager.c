@@ -431,6 +431,8 @@ static int servers_start(struct mgr *m)
                                      .max_pending_output = 16 * 1024,
                                      .max_buffered = 1024 * 1024,
                                      .idle_timeout_ms = 15000,
+                                     /* A probe's request comes in one packet. */
+                                     .header_timeout_ms = 2000,
                                      .max_conn_age_ms = 5 * 60 * 1000,
                                      .errbuf = err,
                                      .errbuf_size = sizeof(err)};
@@ -453,6 +455,7 @@ static int servers_start(struct mgr *m)
                                      .max_body = 4096,
                                      .max_pending_output = 64 * 1024,
                                      .max_buffered = 4 * 1024 * 1024,
+                                     .header_timeout_ms = 5000,
                                      .tls_reloaded = metrics_cert_reloaded,
                                      .errbuf = err,
                                      .errbuf_size = sizeof(err)};
