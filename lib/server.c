@@ -1333,6 +1333,7 @@ static int read_file(const char *path, char **ret)
 
     if (!f)
         return VMG_ECONFIG;
+    setvbuf(f, NULL, _IONBF, 0); /* no copy of a key in stdio's buffer */
     buf = malloc(VMG_SERVER_MAX_PEM + 1);
     if (!buf) {
         r = -ENOMEM;
@@ -1346,7 +1347,7 @@ static int read_file(const char *path, char **ret)
     buf = NULL;
     r = 0;
 out:
-    free(buf);
+    wipe_free(buf, VMG_SERVER_MAX_PEM + 1); /* a key read in part, too big or unreadable */
     fclose(f);
     return r;
 }
