@@ -479,6 +479,13 @@ static void send_error(struct conn *c, int status)
 
     req_free(c->req);
     c->req = NULL;
+    /* Until the answer is written and the client gone, the request's time
+     * bounds the connection: garbage sent between two requests is no
+     * request begun, and the idle timeout would be far longer. */
+    if (c->mode != T_REQUEST && c->mode != T_HEADERS) {
+        c->req_start = uv_now(c->srv->loop);
+        set_timer(c, T_REQUEST);
+    }
     n = snprintf(buf, sizeof(buf),
                  "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
                  "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
