@@ -27,11 +27,13 @@ struct entry {
     uint64_t used;
 };
 
-/* One cache of one kind of answer, bounded, least recently used out. */
+/* One cache of one kind of answer, bounded, least recently used out. An
+ * entry past its ttl is kept grace more, to be served while it is
+ * reviewed again (see cache_stale). */
 struct cache {
     struct entry *e;
     unsigned n, max;
-    uint64_t ttl;
+    uint64_t ttl, grace;
 };
 
 struct review;
@@ -51,6 +53,7 @@ struct review {
     char *token; /* while queued: a copy, wiped when sent or dropped */
     size_t token_len;
     bool active;
+    bool refresh; /* of an allowed token past its time: nobody waits */
     kube_req *req;
     struct authn_wait *waiters;
 };
@@ -82,11 +85,12 @@ static uint64_t now(authn *a)
 
 /* ---- the caches ---- */
 
-static int cache_init(struct cache *c, unsigned max, uint64_t ttl)
+static int cache_init(struct cache *c, unsigned max, uint64_t ttl, uint64_t grace)
 {
     c->e = calloc(max, sizeof(*c->e));
     c->max = max;
     c->ttl = ttl;
+    c->grace = grace;
     return c->e ? 0 : -ENOMEM;
 }
 
@@ -104,12 +108,33 @@ static struct entry *cache_find(struct cache *c, const char *key, uint64_t t)
     return NULL;
 }
 
+/* cache_stale returns key's entry when it is past its time but within its
+ * grace, or NULL. */
+static struct entry *cache_stale(struct cache *c, const char *key, uint64_t t)
+{
+    for (unsigned i = 0; i < c->n; i++) {
+        struct entry *e = &c->e[i];
+        if (strcmp(e->key, key) == 0)
+            return e->expires <= t && t - e->expires < c->grace ? e : NULL;
+    }
+    return NULL;
+}
+
+static void cache_del(struct cache *c, const char *key)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (strcmp(c->e[i].key, key) == 0) {
+            memset(&c->e[i], 0, sizeof(c->e[i])); /* a free slot: no key, expired */
+            return;
+        }
+}
+
 static void cache_put(struct cache *c, const char *key, int status, uint64_t t)
 {
     struct entry *e = NULL;
 
     for (unsigned i = 0; i < c->n && !e; i++)
-        if (strcmp(c->e[i].key, key) == 0 || c->e[i].expires <= t)
+        if (strcmp(c->e[i].key, key) == 0 || c->e[i].expires + c->grace <= t)
             e = &c->e[i];
     if (!e && c->n < c->max)
         e = &c->e[c->n++];
@@ -160,8 +185,10 @@ int authn_new(kube_client *kc, const struct authn_opts *o, authn **ret)
         a->o.now_ms = mono_ms;
     a->active_tail = &a->active;
     a->queued_tail = &a->queued;
-    if (cache_init(&a->allowed, a->o.max_entries, a->o.allow_ttl_ms) < 0 ||
-        cache_init(&a->denied, a->o.max_denied, a->o.deny_ttl_ms) < 0) {
+    /* An allowed token past its time is still served for as long again
+     * while its review runs (see authn_check). */
+    if (cache_init(&a->allowed, a->o.max_entries, a->o.allow_ttl_ms, a->o.allow_ttl_ms) < 0 ||
+        cache_init(&a->denied, a->o.max_denied, a->o.deny_ttl_ms, 0) < 0) {
         free(a->allowed.e);
         free(a);
         return -ENOMEM;
@@ -231,6 +258,8 @@ static void finish(struct review *rv, int status, const char *msg, bool cache)
 
     rv_unlink(rv);
     drop_token(rv);
+    if (cache && status != 200)
+        cache_del(&a->allowed, rv->key); /* no longer allowed, grace or not */
     if (cache)
         cache_put(status == 200 ? &a->allowed : &a->denied, rv->key, status, now(a));
     rv->waiters = NULL;
@@ -384,11 +413,51 @@ static int start(struct review *rv)
     return rc < 0 ? rc : 0;
 }
 
-/* pump starts waiting reviews while there is room. */
+/* may_start: there is room for rv under way. One of the places (of two
+ * or more) is kept for refreshes, so that a flood of unknown tokens
+ * cannot keep a known one from being reviewed again. */
+static bool may_start(const authn *a, const struct review *rv)
+{
+    unsigned reserved = a->o.max_inflight >= 2 && !rv->refresh ? 1 : 0;
+
+    return a->n_active + reserved < a->o.max_inflight;
+}
+
+/* pump starts waiting reviews while there is room, in order, refreshes
+ * first when only the kept place is free. */
 static void pump(authn *a)
 {
-    while (!a->freeing && a->queued && a->n_active < a->o.max_inflight)
-        start(a->queued);
+    while (!a->freeing && a->queued) {
+        struct review *rv = a->queued;
+        while (rv && !may_start(a, rv))
+            rv = rv->next;
+        if (!rv)
+            break;
+        start(rv);
+    }
+}
+
+/* new_review queues a review of tok; NULL when out of memory. */
+static struct review *new_review(authn *a, const char *key, const char *tok, size_t len,
+                                 bool refresh)
+{
+    struct review *rv = calloc(1, sizeof(*rv));
+
+    if (rv)
+        rv->token = malloc(len + 1);
+    if (!rv || !rv->token) {
+        free(rv);
+        return NULL;
+    }
+    rv->a = a;
+    rv->refresh = refresh;
+    memcpy(rv->key, key, sizeof(rv->key));
+    memcpy(rv->token, tok, len);
+    rv->token[len] = '\0';
+    rv->token_len = len;
+    a->n_queued++;
+    rv_link(rv, &a->queued_tail);
+    return rv;
 }
 
 /* token_ok: a bearer token is visible ASCII without the two characters
@@ -455,6 +524,15 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
         cb(data, 200, "allowed");
         return NULL;
     }
+    if (cache_stale(&a->allowed, key, t)) {
+        /* Allowed a while ago: still allowed while one review (with its
+         * own place, whatever the flood) asks again; a denial ends it. */
+        if (!find_review(a->active, key) && !find_review(a->queued, key) &&
+            new_review(a, key, tok, len, true))
+            pump(a);
+        cb(data, 200, "allowed");
+        return NULL;
+    }
     e = cache_find(&a->denied, key, t);
     if (e) {
         cb(data, e->status, e->status == 403 ? "Forbidden" : "Unauthorized");
@@ -468,25 +546,16 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     if (!rv)
         rv = find_review(a->queued, key);
     if (!rv) {
-        if (a->n_active >= a->o.max_inflight && a->n_queued >= a->o.max_queued) {
+        struct review probe = {.refresh = false};
+        if (!may_start(a, &probe) && a->n_queued >= a->o.max_queued) {
             cb(data, 503, "too many token reviews under way");
             return NULL;
         }
-        rv = calloc(1, sizeof(*rv));
-        if (rv)
-            rv->token = malloc(len + 1);
-        if (!rv || !rv->token) {
-            free(rv);
+        rv = new_review(a, key, tok, len, false);
+        if (!rv) {
             cb(data, 500, "out of memory");
             return NULL;
         }
-        rv->a = a;
-        memcpy(rv->key, key, sizeof(rv->key));
-        memcpy(rv->token, tok, len);
-        rv->token[len] = '\0';
-        rv->token_len = len;
-        a->n_queued++;
-        rv_link(rv, &a->queued_tail);
     }
     w = calloc(1, sizeof(*w));
     if (!w) {
@@ -508,7 +577,7 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     rv->waiters = w;
     a->n_waiters++;
     /* A review that cannot be sent calls w back now: w is no handle then. */
-    if (!rv->active && a->n_active < a->o.max_inflight && start(rv) < 0)
+    if (!rv->active && may_start(a, rv) && start(rv) < 0)
         return NULL;
     return w;
 }

@@ -12,7 +12,11 @@
  * away is canceled (authn_cancel), and a review nobody waits for any more
  * is dropped, or stopped when it is under way. Allowed and denied answers
  * live in two caches of their own, so that a flood of bad tokens can only
- * push out other bad tokens; failures are not cached at all. */
+ * push out other bad tokens; failures are not cached at all. An allowed
+ * token past its time is still allowed for as long again while one review
+ * asks again (a denial ends it at once); of max_inflight places (two or
+ * more), one is kept for these reviews, so that a flood of unknown tokens
+ * cannot keep a scraper out. */
 #ifndef VMG_AUTHN_H
 #define VMG_AUTHN_H
 

@@ -544,7 +544,7 @@ static void req_free(kube_req *r)
 {
     if (!r)
         return;
-    curl_slist_free_all(r->hdrs);
+    vmg_http_headers_free(r->hdrs);
     free(r->path);
     free(r->content_type);
     /* A body may carry a secret (a TokenReview carries a bearer token). */
@@ -829,7 +829,7 @@ static int send_req(kube_req *r, const char **errmsg)
     }
     return 0;
 fail:
-    curl_slist_free_all(h);
+    vmg_http_headers_free(h);
     curl_easy_cleanup(easy);
     free(url);
     return err;
@@ -1046,7 +1046,7 @@ static void on_done(void *data, const struct vmg_http_result *res)
 
     req_detach(r);
     r->xfer = NULL;
-    curl_slist_free_all(r->hdrs);
+    vmg_http_headers_free(r->hdrs);
     r->hdrs = NULL;
     if (c->observe)
         c->observe(c->observe_data, r->method, c->host, res->status, res->err, res->seconds);

@@ -367,6 +367,7 @@ static void metrics_handler(void *data, vmg_server_req *req)
 {
     struct mgr *m = data;
     struct metrics_req *mr;
+    authn_wait *wait;
 
     if (strcmp(vmg_server_req_path(req), "/metrics") != 0) {
         respond_text(req, 404, "not found\n");
@@ -383,11 +384,14 @@ static void metrics_handler(void *data, vmg_server_req *req)
     }
     mr->m = m;
     mr->req = req;
-    /* NULL: answered already, and mr is gone. */
-    mr->wait =
+    /* NULL: answered already (cached, malformed, overloaded), and
+     * metrics_authorized has freed mr: it must not be touched then. */
+    wait =
         authn_check(m->auth, vmg_server_req_header(req, "Authorization"), metrics_authorized, mr);
-    if (mr->wait)
+    if (wait) {
+        mr->wait = wait;
         vmg_server_req_on_abort(req, metrics_aborted, mr);
+    }
 }
 
 /* metrics_cert_reloaded logs what became of a changed --metrics-cert-dir. */
@@ -427,6 +431,8 @@ static int servers_start(struct mgr *m)
                                      .max_pending_output = 16 * 1024,
                                      .max_buffered = 1024 * 1024,
                                      .idle_timeout_ms = 15000,
+                                     /* A probe's request comes in one packet. */
+                                     .header_timeout_ms = 2000,
                                      .max_conn_age_ms = 5 * 60 * 1000,
                                      .errbuf = err,
                                      .errbuf_size = sizeof(err)};
@@ -449,6 +455,7 @@ static int servers_start(struct mgr *m)
                                      .max_body = 4096,
                                      .max_pending_output = 64 * 1024,
                                      .max_buffered = 4 * 1024 * 1024,
+                                     .header_timeout_ms = 5000,
                                      .tls_reloaded = metrics_cert_reloaded,
                                      .errbuf = err,
                                      .errbuf_size = sizeof(err)};

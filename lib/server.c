@@ -40,7 +40,7 @@
 /* What the connection's one timer bounds: a request, the wait between two,
  * unsent output over the bound (the client does not read), the drain
  * before the close. */
-enum timer_mode { T_NONE, T_REQUEST, T_IDLE, T_DRAIN, T_LINGER };
+enum timer_mode { T_NONE, T_REQUEST, T_HEADERS, T_IDLE, T_DRAIN, T_LINGER };
 
 struct hdr {
     char *name;
@@ -84,10 +84,11 @@ struct conn {
     int in_process;
     int close_after_write; /* no more requests: close once writes are done */
     int lingering;         /* output shut down, input drained until EOF */
-    int received;          /* a byte has arrived */
     size_t lingered;       /* bytes drained and dropped while lingering */
     enum timer_mode mode;
     uint64_t born;       /* loop time of the accept */
+    uint64_t req_start;  /* loop time the request timer runs from */
+    uint64_t first_byte; /* loop time of the request's first byte */
     uint64_t idle_since; /* loop time of the last answer (or the accept) */
     size_t served;       /* requests handed to the handler */
     size_t out_pending;  /* bytes of uv_write requests in flight */
@@ -128,6 +129,7 @@ struct vmg_server {
     size_t max_buffered;
     size_t max_requests;
     uint64_t request_timeout_ms;
+    uint64_t header_timeout_ms;
     uint64_t idle_timeout_ms;
     uint64_t max_conn_age_ms;
     size_t buffered; /* input buffers and unsent output of every connection */
@@ -303,8 +305,15 @@ static void set_timer(struct conn *c, enum timer_mode mode)
     c->mode = mode;
     switch (mode) {
     case T_REQUEST:
-        ms = c->srv->request_timeout_ms;
+    case T_HEADERS: {
+        /* What is left of the request's time; the headers have their own
+         * bound from the request's first byte, within it. */
+        uint64_t now = uv_now(c->srv->loop), spent = now - c->req_start;
+        ms = spent < c->srv->request_timeout_ms ? c->srv->request_timeout_ms - spent : 0;
+        if (mode == T_HEADERS && c->srv->header_timeout_ms < ms)
+            ms = c->srv->header_timeout_ms;
         break;
+    }
     case T_IDLE: {
         /* Never beyond the connection's maximum age. */
         uint64_t now = uv_now(c->srv->loop), end = c->born + c->srv->max_conn_age_ms;
@@ -470,6 +479,13 @@ static void send_error(struct conn *c, int status)
 
     req_free(c->req);
     c->req = NULL;
+    /* Until the answer is written and the client gone, the request's time
+     * bounds the connection: garbage sent between two requests is no
+     * request begun, and the idle timeout would be far longer. */
+    if (c->mode != T_REQUEST && c->mode != T_HEADERS) {
+        c->req_start = uv_now(c->srv->loop);
+        set_timer(c, T_REQUEST);
+    }
     n = snprintf(buf, sizeof(buf),
                  "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
                  "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
@@ -514,8 +530,10 @@ static int on_message_begin(http_parser *p)
     c->header_bytes = 0;
     c->last_was_value = 1;
     c->error_status = 0;
+    c->first_byte = uv_now(c->srv->loop);
     if (c->mode != T_REQUEST)
-        set_timer(c, T_REQUEST);
+        c->req_start = c->first_byte;
+    set_timer(c, T_HEADERS);
     return 0;
 }
 
@@ -632,6 +650,7 @@ static int on_headers_complete(http_parser *p)
         c->error_status = HTTP_STATUS_PAYLOAD_TOO_LARGE;
         return -1;
     }
+    set_timer(c, T_REQUEST); /* the headers are in: the request's own bound only */
     expect = vmg_server_req_header(r, "Expect");
     if (expect && strcasecmp(expect, "100-continue") == 0 && p->http_major == 1 &&
         p->http_minor >= 1) {
@@ -842,7 +861,6 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         goto out;
-    c->received = 1;
     if (c->lingering) {
         /* Drained and dropped, up to a bound: a client that keeps sending
          * to a closing connection is cut off. */
@@ -985,29 +1003,55 @@ static void format_peer(struct conn *c)
     snprintf(c->host, sizeof(c->host), "%s", host);
 }
 
-/* evictable: c may give way to a new connection. It has no request with
- * the handler or half received, and is idle between requests (nothing
- * buffered, its answers sent), or has not sent a byte since the accept, or
- * does not read its answers (whatever it pipelined behind them). */
+/* evictable: c may give way to a new connection first. It has no request
+ * with the handler or half received, and is idle between requests
+ * (nothing buffered, its answers sent), or does not read its answers
+ * (whatever it pipelined behind them). */
 static int evictable(const struct conn *c)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active || c->req)
         return 0;
-    return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN ||
-           !c->received;
+    return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN;
+}
+
+/* incomplete: c may give way next: its request is on its way and has not
+ * reached the handler (begun and not complete, or not begun since the
+ * accept: nothing sent yet, or a TLS handshake); *since is when it began.
+ * A peer that sends part of a request and stops holds a slot with it; a
+ * connection just accepted is the newest of these, not the first to go. */
+static int incomplete(const struct conn *c, uint64_t *since)
+{
+    if (c->closing || c->lingering || c->close_after_write || c->active)
+        return 0;
+    if (c->req) {
+        *since = c->first_byte;
+        return !c->req->complete;
+    }
+    *since = c->born;
+    return c->mode == T_REQUEST || c->mode == T_HEADERS;
 }
 
 /* oldest_idle returns the evictable connection idle the longest, of peer
- * host when host is not NULL, other than except; NULL when none is. */
+ * host when host is not NULL, other than except; failing that, the one
+ * whose incomplete request began the longest ago; NULL when none is. A
+ * connection whose request is with the handler never gives way. */
 static struct conn *oldest_idle(vmg_server *s, const char *host, const struct conn *except)
 {
-    struct conn *best = NULL;
+    struct conn *best = NULL, *partial = NULL;
+    uint64_t oldest = 0, since;
 
-    for (struct conn *c = s->conns; c; c = c->next)
-        if (c != except && evictable(c) && (!host || strcmp(c->host, host) == 0) &&
-            (!best || c->idle_since < best->idle_since))
-            best = c;
-    return best;
+    for (struct conn *c = s->conns; c; c = c->next) {
+        if (c == except || (host && strcmp(c->host, host) != 0))
+            continue;
+        if (evictable(c)) {
+            if (!best || c->idle_since < best->idle_since)
+                best = c;
+        } else if (incomplete(c, &since) && (!partial || since < oldest)) {
+            partial = c;
+            oldest = since;
+        }
+    }
+    return best ? best : partial;
 }
 
 static size_t peer_conns(vmg_server *s, const char *host)
@@ -1021,7 +1065,8 @@ static size_t peer_conns(vmg_server *s, const char *host)
 }
 
 /* admit makes room for the new connection c: beyond a limit, the oldest
- * idle connection (of c's peer, for the per-peer limit) is closed. Returns
+ * idle connection, or else the oldest with an incomplete request (of c's
+ * peer, for the per-peer limit) is closed. Returns
  * 0, or -1 when nothing can give way (c is to be closed). */
 static int admit(vmg_server *s, struct conn *c)
 {
@@ -1120,6 +1165,7 @@ static void on_connection(uv_stream_t *server, int status)
         SSL_set_accept_state(c->ssl);
     }
     /* The first request's time runs from the accept, TLS handshake included. */
+    c->req_start = c->born;
     set_timer(c, T_REQUEST);
     update_reading(c);
 }
@@ -1294,6 +1340,7 @@ static int read_file(const char *path, char **ret)
 
     if (!f)
         return VMG_ECONFIG;
+    setvbuf(f, NULL, _IONBF, 0); /* no copy of a key in stdio's buffer */
     buf = malloc(VMG_SERVER_MAX_PEM + 1);
     if (!buf) {
         r = -ENOMEM;
@@ -1307,7 +1354,7 @@ static int read_file(const char *path, char **ret)
     buf = NULL;
     r = 0;
 out:
-    free(buf);
+    wipe_free(buf, VMG_SERVER_MAX_PEM + 1); /* a key read in part, too big or unreadable */
     fclose(f);
     return r;
 }
@@ -1678,6 +1725,8 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
     s->request_timeout_ms =
         opts->request_timeout_ms ? opts->request_timeout_ms : VMG_SERVER_REQUEST_TIMEOUT_MS;
     s->idle_timeout_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : VMG_SERVER_IDLE_TIMEOUT_MS;
+    s->header_timeout_ms =
+        opts->header_timeout_ms ? opts->header_timeout_ms : s->request_timeout_ms;
     s->max_conns_per_peer =
         opts->max_conns_per_peer ? opts->max_conns_per_peer : VMG_SERVER_MAX_CONNS_PER_PEER;
     if (s->max_conns_per_peer > s->max_conns)

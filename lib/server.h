@@ -23,8 +23,10 @@
  *   closed.
  * - Time: a connection is closed when a request (from its first byte, or
  *   from the accept for the first request, TLS handshake included, until
- *   its response is written) takes longer than request_timeout_ms, or when
- *   it is idle between requests longer than idle_timeout_ms; a pending
+ *   its response is written) takes longer than request_timeout_ms, when
+ *   its headers take longer than header_timeout_ms from the request's
+ *   first byte, or when it is idle between requests longer than
+ *   idle_timeout_ms; a pending
  *   request is aborted then. However busy, a connection serves at most
  *   max_requests requests and lives at most max_conn_age_ms: the response
  *   that crosses either says "Connection: close" and the connection closes
@@ -37,9 +39,14 @@
  * - Connections: at most max_conns, and at most max_conns_per_peer from one
  *   peer address (its port aside). A new connection beyond either limit
  *   takes the place of the oldest idle one (of that peer, for the per-peer
- *   limit): idle is between requests, not yet sent a byte, or not reading
- *   its answers; one with a request in progress is never evicted. When none
- *   is idle, the new connection is closed at once.
+ *   limit): idle is between requests, or not reading its answers. When
+ *   none is idle, the one whose request, still incomplete (not handed to
+ *   the handler; not begun since the accept counts from the accept), began
+ *   the longest ago gives way: a peer that sends parts of requests cannot
+ *   hold slots against a complete one, and a connection just accepted is
+ *   the last of these to go. One whose request is with the handler is
+ *   never evicted; when nothing can give way, the new connection is closed
+ *   at once.
  * - Memory: input buffers and unsent output of all connections together
  *   stay near max_buffered: above it, a connection that already holds bytes
  *   is not read until the total falls (one read or one response more per
@@ -108,6 +115,9 @@ struct vmg_server_opts {
     size_t max_headers;
     size_t max_body;
     uint64_t request_timeout_ms;
+    /* From a request's first byte until its headers are complete (within
+     * request_timeout_ms); 0: request_timeout_ms. */
+    uint64_t header_timeout_ms;
     uint64_t idle_timeout_ms;
     size_t max_conns_per_peer;
     size_t max_pending_output;
@@ -147,7 +157,7 @@ struct vmg_server_stats {
     size_t buffered;    /* bytes of input buffers and unsent output, all connections */
     size_t peak_buffered;
     size_t paused;        /* connections not read now (output or memory bound) */
-    uint64_t evicted;     /* idle connections closed to let a new one in */
+    uint64_t evicted;     /* idle or incomplete connections closed to let a new one in */
     uint64_t refused;     /* new connections closed at once: nothing idle to evict */
     uint64_t drained;     /* closed for not reading their answers in time */
     uint64_t retired;     /* closed at max_requests or max_conn_age_ms */

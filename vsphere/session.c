@@ -437,7 +437,7 @@ static void call_free(vs_req *c)
     if (!c)
         return;
     soap_buf_free(c->buf, c->len);
-    curl_slist_free_all(c->hdrs);
+    vmg_http_headers_free(c->hdrs);
     free(c);
 }
 
@@ -534,7 +534,7 @@ static int send_call(vs_session *s, vs_req *c)
     uint64_t timeout = c->timeout_ms ? c->timeout_ms : s->call_timeout_ms;
     int r;
 
-    curl_slist_free_all(c->hdrs);
+    vmg_http_headers_free(c->hdrs);
     c->hdrs = NULL;
     vmg_putf(hdr, sizeof(hdr), "SOAPAction: %s", action);
     t = curl_slist_append(h, "Content-Type: text/xml; charset=utf-8");
@@ -543,13 +543,13 @@ static int send_call(vs_session *s, vs_req *c)
     if (t)
         t = curl_slist_append(h = t, "Expect:");
     if (!t) {
-        curl_slist_free_all(h);
+        vmg_http_headers_free(h);
         return -ENOMEM;
     }
     h = t;
     easy = curl_easy_init();
     if (!easy) {
-        curl_slist_free_all(h);
+        vmg_http_headers_free(h);
         return -ENOMEM;
     }
     c->hdrs = h;

@@ -119,6 +119,54 @@ while True:
         except OSError:
             pass
 EOF
+	# partial.py PORT READY: the start of a request, never finished, on 8
+	# connections from each of 127.0.0.1 (the kubelet's address, on a node)
+	# and 127.0.0.2-4 (32 in all, every slot of the probe server); each one
+	# the server closes is replaced at once. Writes READY once all are up,
+	# and on SIGTERM prints how many connections it made.
+	cat >"$BATS_FILE_TMPDIR/partial.py" <<'EOF'
+import select, signal, socket, sys, time
+port, ready = int(sys.argv[1]), sys.argv[2]
+head = b"GET /healthz HTTP/1.1\r\n"
+made = 0
+def stop(*_):
+    print(made, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+def one(src):
+    global made
+    s = socket.socket()
+    s.settimeout(2)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    s.sendall(head)
+    made += 1
+    return s
+slots = [[src, None] for src in ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4") for _ in range(8)]
+first = True
+while True:
+    for slot in slots:
+        if slot[1] is None:
+            try:
+                slot[1] = one(slot[0])
+            except OSError:
+                slot[1] = None
+    if first:
+        with open(ready, "w") as f:
+            f.write("%d\n" % sum(1 for s in slots if s[1]))
+        first = False
+    socks = [s[1] for s in slots if s[1]]
+    r, _, _ = select.select(socks, [], [], 0.05)
+    for slot in slots:
+        if slot[1] in r:
+            try:
+                gone = slot[1].recv(4096) == b""
+            except OSError:
+                gone = True
+            if gone:
+                slot[1].close()
+                slot[1] = None
+EOF
 }
 
 # rss_kib PID: the process's resident memory, in KiB.
@@ -177,6 +225,35 @@ probe_ok() { curl -sf --max-time 1 "http://127.0.0.1:$PPORT/healthz" >/dev/null;
 	echo $! >"$BATS_TEST_TMPDIR/hold-metrics.pid"
 	retry 30 test -s "$BATS_TEST_TMPDIR/ready-metrics"
 	probe_ok
+	kill -0 "$PID"
+}
+
+@test "limits: partial requests holding every slot do not lock out the probe" {
+	python3 "$BATS_FILE_TMPDIR/partial.py" "$PPORT" "$BATS_TEST_TMPDIR/ready" </dev/null >"$BATS_TEST_TMPDIR/made" 2>&1 3>&- &
+	echo $! >"$BATS_TEST_TMPDIR/partial.pid"
+	retry 30 test -s "$BATS_TEST_TMPDIR/ready"
+	echo "# $(cat "$BATS_TEST_TMPDIR/ready") connections with a partial request set up" >&3
+	[ "$(cat "$BATS_TEST_TMPDIR/ready")" -eq 32 ]
+	# Probes from 127.0.0.1 (the attacked address, at its cap) for 6 s:
+	# past the header timeout, while the attacker reconnects.
+	local i t0 ms fails=0 out
+	for i in $(seq 1 12); do
+		t0=$(date +%s%N)
+		out=$(curl -s --max-time 1 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PPORT/healthz") || true
+		[ "$out" = 200 ] || fails=$((fails + 1))
+		ms=$((($(date +%s%N) - t0) / 1000000))
+		echo "# probe $i: $out in $ms ms" >&3
+		sleep 0.5
+	done
+	local pid
+	pid=$(cat "$BATS_TEST_TMPDIR/partial.pid")
+	kill -0 "$pid"
+	kill "$pid"
+	wait "$pid" || true
+	echo "# $fails of 12 probes failed; the attacker made $(cat "$BATS_TEST_TMPDIR/made") connections" >&3
+	[ "$fails" -eq 0 ]
+	# The attacker's connections were cut and replaced, not kept for 10 s.
+	[ "$(cat "$BATS_TEST_TMPDIR/made")" -gt 32 ]
 	kill -0 "$PID"
 }
 

@@ -15,7 +15,7 @@ NS_OP=vmgroup-operator-system
 setup_file() {
 	kubectl apply -k "$VMG_TOP/crds" >/dev/null
 	kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
-	for ns in "$FLOOD_NS" authn-badpass authn-novc "$NS_OP"; do
+	for ns in "$FLOOD_NS" authn-badpass authn-novc authn-asan "$NS_OP"; do
 		kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 	done
 	# The shipped RBAC (its metrics-reader ClusterRole among it).
@@ -31,7 +31,7 @@ setup_file() {
 
 teardown_file() {
 	touch "$BATS_FILE_TMPDIR/stop-flood"
-	for n in authn-flood authn-badpass authn-novc authn-noreview; do
+	for n in authn-flood authn-badpass authn-novc authn-noreview authn-asan; do
 		stop_manager "$n"
 	done
 	kubectl delete vg --all -n "$FLOOD_NS" --timeout=90s >/dev/null 2>&1 || true
@@ -265,4 +265,25 @@ EOF
 	# The log has it.
 	retry 10 grep -q 'TokenReview failed: .*forbidden' "$ENV_DIR/logs/authn-noreview.log"
 	stop_manager authn-noreview
+}
+
+@test "authn: scrapes answered at once, reviewed or cached leave no memory error (the manager under ASan)" {
+	local token
+	token=$(cat "$BATS_FILE_TMPDIR/scraper.token")
+	# Every answer path of /metrics: no header and a malformed one (answered
+	# at once), a made-up token (reviewed, then a cached denial), a real one
+	# (reviewed, then a cached allow). The handler's state was written after
+	# an answer given at once had freed it.
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=0 \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		VMG_BIN="$VMG_DRIVERS/vmgroup-operator-san" start_secure authn-asan --watch-namespace authn-asan
+	[ "$(curl -sk -o /dev/null -w '%{http_code}' --max-time 5 "https://127.0.0.1:$MPORT/metrics")" = 401 ]
+	[ "$(curl -sk -o /dev/null -w '%{http_code}' --max-time 5 -H 'Authorization: Basic eDp5' "https://127.0.0.1:$MPORT/metrics")" = 401 ]
+	[ "$(scrape made-up-token)" = 401 ]
+	[ "$(scrape made-up-token)" = 401 ]
+	[ "$(scrape "$token")" = 200 ]
+	[ "$(scrape "$token")" = 200 ]
+	kill -0 "$(cat "$ENV_DIR/run/authn-asan.pid")"
+	stop_manager authn-asan
+	refute grep -E 'AddressSanitizer|runtime error' "$ENV_DIR/logs/authn-asan.log"
 }

@@ -47,6 +47,7 @@ struct t {
     authn *a;
     uint64_t now;
     bool hold;                        /* leave TokenReviews unanswered */
+    bool deny;                        /* SubjectAccessReviews say no to everyone */
     struct sconn *held[SRV_MAX_REQS]; /* held connections, by request number */
     int n_tr, n_sar;
 };
@@ -119,7 +120,7 @@ static void handle(struct srv *s, int i, struct sconn *c)
     } else if (strcmp(s->reqs[i].target, SAR_PATH) == 0) {
         t->n_sar++;
         srv_reply(c, 201, NULL,
-                  strstr(s->reqs[i].body, "serviceaccount:mon:good-")
+                  !t->deny && strstr(s->reqs[i].body, "serviceaccount:mon:good-")
                       ? "{\"kind\":\"SubjectAccessReview\",\"status\":{\"allowed\":true}}"
                       : "{\"kind\":\"SubjectAccessReview\",\"status\":{\"allowed\":false}}");
     } else {
@@ -439,10 +440,89 @@ static void test_junk_does_not_evict_allowed(void **state)
     assert_int_equal(check(t, "good-1"), 200);
     assert_int_equal(check(t, "good-2"), 200);
     assert_int_equal(t->srv.n, before); /* both still cached */
-    /* Until their time is up. */
+    /* Until their time is up: then reviewed again. */
     t->now += 120001;
     assert_int_equal(check(t, "good-1"), 200);
+    run_until(t, &t->n_sar, 3);
     assert_int_equal(t->srv.n, before + 2);
+}
+
+/* tr_of returns the number of the last TokenReview request of token, or -1. */
+static int tr_of(struct t *t, const char *token)
+{
+    char tok[512];
+
+    for (int i = t->srv.n - 1; i >= 0; i--) {
+        if (strcmp(t->srv.reqs[i].target, TR_PATH) != 0)
+            continue;
+        token_of(t->srv.reqs[i].body, tok, sizeof(tok));
+        if (strcmp(tok, token) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static void test_flood_keeps_allowed_scraper(void **state)
+{
+    struct t *t = *state;
+    static struct answer junk[40];
+    struct answer ans = {0}, more = {0};
+    char hdr[64];
+    int full = -1, i, refresh, srv_n;
+
+    make_authn(t, (struct authn_opts){.max_inflight = 2, .max_queued = 4});
+    assert_int_equal(check(t, "good-1"), 200);
+    assert_int_equal(check(t, "good-2"), 200);
+    /* A flood of made-up tokens whose reviews do not end fills the lane. */
+    t->hold = true;
+    memset(junk, 0, sizeof(junk));
+    for (i = 0; i < 40 && full < 0; i++) {
+        snprintf(hdr, sizeof(hdr), "Bearer junk-%d", i);
+        if (!authn_check(t->a, hdr, on_answer, &junk[i]) && junk[i].status == 503)
+            full = i;
+    }
+    assert_true(full > 0);
+    run_until(t, &t->n_tr, 2 + 1);
+    /* The scraper's allowed answer expires: it is still allowed, at once,
+     * and its token is reviewed again in the place kept for that. */
+    t->now += 120001;
+    assert_null(authn_check(t->a, "Bearer good-1", on_answer, &ans));
+    assert_int_equal(ans.calls, 1);
+    assert_int_equal(ans.status, 200);
+    /* The flood still finds the lane full. */
+    assert_null(authn_check(t->a, "Bearer junk-99", on_answer, &more));
+    assert_int_equal(more.status, 503);
+    /* The API server answers again: the review of good-1 was sent before
+     * those of the flood that waited (the fake API server takes one at a
+     * time). */
+    t->hold = false;
+    release(t, tr_of(t, "junk-0"));
+    run_until(t, &t->n_sar, 3);
+    refresh = tr_of(t, "good-1");
+    assert_true(refresh > 2);
+    for (i = 1; i < full; i++) {
+        snprintf(hdr, sizeof(hdr), "junk-%d", i);
+        run_until(t, &junk[i].calls, 1);
+        assert_int_equal(junk[i].status, 401);
+        assert_true(tr_of(t, hdr) > refresh);
+    }
+    /* Renewed: allowed for a full time again, with no review. */
+    t->now += 100000;
+    srv_n = t->srv.n;
+    assert_int_equal(check(t, "good-1"), 200);
+    assert_int_equal(t->srv.n, srv_n);
+    /* good-2 past its time, and its user no longer allowed: served while
+     * the review runs, refused once it says no. */
+    t->deny = true;
+    assert_int_equal(check(t, "good-2"), 200);
+    run_until(t, &t->n_sar, 4);
+    /* (its answer may still be on its way back) */
+    for (int k = 0; k < 5000 && (i = check(t, "good-2")) == 200; k++) {
+        uv_run(&t->loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    assert_int_equal(i, 403);
+    assert_int_equal(t->n_tr, 2 + 1 + (full - 1) + 1 + 1); /* one review each */
 }
 
 static void test_failure_is_500_and_body_is_generic(void **state)
@@ -501,6 +581,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_drops_queued_review, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_stops_review_under_way, setup, teardown),
         cmocka_unit_test_setup_teardown(test_junk_does_not_evict_allowed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flood_keeps_allowed_scraper, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_is_500_and_body_is_generic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_calls_back, setup, teardown),
     };

@@ -165,6 +165,19 @@ static void handler(void *data, vmg_server_req *req)
         l->req = req;
         uv_timer_init(&f->loop, &l->t);
         uv_timer_start(&l->t, later_fire, 50, 0);
+    } else if (strcmp(path, "/slow") == 0) {
+        /* With the handler for a while: its connection is not evictable. */
+        struct later *l = calloc(1, sizeof(*l));
+        assert_non_null(l);
+        l->req = req;
+        uv_timer_init(&f->loop, &l->t);
+        uv_timer_start(&l->t, later_fire, 2000, 0);
+    } else if (strcmp(path, "/slower") == 0) {
+        struct later *l = calloc(1, sizeof(*l));
+        assert_non_null(l);
+        l->req = req;
+        uv_timer_init(&f->loop, &l->t);
+        uv_timer_start(&l->t, later_fire, 4000, 0);
     } else if (strcmp(path, "/hang") == 0) {
         /* Answered only by the abort callback. */
         vmg_server_req_on_abort(req, on_abort_respond, f);
@@ -723,17 +736,17 @@ static void client_max_conns(struct fx *f)
 {
     static struct rawbuf rb1, rb2;
     const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
-    const char *head = "GET /hello HTTP/1.1\r\n", *rest = "Host: x\r\n\r\n";
+    const char *slow = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
     int a = raw_connect(f->port), b = raw_connect(f->port), c;
 
-    /* Two connections, each answered, then each in the middle of a request:
-     * both are held by the server now, and neither is idle. */
+    /* Two connections, each answered, then each with a request in the
+     * handler: both are held by the server now, and neither gives way. */
     send_all(a, req, strlen(req));
     raw_response(f, a, &rb1);
     send_all(b, req, strlen(req));
     raw_response(f, b, &rb2);
-    send_all(a, head, strlen(head));
-    send_all(b, head, strlen(head));
+    send_all(a, slow, strlen(slow));
+    send_all(b, slow, strlen(slow));
     usleep(100 * 1000); /* the server has read them */
     /* The third is closed at once. */
     c = raw_connect(f->port);
@@ -741,10 +754,8 @@ static void client_max_conns(struct fx *f)
     send_all(c, req, strlen(req));
     f->flags[1] = wait_closed(c) >= 0;
     close(c);
-    /* The first two still work. */
-    send_all(a, rest, strlen(rest));
+    /* The first two still get their answers. */
     raw_response(f, a, &rb1);
-    send_all(b, rest, strlen(rest));
     raw_response(f, b, &rb2);
     close(a);
     close(b);
@@ -1251,12 +1262,13 @@ static void client_per_peer(struct fx *f)
 {
     static struct rawbuf rb1, rb2, rb3;
     const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
-    const char *head = "GET /hello HTTP/1.1\r\n", *rest = "Host: x\r\n\r\n";
+    const char *slow = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *slower = "GET /slower HTTP/1.1\r\nHost: x\r\n\r\n";
     int a = raw_connect(f->port), b = raw_connect(f->port), c, d, e;
 
-    /* 127.0.0.1 holds its two connections, both busy. */
-    send_all(a, head, strlen(head));
-    send_all(b, head, strlen(head));
+    /* 127.0.0.1 holds its two connections, both with the handler. */
+    send_all(a, slow, strlen(slow));
+    send_all(b, slower, strlen(slower)); /* b stays busy after a is answered */
     usleep(100 * 1000);
     /* A third from 127.0.0.1 is closed at once, though the server has room. */
     c = raw_connect(f->port);
@@ -1269,13 +1281,11 @@ static void client_per_peer(struct fx *f)
     send_all(d, req, strlen(req));
     raw_response(f, d, &rb3);
     /* Once a is idle, a new one from 127.0.0.1 takes its place. */
-    send_all(a, rest, strlen(rest));
     raw_response(f, a, &rb1);
     e = raw_connect(f->port);
     send_all(e, req, strlen(req));
     raw_response(f, e, &rb3);
     f->flags[2] = wait_closed(a) >= 0;
-    send_all(b, rest, strlen(rest));
     raw_response(f, b, &rb2);
     close(a);
     close(b);
@@ -1301,6 +1311,106 @@ static void test_per_peer_cap(void **state)
     assert_int_equal(f.r[3].status, 200); /* b */
     assert_int_equal(f.stats.refused, 1);
     assert_int_equal(f.stats.evicted, 1);
+}
+
+/* client_partial: 32 connections from four addresses each send the start
+ * of a request and stop (a lockout attempt); complete requests on new
+ * connections are answered all the same, from a fifth address (the server
+ * is full) and from one of the four (at its cap). */
+static void client_partial(struct fx *f)
+{
+    static struct rawbuf rb;
+    static const char *const src[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.1"};
+    const char *head = "GET /hello HTTP/1.1\r\n";
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fds[32], n = 0, fd;
+
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 8; j++) {
+            fd = raw_connect_from(f->port, src[i], 0);
+            if (fd < 0)
+                continue;
+            send_all(fd, head, strlen(head));
+            fds[n++] = fd;
+            usleep(2 * 1000); /* an order of arrival */
+        }
+    f->flags[0] = n;
+    usleep(200 * 1000); /* the server has read them */
+    /* The server is full: a newcomer takes the oldest incomplete one's
+     * place (127.0.0.2's first). */
+    fd = raw_connect_from(f->port, "127.0.0.5", 0);
+    send_all(fd, req, strlen(req));
+    raw_response(f, fd, &rb);
+    close(fd);
+    f->flags[1] = wait_closed(fds[0]) >= 0;
+    /* 127.0.0.1 is at its cap: its own oldest incomplete one gives way. */
+    rb.len = 0;
+    fd = raw_connect_from(f->port, "127.0.0.1", 0);
+    send_all(fd, req, strlen(req));
+    raw_response(f, fd, &rb);
+    close(fd);
+    f->flags[2] = wait_closed(fds[24]) >= 0;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+static void test_evict_partial_requests(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 32;
+    f.opts.max_conns_per_peer = 8;
+    f.opts.request_timeout_ms = 30000; /* not what frees the slots here */
+    fx_run(&f, client_partial);
+    assert_int_equal(f.flags[0], 32);
+    assert_int_equal(f.r[0].status, 200);
+    assert_true(f.flags[1]);
+    assert_int_equal(f.r[1].status, 200);
+    assert_true(f.flags[2]);
+    assert_int_equal(f.stats.evicted, 2);
+    assert_int_equal(f.stats.refused, 0);
+}
+
+/* client_header_deadline: headers that do not complete in time close the
+ * connection at the header timeout, well before the request timeout; a
+ * request whose headers came in time is not cut at it. */
+static void client_header_deadline(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *head = "GET /hello HTTP/1.1\r\n";
+    const char *post = "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n12";
+    int fd = raw_connect(f->port);
+    long t0;
+
+    usleep(300 * 1000); /* the header time runs from the first byte */
+    t0 = now_ms();
+    send_all(fd, head, strlen(head));
+    wait_closed(fd);
+    f->r[0].ms = (double)(now_ms() - t0);
+    close(fd);
+    /* Headers in time, the body slower than the header timeout. */
+    f->n = 1;
+    fd = raw_connect(f->port);
+    send_all(fd, post, strlen(post));
+    usleep(800 * 1000);
+    send_all(fd, "345", 3);
+    raw_response(f, fd, &rb);
+    close(fd);
+}
+
+static void test_header_deadline(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.request_timeout_ms = 8000;
+    f.opts.header_timeout_ms = 400;
+    fx_run(&f, client_header_deadline);
+    assert_true(f.r[0].ms >= 380 && f.r[0].ms < 4000);
+    assert_int_equal(f.r[1].status, 201);
 }
 
 /* flood sends pipelined requests on fd and never reads the answers, until
@@ -1726,6 +1836,8 @@ int main(void)
         cmocka_unit_test(test_evict_oldest_idle),
         cmocka_unit_test(test_evict_not_reading),
         cmocka_unit_test(test_per_peer_cap),
+        cmocka_unit_test(test_evict_partial_requests),
+        cmocka_unit_test(test_header_deadline),
         cmocka_unit_test(test_pipelined_flood_bounded),
         cmocka_unit_test(test_total_budget),
         cmocka_unit_test(test_max_requests),
