@@ -25,15 +25,16 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 	-Wformat=2 -Wvla -Wno-unused-parameter
 CFLAGS ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I. $(PKG_CFLAGS) \
-	-DVMG_VERSION=\"$(VERSION)\" -fstack-protector-strong -D_FORTIFY_SOURCE=2
+	-DVMG_VERSION=\"$(VERSION)\" -DKUBE_AGENT=\"vmgroup-operator\" \
+	-fstack-protector-strong -D_FORTIFY_SOURCE=2
 SAN_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g -fno-omit-frame-pointer \
 	-fsanitize=address,undefined -fno-sanitize-recover=undefined -I. $(PKG_CFLAGS) \
-	-DVMG_VERSION=\"$(VERSION)\" -DVMG_TESTING=1
+	-DVMG_VERSION=\"$(VERSION)\" -DKUBE_AGENT=\"vmgroup-operator\" -DVMG_TESTING=1
 
-# Every .c under lib/, controller/ and vsphere/ is part of the library that
-# the manager, the unit tests, the fuzzers and the benchmarks link.
-SRCS := $(sort $(wildcard lib/*.c controller/*.c vsphere/*.c))
-HDRS := $(sort $(wildcard lib/*.h controller/*.h vsphere/*.h))
+# Every .c under lib/, kube/, vsphere/ and controller/ is part of the library
+# that the manager, the unit tests, the fuzzers and the benchmarks link.
+SRCS := $(sort $(wildcard lib/*.c kube/*.c vsphere/*.c controller/*.c))
+HDRS := $(sort $(wildcard lib/*.h kube/*.h vsphere/*.h controller/*.h))
 OBJS := $(SRCS:%.c=build/obj/%.o)
 SAN_OBJS := $(SRCS:%.c=build/san/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))

@@ -13,17 +13,17 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/authn.h"
-#include "controller/events.h"
-#include "controller/informer.h"
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
-#include "controller/leader.h"
+#include "kube/authn.h"
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
+#include "kube/leader.h"
 #include "controller/naming.h"
 #include "controller/reconciler.h"
 #include "controller/vcworld.h"
 #include "controller/vmgroup.h"
-#include "controller/workqueue.h"
+#include "kube/workqueue.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/http.h"
@@ -592,7 +592,7 @@ static void w_event(void *data, const struct vmgroup *g, bool warning, const cha
 
     if (!m->ev)
         return;
-    events_object_of_vmgroup(g, &obj);
+    vmgroup_event_object(g, &obj);
     events_record(m->ev, &obj, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, message);
 }
 
@@ -1068,6 +1068,7 @@ static int setup(struct mgr *m)
     io.note_data = m;
     io.resync_ms = o->resync_ms;
     io.ns = o->watch_namespace;
+    vmgroup_informer_opts(&io);
     rc = informer_new(&m->loop, m->kc, &io, &m->inf);
     if (rc < 0)
         return rc;

@@ -22,7 +22,7 @@
 
 #include "controller/planner.h"
 #include "controller/vmgroup.h"
-#include "controller/workqueue.h"
+#include "kube/workqueue.h"
 
 /* Completion of an asynchronous operation of the world: err is 0 or a
  * negative code; fault is vCenter's fault type when there is one (e.g.

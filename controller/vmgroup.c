@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kube/events.h"
+#include "kube/informer.h"
 #include "lib/err.h"
 #include "lib/str.h"
 
@@ -515,4 +517,58 @@ const struct vmgroup_condition *vmgroup_condition_find(const struct vmgroup_stat
             return &s->conditions[i];
     }
     return NULL;
+}
+
+/* ---- the informer type and the Events' object ---- */
+
+static int vg_decode(const cJSON *obj, void **ret, char *err, size_t errlen)
+{
+    struct vmgroup *g;
+    int r = vmgroup_from_json(obj, &g, err, errlen);
+
+    if (r < 0)
+        return r;
+    *ret = g;
+    return 0;
+}
+
+static void vg_free(void *obj)
+{
+    vmgroup_free(obj);
+}
+
+static const char *vg_rv(const void *obj)
+{
+    return ((const struct vmgroup *)obj)->meta.resource_version;
+}
+
+static size_t vg_footprint(const void *obj)
+{
+    return ((const struct vmgroup *)obj)->footprint;
+}
+
+const struct informer_type vmgroup_informer_type = {
+    .kind = VMGROUP_KIND,
+    .decode = vg_decode,
+    .free = vg_free,
+    .resource_version = vg_rv,
+    .footprint = vg_footprint,
+};
+
+void vmgroup_informer_opts(struct informer_opts *o)
+{
+    o->group = VMGROUP_GROUP;
+    o->version = VMGROUP_VERSION;
+    o->plural = VMGROUP_PLURAL;
+    o->type = &vmgroup_informer_type;
+}
+
+void vmgroup_event_object(const struct vmgroup *g, struct events_object *ret)
+{
+    ret->api_version = VMGROUP_API_VERSION;
+    ret->kind = VMGROUP_KIND;
+    ret->ns = g->meta.ns;
+    ret->name = g->meta.name;
+    ret->uid = g->meta.uid;
+    ret->resource_version = g->meta.resource_version;
 }

@@ -1,5 +1,7 @@
 /* vmgroup.h: the VmGroup custom resource (vm.codeconnect.vmworld.com/v1alpha1)
- * as the controller holds it, and its JSON decoding and encoding.
+ * as the controller holds it, and its JSON decoding and encoding; its
+ * informer type and its Events' object reference (for kube/informer.h and
+ * kube/events.h).
  *
  * A decoded VmGroup keeps only what the controller needs (no managedFields,
  * labels, annotations...), in one allocation: the struct, then its
@@ -16,6 +18,10 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
+
+struct events_object;
+struct informer_opts;
+struct informer_type;
 
 #define VMGROUP_GROUP "vm.codeconnect.vmworld.com"
 #define VMGROUP_VERSION "v1alpha1"
@@ -155,5 +161,16 @@ const char *vmgroup_phase_name(enum vmgroup_phase phase);
 
 /* vmgroup_cond_status_name returns "True", "False" or "Unknown". */
 const char *vmgroup_cond_status_name(enum vmgroup_cond_status status);
+
+/* VmGroups as struct vmgroup, for an informer (kube/informer.h). */
+extern const struct informer_type vmgroup_informer_type;
+
+/* vmgroup_informer_opts points o at the VmGroups of the cluster: group,
+ * version, plural and type (vmgroup_informer_type); the rest of o is kept. */
+void vmgroup_informer_opts(struct informer_opts *o);
+
+/* vmgroup_event_object fills *ret with g's reference for an Event
+ * (kube/events.h), pointers into g. */
+void vmgroup_event_object(const struct vmgroup *g, struct events_object *ret);
 
 #endif

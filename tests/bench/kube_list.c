@@ -1,4 +1,4 @@
-/* kube_list: the benchmark of controller/kube and controller/informer
+/* kube_list: the benchmark of kube/kube and kube/informer
  * (tests/bench/kube_list.sh runs it).
  *
  *   kube_list create --kubeconfig PATH --namespace NS --count N
@@ -24,9 +24,9 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/informer.h"
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "controller/vmgroup.h"
 #include "lib/err.h"
 #include "lib/http.h"
@@ -289,6 +289,7 @@ int main(int argc, char **argv)
         io.ns = a.ns;
         io.on_note = on_note;
         io.note_data = &a;
+        vmgroup_informer_opts(&io);
         r = informer_new(a.loop, a.kc, &io, &a.inf);
         if (r < 0)
             return 1;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# controller/kube and controller/informer against the real kube-apiserver,
+# kube/kube and kube/informer against the real kube-apiserver,
 # through the kubewatch driver (tests/e2e/drivers/kubewatch.c): every kind
 # of kubeconfig credential connects; creates, updates and deletes made with
 # kubectl arrive; the cache converges after kube-apiserver restarts and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Leader election on a coordination.k8s.io/v1 Lease in the real API server:
-# candidates are the driver program build/e2e/leader (controller/leader.c
-# over controller/kube.c) with short timings: lease 3 s, renew deadline 2 s,
+# candidates are the driver program build/e2e/leader (kube/leader.c
+# over kube/kube.c) with short timings: lease 3 s, renew deadline 2 s,
 # retry period 0.5 s. Each driver prints one JSON line per event, with the
 # wall-clock time in ms ("ts_ms"), so hand-over times are measured from the
 # drivers' own clocks.

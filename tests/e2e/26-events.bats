@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Kubernetes Events about VmGroups in the real API server, written by the
-# driver build/e2e/events (controller/events.c over controller/kube.c):
+# driver build/e2e/events (kube/events.c over kube/kube.c):
 # aggregation into one Event with a count, a new Event per reason, what
 # kubectl describe shows, the per-object rate limit, the message bound.
 

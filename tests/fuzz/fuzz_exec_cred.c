@@ -4,7 +4,7 @@
  * that parses must be usable (a printable token, or a certificate with its
  * key); one that does not must say why without quoting the token or key.
  *
- * fuzz-sources: controller/kubeconfig.c lib/err.c
+ * fuzz-sources: kube/kubeconfig.c lib/err.c
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "lib/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -9,8 +9,8 @@
  * were told (adds minus deletes is the count; a handler sees the cache
  * already changed), with its figures, and with itself (every key found).
  *
- * fuzz-sources: controller/informer.c controller/kube.c controller/vmgroup.c
- * fuzz-sources: controller/kubeconfig.c lib/jsonarena.c lib/http.c lib/err.c lib/str.c
+ * fuzz-sources: kube/informer.c kube/kube.c controller/vmgroup.c
+ * fuzz-sources: kube/kubeconfig.c lib/jsonarena.c lib/http.c lib/err.c lib/str.c
  */
 #include <errno.h>
 #include <stdint.h>
@@ -20,7 +20,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "controller/informer.h"
+#include "kube/informer.h"
 #include "controller/vmgroup.h"
 #include "lib/err.h"
 
@@ -109,6 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, size);
     text[size] = '\0';
+    vmgroup_informer_opts(&o);
     if (uv_loop_init(&loop) != 0 || informer_new(&loop, NULL, &o, &m.inf) != 0)
         abort();
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

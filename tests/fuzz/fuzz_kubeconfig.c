@@ -12,7 +12,7 @@
  * /tmp), or a YAML escape that could spell them (hex, or an escaped line
  * break that joins two lines).
  *
- * fuzz-sources: controller/kubeconfig.c lib/err.c
+ * fuzz-sources: kube/kubeconfig.c lib/err.c
  * fuzz-seeds: tests/unit/fixtures/kubeconfig/relative.yaml
  */
 #include <errno.h>
@@ -24,7 +24,7 @@
 
 #include <curl/curl.h>
 
-#include "controller/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "lib/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

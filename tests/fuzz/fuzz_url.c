@@ -12,8 +12,8 @@
  * error must not repeat a password given in VC_HOST.
  *
  * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/soap.c vsphere/vim.c
- * fuzz-sources: controller/kube.c lib/jsonarena.c lib/http.c lib/err.c lib/log.c lib/str.c
- * fuzz-sources: lib/secretfile.c controller/kubeconfig.c
+ * fuzz-sources: kube/kube.c lib/jsonarena.c lib/http.c lib/err.c lib/log.c lib/str.c
+ * fuzz-sources: lib/secretfile.c kube/kubeconfig.c
  */
 #include <ctype.h>
 #include <errno.h>
@@ -23,7 +23,7 @@
 
 #include <curl/curl.h>
 
-#include "controller/kube.h"
+#include "kube/kube.h"
 #include "lib/err.h"
 #include "vsphere/rest.h"
 #include "vsphere/session.h"

@@ -8,8 +8,8 @@
  * An input is two bytes, the HTTP status (an index into a table) and a
  * seed for the sizes of the pieces, then the body.
  *
- * fuzz-sources: controller/informer.c controller/kube.c controller/vmgroup.c
- * fuzz-sources: controller/kubeconfig.c lib/jsonarena.c lib/http.c lib/err.c lib/str.c
+ * fuzz-sources: kube/informer.c kube/kube.c controller/vmgroup.c
+ * fuzz-sources: kube/kubeconfig.c lib/jsonarena.c lib/http.c lib/err.c lib/str.c
  */
 #include <errno.h>
 #include <stdint.h>
@@ -18,8 +18,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/informer.h"
-#include "controller/kube.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "lib/jsonarena.h"

@@ -1,4 +1,4 @@
-/* test_authn.c: controller/authn: the /metrics checker against a small
+/* test_authn.c: kube/authn: the /metrics checker against a small
  * HTTP server on loopback standing in for the API server's TokenReview and
  * SubjectAccessReview: one review for many checks of one token, the bound
  * on reviews (503 at once beyond it), a canceled check dropping its review,
@@ -15,9 +15,9 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "controller/authn.h"
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
+#include "kube/authn.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "lib/http.h"
 #include "tests/unit/srv.h"
 

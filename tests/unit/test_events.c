@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "controller/events.h"
+#include "controller/vmgroup.h"
+#include "kube/events.h"
 #include "lib/err.h"
 #include "lib/log.h"
 
@@ -843,7 +844,7 @@ static void test_object_of_vmgroup(void **state)
     struct vmgroup *g = NULL;
     assert_int_equal(vmgroup_from_json(j, &g, NULL, 0), 0);
     struct events_object o;
-    events_object_of_vmgroup(g, &o);
+    vmgroup_event_object(g, &o);
     assert_string_equal(o.api_version, "vm.codeconnect.vmworld.com/v1alpha1");
     assert_string_equal(o.kind, "VmGroup");
     assert_string_equal(o.ns, "team-a");

@@ -1,4 +1,4 @@
-/* test_informer.c: controller/informer without a server: watch event
+/* test_informer.c: kube/informer without a server: watch event
  * parsing (on lines captured from kube-apiserver v1.32), the relist diff
  * (old cache + new list -> exactly the adds, updates and deletes),
  * resourceVersion tracking from events and bookmarks, 410 ERROR events,
@@ -22,9 +22,9 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/informer.h"
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "lib/http.h"
 #include "controller/vmgroup.h"
 #include "lib/err.h"
@@ -241,6 +241,9 @@ static int setup_type(void **state, const struct informer_type *type)
 
     if (!t || uv_loop_init(&t->loop) != 0)
         return -1;
+    vmgroup_informer_opts(&o);
+    if (type)
+        o.type = type;
     o.handlers.data = t;
     o.note_data = t;
     if (informer_new(&t->loop, NULL, &o, &t->inf) != 0)
@@ -574,12 +577,12 @@ static int oom_decode(const cJSON *obj, void **ret, char *err, size_t errlen)
 {
     if (oom)
         return -ENOMEM;
-    return informer_vmgroup_type.decode(obj, ret, err, errlen);
+    return vmgroup_informer_type.decode(obj, ret, err, errlen);
 }
 
 static int setup_oom(void **state)
 {
-    oom_type = informer_vmgroup_type;
+    oom_type = vmgroup_informer_type;
     oom_type.decode = oom_decode;
     oom = false;
     return setup_type(state, &oom_type);
@@ -715,10 +718,12 @@ static void test_many_keys_and_budget(void **state)
 static int setup_quiet(void **state)
 {
     struct t *t = calloc(1, sizeof(*t));
+    struct informer_opts o = {0};
 
     if (!t || uv_loop_init(&t->loop) != 0)
         return -1;
-    if (informer_new(&t->loop, NULL, NULL, &t->inf) != 0)
+    vmgroup_informer_opts(&o);
+    if (informer_new(&t->loop, NULL, &o, &t->inf) != 0)
         return -1;
     *state = t;
     return 0;
@@ -814,9 +819,26 @@ static void test_bad_options(void **state)
     struct informer_opts bad_plural = {.version = "v1", .plural = "x y"};
     static const struct informer_type no_decode = {.kind = "X"};
     struct informer_opts bad_type = {.type = &no_decode};
+    struct informer_opts no_plural = {0}, no_version = {0}, no_type = {0};
 
     (void)state;
     assert_int_equal(uv_loop_init(&loop), 0);
+    /* Each bad one is otherwise good: the VmGroups' collection and type. */
+    vmgroup_informer_opts(&bad_ns);
+    vmgroup_informer_opts(&bad_range);
+    bad_plural.type = &vmgroup_informer_type;
+    bad_type.version = "v1";
+    bad_type.plural = "xs";
+    /* The collection and the type have no defaults. */
+    vmgroup_informer_opts(&no_plural);
+    no_plural.plural = NULL;
+    vmgroup_informer_opts(&no_version);
+    no_version.version = NULL;
+    vmgroup_informer_opts(&no_type);
+    no_type.type = NULL;
+    assert_int_equal(informer_new(&loop, NULL, &no_plural, &inf), -EINVAL);
+    assert_int_equal(informer_new(&loop, NULL, &no_version, &inf), -EINVAL);
+    assert_int_equal(informer_new(&loop, NULL, &no_type, &inf), -EINVAL);
     assert_int_equal(informer_new(&loop, NULL, &bad_ns, &inf), -EINVAL);
     assert_int_equal(informer_new(&loop, NULL, &bad_range, &inf), -EINVAL);
     assert_int_equal(informer_new(&loop, NULL, &bad_plural, &inf), -EINVAL);
@@ -951,6 +973,7 @@ static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mod
     assert_int_equal(kube_client_new(&t->loop, t->http, t->cfg, &co, &t->kc), 0);
     io.handlers.data = t;
     io.note_data = t;
+    vmgroup_informer_opts(&io);
     assert_int_equal(informer_new(&t->loop, t->kc, &io, &t->inf), 0);
     assert_int_equal(informer_start(t->inf), 0);
     assert_int_equal(informer_start(t->inf), -EALREADY);

@@ -1,4 +1,4 @@
-/* test_kube.c: controller/kube: the decoding of the API's Status errors (on
+/* test_kube.c: kube/kube: the decoding of the API's Status errors (on
  * bodies captured from a real kube-apiserver v1.32), Retry-After, backoff,
  * the token bucket and paths; then the request machinery (retry rules,
  * 401 handling with token files and exec plugins, pagination, watch
@@ -25,8 +25,8 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "tests/unit/srv.h"

@@ -29,7 +29,7 @@
 #include <openssl/x509.h>
 #include <uv.h>
 
-#include "controller/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "lib/err.h"
 
 #define FIXTURES "tests/unit/fixtures/kubeconfig"

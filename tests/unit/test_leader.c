@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "controller/leader.h"
+#include "kube/leader.h"
 #include "lib/err.h"
 
 /* The fake API server: one Lease (or none). */

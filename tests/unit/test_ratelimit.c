@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "controller/ratelimit.h"
+#include "kube/ratelimit.h"
 #include "lib/err.h"
 
 static uint64_t fake_now(void *data)

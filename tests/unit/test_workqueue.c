@@ -9,7 +9,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "controller/workqueue.h"
+#include "kube/workqueue.h"
 #include "lib/err.h"
 
 /* What a test sees: the keys dispatched, in order, and the observations. */

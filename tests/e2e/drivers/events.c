@@ -1,5 +1,5 @@
 /* events.c (e2e driver): records Events about one VmGroup with
- * controller/events.c over controller/kube.c against the API server of
+ * kube/events.c over kube/kube.c against the API server of
  * $KUBECONFIG, waits until they are written, and prints the recorder's
  * counters as one JSON line on stdout.
  *
@@ -19,9 +19,9 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/events.h"
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
+#include "kube/events.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "controller/vmgroup.h"
 #include "lib/err.h"
 #include "lib/http.h"
@@ -73,7 +73,7 @@ static void record_next(uv_timer_t *t)
 {
     struct app *app = t->data;
     struct events_object obj;
-    events_object_of_vmgroup(app->g, &obj);
+    vmgroup_event_object(app->g, &obj);
     do {
         char msg[2048];
         if (app->vary)

@@ -1,4 +1,4 @@
-/* kubewatch: an e2e driver of controller/kube and controller/informer.
+/* kubewatch: an e2e driver of kube/kube and kube/informer.
  *
  *   kubewatch [--kubeconfig PATH] [--context NAME] [--namespace NS]
  *             [--page-size N] [--watch-seconds N] [--resync-ms N] [--qps Q]
@@ -28,9 +28,9 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/informer.h"
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "controller/vmgroup.h"
 #include "lib/err.h"
 #include "lib/http.h"
@@ -403,6 +403,7 @@ int main(int argc, char **argv)
         io.handlers.on_update = on_update;
         io.handlers.on_delete = on_delete;
         io.on_note = on_note;
+        vmgroup_informer_opts(&io);
         r = informer_new(a.loop, a.kc, &io, &a.inf);
         if (r >= 0)
             r = informer_start(a.inf);

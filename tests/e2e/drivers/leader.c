@@ -19,9 +19,9 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/kube.h"
-#include "controller/kubeconfig.h"
-#include "controller/leader.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
+#include "kube/leader.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "lib/options.h"

@@ -9,7 +9,7 @@
  *   - wq_add_after() delays a key (one uv timer for the earliest deadline
  *     over a min-heap); re-adding a waiting key keeps the earlier deadline;
  *   - wq_add_rate_limited() delays a key by the rate limiter's answer
- *     (controller/ratelimit.h); wq_forget() resets the key's backoff.
+ *     (kube/ratelimit.h); wq_forget() resets the key's backoff.
  *
  * Delivery: the queue calls the handler with a ready key while fewer than
  * max_active keys are being processed; the handler (or work it starts)
@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "controller/ratelimit.h"
+#include "kube/ratelimit.h"
 
 #define WQ_DEFAULT_MAX_KEYS (1000u * 1000u)
 #define WQ_KEY_MAX 512 /* longest key accepted, in bytes, without the NUL */

@@ -11,7 +11,7 @@
  * a create. A cache entry points at its queued, not yet sent write (if
  * any), which absorbs repeats of the event.
  */
-#include "controller/events.h"
+#include "kube/events.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "controller/kube.h"
+#include "kube/kube.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -768,16 +768,6 @@ int events_recordf(events *ev, const struct events_object *obj, enum events_type
     return r;
 }
 
-void events_object_of_vmgroup(const struct vmgroup *g, struct events_object *ret)
-{
-    ret->api_version = VMGROUP_API_VERSION;
-    ret->kind = VMGROUP_KIND;
-    ret->ns = g->meta.ns;
-    ret->name = g->meta.name;
-    ret->uid = g->meta.uid;
-    ret->resource_version = g->meta.resource_version;
-}
-
 /* Sending. */
 
 static void on_done(void *data, int err, unsigned retry_after_s, const char *msg);
@@ -1014,7 +1004,7 @@ void events_close(events *ev, void (*closed)(void *data), void *data)
     uv_close((uv_handle_t *)&ev->timer, on_closed);
 }
 
-/* The io over controller/kube. */
+/* The io over kube/kube. */
 
 struct kreq {
     events_io_done done;

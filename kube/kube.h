@@ -6,7 +6,7 @@
  * is freed (and lib/http wipes the response's buffer).
  *
  * Every request goes through one vmg_http (lib/http.h) and is authenticated
- * with one kcfg (controller/kubeconfig.h). A request is queued, waits for a
+ * with one kcfg (kube/kubeconfig.h). A request is queued, waits for a
  * token of the client's bucket (qps, burst), for a running exec credential
  * plugin if the credential must be refreshed, is sent, and is retried when
  * that is safe (see "Retries" below). Its callback runs exactly once, from
@@ -59,8 +59,14 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "controller/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "lib/http.h"
+
+/* The program's name, the default User-Agent's first word; the build names
+ * the program (-DKUBE_AGENT=...). */
+#ifndef KUBE_AGENT
+#define KUBE_AGENT "kube-c"
+#endif
 
 #define KUBE_DEFAULT_QPS 20.0
 #define KUBE_DEFAULT_BURST 30u
@@ -110,7 +116,7 @@ typedef void (*kube_observer)(void *data, const char *method, const char *host, 
 struct kube_client_opts {
     double qps;                  /* tokens a second; 0: KUBE_DEFAULT_QPS; negative: no limit */
     unsigned burst;              /* bucket size; 0: KUBE_DEFAULT_BURST */
-    const char *user_agent;      /* copied; NULL: "vmgroup-operator/" VMG_VERSION */
+    const char *user_agent;      /* copied; NULL: KUBE_AGENT "/" VMG_VERSION */
     size_t max_response;         /* bound of one response body (or watch line); 0: 16 MiB */
     unsigned timeout_ms;         /* whole request, watches excepted; 0: 30 s */
     unsigned connect_timeout_ms; /* 0: 10 s */

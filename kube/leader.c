@@ -7,7 +7,7 @@
  * own allocation, so that a completion arriving after the elector gave the
  * request up (timeout, release, close) finds op->le NULL and only frees it.
  */
-#include "controller/leader.h"
+#include "kube/leader.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "controller/kube.h"
+#include "kube/kube.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 
@@ -914,7 +914,7 @@ void leader_poll(leader *le)
     step(le);
 }
 
-/* The io over controller/kube. */
+/* The io over kube/kube. */
 
 struct kreq {
     leader_io_done done;

@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "controller/kube.h"
+#include "kube/kube.h"
 
 typedef struct authn authn;
 typedef struct authn_wait authn_wait; /* one check waiting for a review */

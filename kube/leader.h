@@ -43,7 +43,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "controller/kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 #define LEADER_DEFAULT_LEASE_DURATION_MS 15000u
 #define LEADER_DEFAULT_RENEW_DEADLINE_MS 10000u
@@ -94,7 +94,7 @@ struct leader_io {
 };
 
 /* leader_kube_io reads and writes the Lease through the Kubernetes client:
- * io_ctx is a kube_client (controller/kube.h). Its requests carry the
+ * io_ctx is a kube_client (kube/kube.h). Its requests carry the
  * elector's timeouts and are not retried by the client (the elector
  * retries on its own schedule). The client should be one of the elector's
  * own, so that the controller's requests never queue a renewal behind

@@ -1,7 +1,7 @@
 /* authn.c: TokenReview + SubjectAccessReview for /metrics, in a lane of
  * their own (bounded reviews in flight and waiting, one review per token),
  * with two small caches of decisions keyed by the token's SHA-256. */
-#include "controller/authn.h"
+#include "kube/authn.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -8,7 +8,7 @@
  *     time gauges);
  *   - waiting: in the min-heap of deadlines (heap_idx is its position).
  * An item in none of these states is freed. */
-#include "controller/workqueue.h"
+#include "kube/workqueue.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -2,7 +2,7 @@
  *
  * Failure counts live in a lib/keytab table keyed by string, bounded by
  * max_keys. */
-#include "controller/ratelimit.h"
+#include "kube/ratelimit.h"
 
 #include <errno.h>
 #include <math.h>

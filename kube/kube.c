@@ -8,7 +8,7 @@
  * timer, the pump, moves delayed requests to ready and sends ready ones as
  * tokens allow; it is the only place that sends, so no callback ever runs
  * from inside the call that queued a request. */
-#include "controller/kube.h"
+#include "kube/kube.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -1148,7 +1148,7 @@ int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kub
     if (o.user_agent)
         copy_str(c->ua, sizeof(c->ua), o.user_agent);
     else
-        snprintf(c->ua, sizeof(c->ua), "vmgroup-operator/%s", VMG_VERSION);
+        snprintf(c->ua, sizeof(c->ua), "%s/%s", KUBE_AGENT, VMG_VERSION);
     c->max_response = o.max_response ? o.max_response : KUBE_DEFAULT_MAX_RESPONSE;
     c->timeout_ms = o.timeout_ms ? o.timeout_ms : KUBE_DEFAULT_TIMEOUT_MS;
     c->connect_timeout_ms =

@@ -1,4 +1,4 @@
-/* kubeconfig.h: how the operator finds and authenticates to the API server.
+/* kubeconfig.h: how a client finds and authenticates to the API server.
  *
  * kcfg_load() follows kubectl's rules. Where: the --kubeconfig path, else the
  * files in KUBECONFIG (':'-separated; missing files skipped; for clusters,

@@ -1,5 +1,5 @@
 /* informer.h: a watch-backed cache of one kind of Kubernetes object (the
- * VmGroups of all namespaces, by default), kept current by list + watch.
+ * objects of all namespaces, or of one), kept current by list + watch.
  *
  * The informer lists the collection, then watches it from the list's
  * resourceVersion with bookmarks, keeping its
@@ -26,7 +26,7 @@
  * doubling to 30 s, with jitter), listing again only if the list had
  * failed; a failing list is retried forever, each failure reported. A
  * watch whose connection died silently fails the same way, in about a
- * minute (the client's TCP keepalive, controller/kube.h), and so does one
+ * minute (the client's TCP keepalive, kube/kube.h), and so does one
  * that stalls, with the client's watch_stall_ms. An event the informer
  * could not apply for want of memory ends the watch (or streaming list)
  * with -ENOMEM, the resourceVersion still that of the last event applied,
@@ -35,8 +35,8 @@
  *
  * The cache maps a key, "namespace/name" ("name" for cluster-scoped kinds),
  * to one decoded object. What an object is comes from an informer_type:
- * decode from JSON, free, and its resourceVersion. informer_vmgroup_type
- * stores struct vmgroup (controller/vmgroup.h, without managedFields).
+ * decode from JSON, free, and its resourceVersion; the caller supplies it
+ * (a custom resource's type lives beside that resource's struct).
  *
  * Objects are read-only and owned by the informer. Lifetime rule: a pointer
  * from informer_get(), informer_foreach() or a handler stays valid until
@@ -63,7 +63,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "controller/kube.h"
+#include "kube/kube.h"
 
 #define INFORMER_DEFAULT_PAGE 500u
 #define INFORMER_DEFAULT_WATCH_MIN_S 300u
@@ -87,9 +87,6 @@ struct informer_type {
     const char *(*resource_version)(const void *obj);
     size_t (*footprint)(const void *obj);
 };
-
-/* VmGroups as struct vmgroup. */
-extern const struct informer_type informer_vmgroup_type;
 
 /* Notifications. key and the objects are valid during the call. */
 struct informer_handlers {
@@ -134,11 +131,12 @@ enum informer_list_mode {
 
 /* The options; zero fields take the defaults. */
 struct informer_opts {
-    /* The collection: group ("" for core), version, plural; defaults: the
-     * VmGroups. ns NULL or "": all namespaces. All copied. */
+    /* The collection: group ("" or NULL for core), version, plural
+     * (version and plural required). ns NULL or "": all namespaces. All
+     * copied. */
     const char *group, *version, *plural, *ns;
     const char *label_selector;       /* NULL: none */
-    const struct informer_type *type; /* NULL: informer_vmgroup_type */
+    const struct informer_type *type; /* required */
     struct informer_handlers handlers;
     void (*on_note)(void *data, const struct informer_note *n);
     void *note_data;

@@ -1,4 +1,4 @@
-/* events.h: Kubernetes Events (core/v1) about the objects the operator
+/* events.h: Kubernetes Events (core/v1) about the objects a controller
  * manages, recorded like client-go's EventRecorder and EventCorrelator.
  *
  * events_record() never blocks and never fails the caller's work: it
@@ -32,7 +32,7 @@
  *     failure, drops the event with one log line (lib/log.h) and a count.
  *
  * The I/O goes through struct events_io (events_kube_io over
- * controller/kube.h, a fake in unit tests); time comes from injected
+ * kube/kube.h, a fake in unit tests); time comes from injected
  * clocks. Everything runs on one libuv loop. Not thread-safe.
  */
 #ifndef VMG_EVENTS_H
@@ -45,9 +45,13 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "controller/vmgroup.h"
+/* The program's name, the Events' default component; the build names the
+ * program (-DKUBE_AGENT=...), as kube/kube.h does for the User-Agent. */
+#ifndef KUBE_AGENT
+#define KUBE_AGENT "kube-c"
+#endif
 
-#define EVENTS_COMPONENT "vmgroup-operator"
+#define EVENTS_COMPONENT KUBE_AGENT
 #define EVENTS_MAX_MESSAGE 1024 /* bytes of a message, "..." included */
 #define EVENTS_MAX_REASON 128   /* bytes of a reason */
 #define EVENTS_MAX_NAME 253     /* bytes of an Event's name */
@@ -104,7 +108,7 @@ struct events_io {
 };
 
 /* events_kube_io writes through the Kubernetes client: io_ctx is a
- * kube_client (controller/kube.h). The client's own retries are turned off
+ * kube_client (kube/kube.h). The client's own retries are turned off
  * (the recorder retries). */
 extern const struct events_io events_kube_io;
 
@@ -172,9 +176,6 @@ int events_record(events *ev, const struct events_object *obj, enum events_type 
 /* events_recordf is events_record with a printf message. */
 int events_recordf(events *ev, const struct events_object *obj, enum events_type type,
                    const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-/* events_object_of_vmgroup fills *ret with g's reference (pointers into g). */
-void events_object_of_vmgroup(const struct vmgroup *g, struct events_object *ret);
 
 /* events_flush calls done(data) once, from the loop, when no write is queued
  * or in flight (at once, via the loop, when there is none). A second flush

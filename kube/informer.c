@@ -5,7 +5,7 @@
  * closing. Relist diffing marks every entry a list sees with the list's
  * generation; at the end of the list, entries of an older generation are
  * the deleted ones. */
-#include "controller/informer.h"
+#include "kube/informer.h"
 
 #include <errno.h>
 #ifdef __GLIBC__
@@ -16,49 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "controller/vmgroup.h"
 #include "lib/err.h"
 
 #define INITIAL_BUCKETS 64u
 #define SHORT_WATCH_MS 1000u   /* a watch ending sooner, with no event, counts as failed */
 #define STABLE_WATCH_MS 10000u /* a watch lasting this long resets the backoff */
 #define WATCH_TIMEOUT_MARGIN_S 30u
-
-/* ---- the VmGroup type ---- */
-
-static int vg_decode(const cJSON *obj, void **ret, char *err, size_t errlen)
-{
-    struct vmgroup *g;
-    int r = vmgroup_from_json(obj, &g, err, errlen);
-
-    if (r < 0)
-        return r;
-    *ret = g;
-    return 0;
-}
-
-static void vg_free(void *obj)
-{
-    vmgroup_free(obj);
-}
-
-static const char *vg_rv(const void *obj)
-{
-    return ((const struct vmgroup *)obj)->meta.resource_version;
-}
-
-static size_t vg_footprint(const void *obj)
-{
-    return ((const struct vmgroup *)obj)->footprint;
-}
-
-const struct informer_type informer_vmgroup_type = {
-    .kind = VMGROUP_KIND,
-    .decode = vg_decode,
-    .free = vg_free,
-    .resource_version = vg_rv,
-    .footprint = vg_footprint,
-};
 
 /* ---- the informer ---- */
 
@@ -932,15 +895,8 @@ int informer_new(uv_loop_t *loop, kube_client *client, const struct informer_opt
         d = *o;
     else
         memset(&d, 0, sizeof(d));
-    if (!d.plural) {
-        d.group = VMGROUP_GROUP;
-        d.version = VMGROUP_VERSION;
-        d.plural = VMGROUP_PLURAL;
-    }
-    if (!d.version)
+    if (!d.plural || !d.version || !d.type)
         return -EINVAL;
-    if (!d.type)
-        d.type = &informer_vmgroup_type;
     if (!d.type->decode || !d.type->free)
         return -EINVAL;
     if (!d.watch_min_s)

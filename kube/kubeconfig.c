@@ -2,7 +2,7 @@
  * credentials to use with it (kubeconfig files parsed with libyaml, or the
  * in-cluster service account), and their application to libcurl handles,
  * including exec credential plugins run on the loop. */
-#include "controller/kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 #include <ctype.h>
 #include <errno.h>
