@@ -1014,31 +1014,36 @@ static int evictable(const struct conn *c)
     return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN;
 }
 
-/* incomplete: c may give way next: its request is on its way and has not
- * reached the handler (begun and not complete, or not begun since the
- * accept: nothing sent yet, or a TLS handshake); *since is when it began.
- * A peer that sends part of a request and stops holds a slot with it; a
- * connection just accepted is the newest of these, not the first to go. */
+/* incomplete: c's request is on its way and has not reached the handler:
+ * 1 when it has begun and is not complete (a peer that sends part of a
+ * request and stops holds a slot with it), 2 when nothing of it has come
+ * since the accept (nothing sent yet, or a TLS handshake); *since is when
+ * it began, or the accept. 0 otherwise. */
 static int incomplete(const struct conn *c, uint64_t *since)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active)
         return 0;
     if (c->req) {
         *since = c->first_byte;
-        return !c->req->complete;
+        return c->req->complete ? 0 : 1;
     }
     *since = c->born;
-    return c->mode == T_REQUEST || c->mode == T_HEADERS;
+    return c->mode == T_REQUEST || c->mode == T_HEADERS ? 2 : 0;
 }
 
-/* oldest_idle returns the evictable connection idle the longest, of peer
- * host when host is not NULL, other than except; failing that, the one
- * whose incomplete request began the longest ago; NULL when none is. A
- * connection whose request is with the handler never gives way. */
+/* oldest_idle returns the connection to give way, of peer host when host
+ * is not NULL, other than except, or NULL: the evictable one idle the
+ * longest; failing that, the one whose incomplete request began the
+ * longest ago; failing that, the one accepted the longest ago that has
+ * sent nothing yet. A connection just accepted (whose request has not
+ * been read yet, such as a probe's among a peer's reconnecting partial
+ * requests) goes last. A connection whose request is with the handler
+ * never gives way. */
 static struct conn *oldest_idle(vmg_server *s, const char *host, const struct conn *except)
 {
-    struct conn *best = NULL, *partial = NULL;
-    uint64_t oldest = 0, since;
+    struct conn *best = NULL, *partial[3] = {NULL, NULL, NULL};
+    uint64_t oldest[3] = {0, 0, 0}, since = 0;
+    int k;
 
     for (struct conn *c = s->conns; c; c = c->next) {
         if (c == except || (host && strcmp(c->host, host) != 0))
@@ -1046,12 +1051,12 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
         if (evictable(c)) {
             if (!best || c->idle_since < best->idle_since)
                 best = c;
-        } else if (incomplete(c, &since) && (!partial || since < oldest)) {
-            partial = c;
-            oldest = since;
+        } else if ((k = incomplete(c, &since)) > 0 && (!partial[k] || since < oldest[k])) {
+            partial[k] = c;
+            oldest[k] = since;
         }
     }
-    return best ? best : partial;
+    return best ? best : partial[1] ? partial[1] : partial[2];
 }
 
 static size_t peer_conns(vmg_server *s, const char *host)

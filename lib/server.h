@@ -40,13 +40,13 @@
  *   peer address (its port aside). A new connection beyond either limit
  *   takes the place of the oldest idle one (of that peer, for the per-peer
  *   limit): idle is between requests, or not reading its answers. When
- *   none is idle, the one whose request, still incomplete (not handed to
- *   the handler; not begun since the accept counts from the accept), began
- *   the longest ago gives way: a peer that sends parts of requests cannot
- *   hold slots against a complete one, and a connection just accepted is
- *   the last of these to go. One whose request is with the handler is
- *   never evicted; when nothing can give way, the new connection is closed
- *   at once.
+ *   none is idle, the one whose request, begun but incomplete (not handed
+ *   to the handler), began the longest ago gives way, and failing that the
+ *   oldest that has sent nothing since the accept: a peer that sends parts
+ *   of requests cannot hold slots against a complete one, and a connection
+ *   just accepted, whose request is not read yet, is the last to go. One
+ *   whose request is with the handler is never evicted; when nothing can
+ *   give way, the new connection is closed at once.
  * - Memory: input buffers and unsent output of all connections together
  *   stay near max_buffered: above it, a connection that already holds bytes
  *   is not read until the total falls (one read or one response more per

@@ -1373,6 +1373,49 @@ static void test_evict_partial_requests(void **state)
     assert_int_equal(f.stats.refused, 0);
 }
 
+/* client_partial_before_silent: at a peer's cap, a connection that has sent
+ * nothing yet (as a probe's whose request is not read yet) outlasts an
+ * older-begun partial request: the partial one gives way. */
+static void client_partial_before_silent(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *head = "GET /hello HTTP/1.1\r\n";
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int silent = raw_connect(f->port), partial, c;
+
+    usleep(50 * 1000); /* silent is the older */
+    partial = raw_connect(f->port);
+    send_all(partial, head, strlen(head));
+    usleep(100 * 1000);
+    c = raw_connect(f->port);
+    send_all(c, req, strlen(req));
+    raw_response(f, c, &rb);
+    close(c);
+    f->flags[0] = wait_closed(partial) >= 0;
+    /* The silent one still gets its answer. */
+    rb.len = 0;
+    send_all(silent, req, strlen(req));
+    raw_response(f, silent, &rb);
+    close(silent);
+    close(partial);
+}
+
+static void test_evict_partial_before_silent(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 8;
+    f.opts.max_conns_per_peer = 2;
+    f.opts.request_timeout_ms = 30000;
+    fx_run(&f, client_partial_before_silent);
+    assert_int_equal(f.r[0].status, 200);
+    assert_true(f.flags[0]);
+    assert_int_equal(f.r[1].status, 200);
+    assert_int_equal(f.stats.evicted, 1);
+}
+
 /* client_header_deadline: headers that do not complete in time close the
  * connection at the header timeout, well before the request timeout; a
  * request whose headers came in time is not cut at it. */
@@ -1837,6 +1880,7 @@ int main(void)
         cmocka_unit_test(test_evict_not_reading),
         cmocka_unit_test(test_per_peer_cap),
         cmocka_unit_test(test_evict_partial_requests),
+        cmocka_unit_test(test_evict_partial_before_silent),
         cmocka_unit_test(test_header_deadline),
         cmocka_unit_test(test_pipelined_flood_bounded),
         cmocka_unit_test(test_total_budget),
