@@ -2,7 +2,7 @@
  * of the tree, responses from a real vcsim parse, faults decode to their
  * vim25 type, and hostile or broken XML (DTDs, entities, truncation, node
  * floods) is refused without harm. Fixtures: tests/unit/fixtures/soap/,
- * recorded by record.sh there; tests run from the repository root. */
+ * recorded by hack/record-soap-fixtures; tests run from the repository root. */
 #include "tests/unit/unit.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* test_vim.c: a replay of a session recorded against a real vcsim
- * (tests/unit/fixtures/soap/record.sh). Each step builds its request from
+ * (hack/record-soap-fixtures). Each step builds its request from
  * what earlier responses said, exactly as a client would, and checks that
  * the bytes are those vcsim accepted; then it decodes vcsim's answer. Later
  * tests cover the decoders' bounds and the builders' argument checks.
