@@ -28,8 +28,6 @@
 #include "lib/log.h"
 #include "vsphere/rest.h"
 
-#define FIXTURES "tests/unit/fixtures/rest/"
-
 #define SESSION_ID "492c0424-078e-4718-b847-184e79123d20"
 #define CAT_ID "urn:vmomi:InventoryServiceCategory:5e13eb69-247e-4f3f-a774-40b3b0b6976a:GLOBAL"
 #define OTHER_ID "urn:vmomi:InventoryServiceCategory:b4f9a3c9-3e97-4605-b65e-020f6e487f2f:GLOBAL"
@@ -59,26 +57,7 @@
 
 static char *load(const char *name, size_t *len)
 {
-    char path[256];
-    FILE *f;
-    long n;
-    char *buf;
-
-    snprintf(path, sizeof(path), FIXTURES "%s", name);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n >= 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (len)
-        *len = (size_t)n;
-    return buf;
+    return unit_fixture("rest", name, len);
 }
 
 /* ---- shaping ---- */
