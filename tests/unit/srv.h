@@ -2,9 +2,12 @@
  * test's libuv loop. It reads each request (head and Content-Length body),
  * records it in reqs[], and hands it to a handler that answers now or later
  * (a test can hold a connection unanswered, to script long polls and
- * watches). Responses close their connection. The e2e suites run the same
- * clients against the real servers; this one lets a test script what a
- * real server does rarely. */
+ * watches). Responses close their connection, unless the test sets
+ * keep_alive: then a connection carries requests one after another, each
+ * handed over as soon as it is complete (answered or not), and the test
+ * answers with srv_send. The e2e suites run the same clients against the
+ * real servers; this one lets a test script what a real server does
+ * rarely. */
 #ifndef VMG_TEST_SRV_H
 #define VMG_TEST_SRV_H
 
@@ -35,8 +38,11 @@ struct sconn {
     uv_tcp_t tcp;
     struct srv *s;
     struct sconn *next;
-    char buf[16384];
+    char buf[32768];
     size_t len;
+    /* While the handler runs: buf holds the request's head as a string
+     * (without its blank line), its body is at buf + head_len. */
+    size_t head_len, body_len;
     bool closing, answered;
 };
 
@@ -50,12 +56,23 @@ struct srv {
     srv_handler_fn handle;
     void *data;
     struct sconn *held; /* a connection left unanswered */
+    bool keep_alive;    /* set before srv_start; see above */
+    int accepted;       /* connections accepted, ever */
+    /* Optional: told when a connection starts closing (either side). */
+    void (*on_close)(struct srv *s, struct sconn *c);
 };
+
+/* srv_req is request number i; with keep_alive, reqs[] keeps the last
+ * SRV_MAX_REQS (without it, a test may make no more). */
+#define srv_req(s, i) (&(s)->reqs[(i) % SRV_MAX_REQS])
 
 /* srv_start listens on an ephemeral loopback port (s->port); s->handle
  * must be set. srv_stop closes the listener and every connection. */
 void srv_start(struct srv *s, uv_loop_t *loop);
 void srv_stop(struct srv *s);
+/* srv_bind_loopback binds tcp to a free port of 127.0.0.1 and returns the
+ * port (bound and not listening, a port that refuses connections). */
+int srv_bind_loopback(uv_tcp_t *tcp);
 
 /* srv_reply answers with status, extra headers (each ending "\r\n") and
  * body, then closes the connection. */
