@@ -96,7 +96,7 @@ int vmg_buf_reserve(struct vmg_buf *b, size_t n)
         return b->err;
     if (n > b->max - b->len)
         return fail(b, VMG_ETOOBIG);
-    if (b->len + n + 1 > b->alloc)
+    if (n > 0 && b->len + n + 1 > b->alloc)
         return grow(b, b->len + n + 1);
     return 0;
 }
