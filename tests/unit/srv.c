@@ -19,11 +19,8 @@ struct wbuf {
 static void sconn_closed(uv_handle_t *h)
 {
     struct sconn *c = h->data;
-    struct sconn **p = &c->s->conns;
 
-    while (*p != c)
-        p = &(*p)->next;
-    *p = c->next;
+    lq_remove(&c->link);
     free(c);
 }
 
@@ -188,8 +185,7 @@ static void on_conn(uv_stream_t *lis, int status)
     s->accepted++;
     assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
     c->tcp.data = c;
-    c->next = s->conns;
-    s->conns = c;
+    lq_insert_head(&s->conns, &c->link);
     assert_int_equal(uv_accept(lis, (uv_stream_t *)&c->tcp), 0);
     /* Head and body often go in two writes: without this, Nagle and
      * delayed ACKs hold the body back 40 ms. */
@@ -212,6 +208,7 @@ int srv_bind_loopback(uv_tcp_t *tcp)
 void srv_start(struct srv *s, uv_loop_t *loop)
 {
     s->loop = loop;
+    lq_init(&s->conns);
     assert_int_equal(uv_tcp_init(loop, &s->lis), 0);
     s->lis.data = s;
     s->port = srv_bind_loopback(&s->lis);
@@ -220,8 +217,9 @@ void srv_start(struct srv *s, uv_loop_t *loop)
 
 void srv_stop(struct srv *s)
 {
+    struct lq *q;
+
     if (!uv_is_closing((uv_handle_t *)&s->lis))
         uv_close((uv_handle_t *)&s->lis, NULL);
-    for (struct sconn *c = s->conns; c; c = c->next)
-        srv_conn_close(c);
+    lq_foreach(q, &s->conns) srv_conn_close(lq_entry(q, struct sconn, link));
 }

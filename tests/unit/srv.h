@@ -16,6 +16,8 @@
 
 #include <uv.h>
 
+#include "lib/queue.h"
+
 #define SRV_MAX_REQS 64
 
 struct sreq {
@@ -37,7 +39,7 @@ typedef void (*srv_handler_fn)(struct srv *s, int i, struct sconn *c);
 struct sconn {
     uv_tcp_t tcp;
     struct srv *s;
-    struct sconn *next;
+    struct lq link; /* in s->conns */
     char buf[32768];
     size_t len;
     /* While the handler runs: buf holds the request's head as a string
@@ -50,7 +52,7 @@ struct srv {
     uv_loop_t *loop;
     uv_tcp_t lis;
     int port;
-    struct sconn *conns;
+    struct lq conns; /* every connection not closed yet (closing ones too) */
     int n;
     struct sreq reqs[SRV_MAX_REQS];
     srv_handler_fn handle;

@@ -562,9 +562,10 @@ static void test_concurrent(void **state)
 /* server_open counts the server's connections not closed yet. */
 static int server_open(const struct server *s)
 {
+    const struct lq *q;
     int n = 0;
-    for (const struct sconn *c = s->base.conns; c; c = c->next)
-        n += !c->closing;
+
+    lq_foreach(q, &s->base.conns) n += !lq_entry(q, const struct sconn, link)->closing;
     return n;
 }
 
