@@ -7,7 +7,7 @@
 #   make env-down   stops the demo's environment (.env, or ENV_DIR)
 #   make test       every test (installs what it needs); ends "N passed, N failed"
 #   make fuzz       the fuzz targets, FUZZ_TIME seconds each (make fuzz FUZZ_TIME=300)
-#   make e2e-cluster  the suites that need a real node (tests/env/up --cluster)
+#   make e2e-cluster  the suites that need a real node (hack/env/up --cluster)
 #   make lint       clang-format (check) and cppcheck
 #   make bench      benchmarks, printing their figures
 #   make run        the manager against the current kubeconfig and VC_* vCenter
@@ -107,10 +107,10 @@ drivers: deps
 	@$(MAKE) --no-print-directory $(DRIVER_BINS)
 
 deps:
-	@tests/env/deps
+	@hack/env/deps
 
 tools: deps
-	@tests/env/tools ensure
+	@hack/env/tools ensure
 
 unit-bins: deps
 	@$(MAKE) --no-print-directory $(UNIT_BINS)
@@ -124,7 +124,7 @@ e2e: tools build
 	@tests/run e2e
 
 e2e-cluster: deps build
-	@tests/env/tools ensure cluster
+	@hack/env/tools ensure cluster
 	@tests/run cluster
 
 # FUZZ_TIME: seconds per target (make fuzz FUZZ_TIME=300 for a long run);
@@ -138,7 +138,7 @@ fuzz: deps
 # the e2e tests against a real kube-apiserver and vcsim, and the cluster suites
 # against a real one-node cluster. One summary line.
 test: deps
-	@tests/env/tools ensure cluster
+	@hack/env/tools ensure cluster
 	@$(MAKE) --no-print-directory build
 	@$(MAKE) --no-print-directory $(UNIT_BINS) $(DRIVER_BINS)
 	@tests/run all $(UNIT_BINS)
@@ -147,30 +147,30 @@ bench: tools build
 	@tests/bench/run
 
 # make demo: the operator deployed with make image, image-push and deploy
-# into tests/env/up --cluster's one-node cluster (CONTAINER_TOOL=podman when
+# into hack/env/up --cluster's one-node cluster (CONTAINER_TOOL=podman when
 # docker has no engine), then the samples; it stays up (make env-down).
 demo: tools build
-	@tests/demo
+	@hack/demo
 
 # make demo-run ARGS=...: bin/vmgroup-operator on this machine against the
 # demo's cluster and vCenter (the deployed one scaled to 0), like make run.
 demo-run: build
-	@tests/demo run $(ARGS)
+	@hack/demo run $(ARGS)
 
 demo-local: tools build
-	@tests/demo-local
+	@hack/demo-local
 
 env-up: tools
-	@tests/env/up $${ENV_DIR:-$(CURDIR)/.env}
+	@hack/env/up $${ENV_DIR:-$(CURDIR)/.env}
 
 env-down:
-	@tests/env/down $${ENV_DIR:-$(CURDIR)/.env}
+	@hack/env/down $${ENV_DIR:-$(CURDIR)/.env}
 
 run: build
 	bin/vmgroup-operator $(ARGS)
 
 lint: deps
-	@tests/lint
+	@hack/lint
 
 format:
 	@git ls-files '*.c' '*.h' | xargs clang-format -i
@@ -198,13 +198,13 @@ image-push:
 
 # The Dockerfile's stages built with debootstrap and chroot (no engine needed).
 image-check:
-	@tests/image/check
+	@hack/image/check
 
 deploy:
-	@tests/deploy apply $(IMG)
+	@hack/deploy apply $(IMG)
 
 undeploy:
-	@tests/deploy delete
+	@hack/deploy delete
 
 clean:
 	rm -rf build bin

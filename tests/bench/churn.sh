@@ -20,7 +20,7 @@
 #   CHURN_ROUNDS (30)  CHURN_GROUPS (10)  CHURN_BASE (5)  CHURN_TOLERANCE_KIB (1024)
 #   CHURN_SETTLE_S (6) CHURN_NS (churn) CHURN_LOG ($ENV_DIR/logs/churn-manager.log)
 #
-# Needs ENV_DIR (a running tests/env/up), VMG_BIN and VMG_TOP, as
+# Needs ENV_DIR (a running hack/env/up), VMG_BIN and VMG_TOP, as
 # tests/bench/run and tests/e2e/run set them.
 set -euo pipefail
 . "$ENV_DIR/env"

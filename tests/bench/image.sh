@@ -11,21 +11,21 @@ cd "$top"
 say() { printf 'image: %s\n' "$*" >&2; }
 
 if ! command -v podman >/dev/null; then
-	echo "image: skipped: podman is not installed (tests/env/deps installs it)"
+	echo "image: skipped: podman is not installed (hack/env/deps installs it)"
 	exit 0
 fi
 
 work=$(mktemp -d /tmp/vmgroup-bench-image.XXXXXX)
 img=
 cleanup() {
-	tests/image/registry stop "$work" >/dev/null 2>&1 || true
+	hack/image/registry stop "$work" >/dev/null 2>&1 || true
 	[ -z "$img" ] || podman rmi "$img" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-tests/image/base
-reg=$(tests/image/registry start "$work")
+hack/image/base
+reg=$(hack/image/registry start "$work")
 img=$reg/vmgroup-operator:bench
 t0=$SECONDS
 make --no-print-directory image CONTAINER_TOOL=podman IMG="$img" >"$work/build.log" 2>&1 || {
@@ -61,4 +61,4 @@ printf '%-46s %s\n' \
 	"/manager in the image (as built, with -g)" "$(mib "$in_image")" \
 	"bin/vmgroup-operator (make build)" "$(mib "$bin_size")" \
 	"bin/vmgroup-operator, stripped" "$(mib "$stripped")"
-echo "(make image took ${build_s} s; the base images: tests/image/base)"
+echo "(make image took ${build_s} s; the base images: hack/image/base)"

@@ -19,7 +19,7 @@
 #
 # The drivers are built here without sanitizers, with the Makefile's flags.
 # It runs against $ENV_DIR when that holds a running environment
-# (tests/env/up), else it starts one of its own and stops it at the end.
+# (hack/env/up), else it starts one of its own and stops it at the end.
 # KUBE_LIST_COUNT changes the number of groups (10000); VMG_BIN names the
 # manager (bin/vmgroup-operator).
 set -euo pipefail
@@ -55,7 +55,7 @@ if [ -n "${ENV_DIR:-}" ] && [ -f "$ENV_DIR/env" ]; then
 else
 	ENV_DIR=$(mktemp -d /tmp/vmgroup-bench-kube.XXXXXX)
 	say "starting an environment in $ENV_DIR"
-	if ! tests/env/up "$ENV_DIR" >"$ENV_DIR.log" 2>&1; then
+	if ! hack/env/up "$ENV_DIR" >"$ENV_DIR.log" 2>&1; then
 		cat "$ENV_DIR.log" >&2
 		exit 1
 	fi
@@ -67,7 +67,7 @@ mpid=
 cleanup() {
 	[ -z "$mpid" ] || kill -TERM "$mpid" 2>/dev/null || true
 	if [ "$own_env" = 1 ]; then
-		tests/env/down "$ENV_DIR" >/dev/null 2>&1 || true
+		hack/env/down "$ENV_DIR" >/dev/null 2>&1 || true
 		rm -rf "$ENV_DIR" "$ENV_DIR.log"
 	else
 		# The test environment runs no namespace controller: a deleted

@@ -42,7 +42,7 @@ else
 	ENV_DIR=$(mktemp -d /tmp/vs-bench.XXXXXX)
 	own_env=$ENV_DIR
 	say "starting an environment in $ENV_DIR"
-	tests/env/up "$ENV_DIR" >"$ENV_DIR.log" 2>&1 || {
+	hack/env/up "$ENV_DIR" >"$ENV_DIR.log" 2>&1 || {
 		cat "$ENV_DIR.log" >&2
 		exit 1
 	}
@@ -59,7 +59,7 @@ cleanup() {
 	govc object.destroy "$root/$prefix"-* >/dev/null 2>&1 || true
 	rm -rf "$GOVMOMI_HOME"
 	if [ -n "$own_env" ]; then
-		tests/env/down "$own_env" >/dev/null 2>&1 || true
+		hack/env/down "$own_env" >/dev/null 2>&1 || true
 		rm -rf "$own_env" "$own_env.log"
 	fi
 }

@@ -75,15 +75,15 @@ load helpers
 
 @test "env: restart of kube-apiserver and etcd keeps the cluster's objects" {
 	kubectl create configmap env-keep --from-literal=k=v
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" etcd
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" etcd
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver
 	run kubectl get configmap env-keep -o jsonpath='{.data.k}'
 	[ "$output" = v ]
 }
 
 @test "env: restart of vcsim keeps the inventory on the same port" {
 	GOVC_PERSIST_SESSION=false govc folder.create /DC0/vm/vm-operator/env-keep
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim
 	run env GOVC_PERSIST_SESSION=false govc ls /DC0/vm/vm-operator
 	[ "$status" -eq 0 ]
 	[[ "$output" == */DC0/vm/vm-operator/env-keep* ]]

@@ -77,7 +77,7 @@ teardown() {
 	# Whatever happened, leave kube-apiserver running for the next test.
 	if ! curl -sf --cacert "$ENV_DIR/pki/ca.crt" "$KUBE_APISERVER_URL/readyz" >/dev/null 2>&1; then
 		curl -s --cacert "$ENV_DIR/pki/ca.crt" "$KUBE_APISERVER_URL/livez" >/dev/null 2>&1 ||
-			"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver start >/dev/null 2>&1 || true
+			"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver start >/dev/null 2>&1 || true
 	fi
 }
 
@@ -260,11 +260,11 @@ lifecycle() {
 	kw_start --kubeconfig "$KUBECONFIG" --namespace "$NS"
 	wait_seen 20 '"event":"watching"'
 	wait_converged 10
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver stop
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver stop
 	# Down: the driver retries with backoff and reports it.
 	wait_seen 20 '"event":"error","op":"watch"'
 	sleep 2
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver start
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver start
 	retry 30 apiserver_ready
 	# Made after it came back: nothing may be lost.
 	vg_apply restart-4 2
@@ -294,7 +294,7 @@ gone() {
 	# sure), so what changes now the driver can only learn by listing.
 	kill -STOP "$KW_PID"
 	kubectl create configmap kw-filler-0 -n "$NS" >/dev/null
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver
 	retry 30 apiserver_ready
 	for i in 1 2 3 4 5 6 7 8; do
 		kubectl scale vg gone-1 -n "$NS" --replicas="$i" >/dev/null

@@ -47,7 +47,7 @@ teardown() {
 # The descriptors bats keeps open above 2 are closed, or the new server
 # would inherit them and bats would wait for it at the end.
 apiserver() {
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver "$1" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver "$1" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 }
 
 # cand NAME LEASE: starts a candidate with identity NAME for the Lease LEASE

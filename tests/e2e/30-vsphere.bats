@@ -256,7 +256,7 @@ teardown() {
 	vsd --cpu 1 --mem 1024 clone "$FOLDER" vm-r >/dev/null
 	# (Retries at most every 2 s, so that the test need not wait long.)
 	watch_start "$out" --backoff-max 2000
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim >/dev/null
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim >/dev/null
 	# It notices, rebuilds and syncs again, with the state as it is: the VM
 	# that was there is not reported gone.
 	retry 30 grep -q '"event":"unsynced"' "$out"

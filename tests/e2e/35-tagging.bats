@@ -190,7 +190,7 @@ field() {
 	retry 20 grep -q '"cmd":"wait"' "$D/out"
 	# 3>&-: the new vcsim must not hold bats's output open (bats would wait
 	# for it at the end).
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim 3>&-
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim 3>&-
 	echo go >&5
 	exec 5>&-
 	wait "$(cat "$D/pid")"

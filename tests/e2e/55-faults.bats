@@ -53,13 +53,13 @@ operator_sessions() {
 
 @test "faults: kube-apiserver restarted mid-run: scaling completes" {
 	kubectl scale vg sess -n faults --replicas=5
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" kube-apiserver
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver
 	wait_running faults sess 5 90
 }
 
 @test "faults: vcsim restarted mid-run: the watch recovers and scaling completes" {
 	kubectl scale vg sess -n faults --replicas=2
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim
 	wait_running faults sess 2 120
 	# The watch is live again: an out-of-band power-off is repaired.
 	GOVC_PERSIST_SESSION=false govc vm.power -off "$(folder_of faults sess)/sess-0" >/dev/null
@@ -68,11 +68,11 @@ operator_sessions() {
 
 @test "faults: /readyz turns unready while vCenter is down, and ready again" {
 	retry 10 curl -sf "$PROBE_URL/readyz"
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim stop
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim stop
 	retry 30 bash -c "! curl -sf '$PROBE_URL/readyz' >/dev/null"
 	run curl -s "$PROBE_URL/readyz"
 	[[ "$output" == *"not ready"* ]]
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim start
 	retry 60 curl -sf "$PROBE_URL/readyz"
 	wait_running faults sess 2 60
 	kubectl delete vg sess -n faults --timeout=90s

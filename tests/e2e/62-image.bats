@@ -3,7 +3,7 @@
 # `make image-push` with CONTAINER_TOOL=podman, to Debian's docker-registry
 # on loopback; the image runs as user 65532 with no network; a registry that
 # is down fails the push at once, naming the registry. The base images come
-# from tests/image/base (no registry outside is reachable here).
+# from hack/image/base (no registry outside is reachable here).
 
 load helpers
 
@@ -12,18 +12,18 @@ BATS_TEST_TIMEOUT=1800
 
 setup_file() {
 	local out
-	out=$("$VMG_TOP/tests/image/base" 2>&1) || {
+	out=$("$VMG_TOP/hack/image/base" 2>&1) || {
 		echo "$out"
 		return 1
 	}
 	[ -z "$out" ] || sed 's/^/# /' <<<"$out" >&3
-	REG=$("$VMG_TOP/tests/image/registry" start "$BATS_FILE_TMPDIR/reg")
+	REG=$("$VMG_TOP/hack/image/registry" start "$BATS_FILE_TMPDIR/reg")
 	echo "$REG" >"$BATS_FILE_TMPDIR/registry"
 	echo "e2e-$$-$RANDOM" >"$BATS_FILE_TMPDIR/tag"
 }
 
 teardown_file() {
-	"$VMG_TOP/tests/image/registry" stop "$BATS_FILE_TMPDIR/reg" || true
+	"$VMG_TOP/hack/image/registry" stop "$BATS_FILE_TMPDIR/reg" || true
 	podman rmi -f "$(cat "$BATS_FILE_TMPDIR/registry")/vmgroup-operator:$(cat "$BATS_FILE_TMPDIR/tag")" \
 		>/dev/null 2>&1 || true
 }

@@ -41,7 +41,7 @@ teardown_file() {
 
 teardown() {
 	# A test that stopped vcsim and failed must not leave it stopped.
-	[ -f "$ENV_DIR/run/vcsim.pid" ] || "$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	[ -f "$ENV_DIR/run/vcsim.pid" ] || "$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim start
 }
 
 # start_secure NAME [FLAGS...]: the manager with HTTPS metrics on every
@@ -206,7 +206,7 @@ EOF
 	apply_vg authn-novc nv 1 1 vm-operator-template 1
 	wait_running authn-novc nv 1 120
 	retry 10 curl -sf "$PROBE_URL/readyz"
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim stop
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim stop
 	kubectl scale vg nv -n authn-novc --replicas=2
 	# Unready once the operator finds vCenter gone (the log says so).
 	retry 60 bash -c "! curl -sf '$PROBE_URL/readyz' >/dev/null"
@@ -224,7 +224,7 @@ EOF
 	echo "$output"
 	[[ "$output" != *"$VC_HOST"* ]]
 	[[ "$output" != *"$VC_USER"* ]]
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim start
 	retry 60 curl -sf "$PROBE_URL/readyz"
 	wait_running authn-novc nv 2 120
 	kubectl delete vg nv -n authn-novc --timeout=90s

@@ -1,5 +1,5 @@
 # tests/e2e/helpers.bash: what the e2e suites share. Loaded by each .bats
-# file; the environment (tests/env/up) is already running in $ENV_DIR.
+# file; the environment (hack/env/up) is already running in $ENV_DIR.
 # shellcheck disable=SC1091
 . "$ENV_DIR/env"
 

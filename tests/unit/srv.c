@@ -19,11 +19,8 @@ struct wbuf {
 static void sconn_closed(uv_handle_t *h)
 {
     struct sconn *c = h->data;
-    struct sconn **p = &c->s->conns;
 
-    while (*p != c)
-        p = &(*p)->next;
-    *p = c->next;
+    lq_remove(&c->link);
     free(c);
 }
 
@@ -34,6 +31,8 @@ void srv_conn_close(struct sconn *c)
     c->closing = true;
     if (c->s->held == c)
         c->s->held = NULL;
+    if (c->s->on_close)
+        c->s->on_close(c->s, c);
     uv_close((uv_handle_t *)&c->tcp, sconn_closed);
 }
 
@@ -131,7 +130,7 @@ static void sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     struct sconn *c = st->data;
     struct srv *s = c->s;
     char *end, cl[32];
-    size_t head_len, body_len;
+    size_t head_len, body_len, used;
     struct sreq *q;
     int i;
 
@@ -142,28 +141,37 @@ static void sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
     c->len += (size_t)nread;
     c->buf[c->len] = '\0';
-    if (c->answered || !(end = strstr(c->buf, "\r\n\r\n")))
-        return;
-    head_len = (size_t)(end + 4 - c->buf);
-    *end = '\0';
-    srv_header_value(c->buf, "Content-Length", cl, sizeof(cl));
-    body_len = cl[0] ? (size_t)strtoul(cl, NULL, 10) : 0;
-    if (c->len < head_len + body_len) {
-        *end = '\r';
-        return;
+    while (!c->closing && !(c->answered && !s->keep_alive)) {
+        if (!(end = strstr(c->buf, "\r\n\r\n")))
+            return;
+        head_len = (size_t)(end + 4 - c->buf);
+        *end = '\0';
+        srv_header_value(c->buf, "Content-Length", cl, sizeof(cl));
+        body_len = cl[0] ? (size_t)strtoul(cl, NULL, 10) : 0;
+        if (c->len < head_len + body_len) {
+            *end = '\r';
+            return;
+        }
+        assert_true(s->keep_alive || s->n < SRV_MAX_REQS);
+        i = s->n++;
+        q = srv_req(s, i);
+        memset(q, 0, sizeof(*q));
+        assert_int_equal(sscanf(c->buf, "%15s %1023s", q->method, q->target), 2);
+        srv_header_value(c->buf, "User-Agent", q->ua, sizeof(q->ua));
+        srv_header_value(c->buf, "Authorization", q->auth, sizeof(q->auth));
+        srv_header_value(c->buf, "Content-Type", q->ctype, sizeof(q->ctype));
+        srv_header_value(c->buf, "Accept", q->accept, sizeof(q->accept));
+        snprintf(q->body, sizeof(q->body), "%.*s", (int)body_len, c->buf + head_len);
+        c->head_len = head_len;
+        c->body_len = body_len;
+        c->answered = true;
+        s->handle(s, i, c);
+        if (!s->keep_alive)
+            return;
+        used = head_len + body_len;
+        memmove(c->buf, c->buf + used, c->len - used + 1);
+        c->len -= used;
     }
-    assert_true(s->n < SRV_MAX_REQS);
-    i = s->n++;
-    q = &s->reqs[i];
-    memset(q, 0, sizeof(*q));
-    assert_int_equal(sscanf(c->buf, "%15s %1023s", q->method, q->target), 2);
-    srv_header_value(c->buf, "User-Agent", q->ua, sizeof(q->ua));
-    srv_header_value(c->buf, "Authorization", q->auth, sizeof(q->auth));
-    srv_header_value(c->buf, "Content-Type", q->ctype, sizeof(q->ctype));
-    srv_header_value(c->buf, "Accept", q->accept, sizeof(q->accept));
-    snprintf(q->body, sizeof(q->body), "%.*s", (int)body_len, c->buf + head_len);
-    c->answered = true;
-    s->handle(s, i, c);
 }
 
 static void on_conn(uv_stream_t *lis, int status)
@@ -174,34 +182,44 @@ static void on_conn(uv_stream_t *lis, int status)
     assert_int_equal(status, 0);
     assert_non_null(c);
     c->s = s;
+    s->accepted++;
     assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
     c->tcp.data = c;
-    c->next = s->conns;
-    s->conns = c;
+    lq_insert_head(&s->conns, &c->link);
     assert_int_equal(uv_accept(lis, (uv_stream_t *)&c->tcp), 0);
+    /* Head and body often go in two writes: without this, Nagle and
+     * delayed ACKs hold the body back 40 ms. */
+    assert_int_equal(uv_tcp_nodelay(&c->tcp, 1), 0);
     assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, salloc, sread), 0);
 }
 
-void srv_start(struct srv *s, uv_loop_t *loop)
+int srv_bind_loopback(uv_tcp_t *tcp)
 {
     struct sockaddr_in addr;
     struct sockaddr_storage name;
     int len = sizeof(name);
 
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
+    assert_int_equal(uv_tcp_bind(tcp, (const struct sockaddr *)&addr, 0), 0);
+    assert_int_equal(uv_tcp_getsockname(tcp, (struct sockaddr *)&name, &len), 0);
+    return ntohs(((struct sockaddr_in *)&name)->sin_port);
+}
+
+void srv_start(struct srv *s, uv_loop_t *loop)
+{
     s->loop = loop;
+    lq_init(&s->conns);
     assert_int_equal(uv_tcp_init(loop, &s->lis), 0);
     s->lis.data = s;
-    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
-    assert_int_equal(uv_tcp_bind(&s->lis, (const struct sockaddr *)&addr, 0), 0);
-    assert_int_equal(uv_tcp_getsockname(&s->lis, (struct sockaddr *)&name, &len), 0);
-    s->port = ntohs(((struct sockaddr_in *)&name)->sin_port);
+    s->port = srv_bind_loopback(&s->lis);
     assert_int_equal(uv_listen((uv_stream_t *)&s->lis, 64, on_conn), 0);
 }
 
 void srv_stop(struct srv *s)
 {
+    struct lq *q;
+
     if (!uv_is_closing((uv_handle_t *)&s->lis))
         uv_close((uv_handle_t *)&s->lis, NULL);
-    for (struct sconn *c = s->conns; c; c = c->next)
-        srv_conn_close(c);
+    lq_foreach(q, &s->conns) srv_conn_close(lq_entry(q, struct sconn, link));
 }

@@ -10,6 +10,7 @@
  * sentence that says what was found and why. vs_template_choose, the pure
  * decision over a listing, is tested by a table of its own. */
 #include "tests/unit/unit.h"
+#include "tests/unit/vcenter.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -26,7 +27,6 @@
 #include "lib/tlsgen.h"
 #include "vsphere/finder.h"
 
-#define FIXTURES "tests/unit/fixtures/soap/"
 #define MAXCALLS 64
 #define PAGE 4 /* objects in one page of a listing */
 
@@ -93,11 +93,8 @@ static bool below(const struct obj *o, const char *container)
 
 struct fake {
     uv_loop_t loop;
-    vmg_server *srv;
-    vmg_http *http;
+    struct unit_vcenter vc; /* the fake vCenter and the client */
     vs_session *s;
-    char *cert_pem, *key_pem;
-    char host[64];
     uv_timer_t guard;
     bool timed_out;
     char view_container[32];
@@ -135,21 +132,10 @@ static void reply(vmg_server_req *r, int status, const char *fmt, ...)
 
 static void reply_fixture(vmg_server_req *r, const char *name)
 {
-    char path[256], *buf;
-    FILE *f;
-    long n;
+    size_t n;
+    char *buf = unit_fixture("soap", name, &n);
 
-    snprintf(path, sizeof(path), FIXTURES "%s", name);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    rewind(f);
-    buf = malloc((size_t)n);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    vmg_server_respond(r, 200, "text/xml; charset=utf-8", buf, (size_t)n);
+    vmg_server_respond(r, 200, "text/xml; charset=utf-8", buf, n);
     free(buf);
 }
 
@@ -337,8 +323,6 @@ static void on_guard(uv_timer_t *t)
 
 static int setup(void **state)
 {
-    static const char *const sans[] = {"localhost"};
-    struct vmg_server_opts o = {0};
     struct vs_session_config cfg = {0};
     struct fake *f = calloc(1, sizeof(*f));
     char err[256];
@@ -346,24 +330,13 @@ static int setup(void **state)
 
     assert_non_null(f);
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    assert_int_equal(vmg_tls_selfsigned("fake", sans, 1, &f->cert_pem, &f->key_pem), 0);
-    o.addr = "127.0.0.1:0";
-    o.cert_pem = f->cert_pem;
-    o.key_pem = f->key_pem;
-    o.handler = handler;
-    o.data = f;
-    o.request_timeout_ms = 60000;
-    f->srv = vmg_server_new(&f->loop, &o, &e);
-    assert_non_null(f->srv);
-    snprintf(f->host, sizeof(f->host), "127.0.0.1:%d", vmg_server_port(f->srv));
-    f->http = vmg_http_new(&f->loop, &e);
-    assert_non_null(f->http);
-    cfg.host = f->host;
+    unit_vcenter_start(&f->vc, &f->loop, "fake", handler, f, 60000);
+    cfg.host = f->vc.host;
     cfg.user = "u";
     cfg.password = "secret-pw";
     cfg.insecure = true;
     cfg.keepalive_ms = UINT64_MAX;
-    f->s = vs_session_new(&f->loop, f->http, &cfg, &e, err, sizeof(err));
+    f->s = vs_session_new(&f->loop, f->vc.http, &cfg, &e, err, sizeof(err));
     assert_non_null(f->s);
     uv_timer_init(&f->loop, &f->guard);
     f->guard.data = f;
@@ -376,13 +349,11 @@ static int teardown(void **state)
     struct fake *f = *state;
 
     vs_session_close(f->s, NULL, NULL);
-    vmg_http_close(f->http, NULL, NULL);
-    vmg_server_close(f->srv, NULL, NULL);
+    unit_vcenter_close(&f->vc);
     uv_close((uv_handle_t *)&f->guard, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    free(f->cert_pem);
-    free(f->key_pem);
+    unit_vcenter_free(&f->vc);
     free(f);
     return 0;
 }

@@ -1,12 +1,14 @@
 /* test_http.c: lib/http against a real HTTP/1.1 server on loopback.
  *
- * The server below runs on the same libuv loop as the client and answers
- * canned responses by path. Where timing matters (concurrency, streaming,
- * cancellation) the server and the client drive each other by events, never
- * by sleeping: the server holds responses until enough requests arrived,
- * and sends the next chunk of a stream when the client saw the previous
- * line. A watchdog timer fails a test that stops making progress. */
+ * The server (tests/unit/srv.c, keep-alive) runs on the same libuv loop as
+ * the client and answers canned responses by path. Where timing matters
+ * (concurrency, streaming, cancellation) the server and the client drive
+ * each other by events, never by sleeping: the server holds responses
+ * until enough requests arrived, and sends the next chunk of a stream when
+ * the client saw the previous line. A watchdog timer fails a test that
+ * stops making progress. */
 #include "tests/unit/unit.h"
+#include "tests/unit/srv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,105 +23,49 @@
 #include "lib/err.h"
 #include "lib/http.h"
 
-/* ---- a tiny HTTP/1.1 server ---- */
-
-struct server;
-
-struct conn {
-    uv_tcp_t tcp;
-    struct server *srv;
-    struct conn *prev, *next;
-    char buf[8192];
-    size_t len;
-    bool closing;
-};
+/* ---- the server: tests/unit/srv.c, keep-alive, answering by path ---- */
 
 struct server {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
+    struct srv base; /* first: the handler gets it */
     int port;
-    struct conn *conns;
     int nrequests;
-    int naccepted; /* connections accepted, ever */
     char last_method[16];
     /* /together: responses held until together_n requests are waiting. */
     int together_n;
-    struct conn *waiting[64];
+    struct sconn *waiting[64];
     int nwaiting;
     /* /stream: the connection and the next chunk to send. */
-    struct conn *stream_conn;
+    struct sconn *stream_conn;
     int stream_step;
     /* Called after each request is read, with its path. */
     void (*on_request)(void *data, const char *path);
     void *on_request_data;
 };
 
-struct wbuf {
-    uv_write_t req;
-    char data[];
-};
-
-static void conn_closed(uv_handle_t *handle)
+/* A connection that closes leaves the server's bookkeeping. */
+static void on_conn_close(struct srv *base, struct sconn *c)
 {
-    struct conn *c = handle->data;
-    struct server *s = c->srv;
+    struct server *s = (struct server *)base;
 
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    free(c);
+    if (s->stream_conn == c)
+        s->stream_conn = NULL;
+    for (int i = 0; i < s->nwaiting; i++)
+        if (s->waiting[i] == c)
+            s->waiting[i] = NULL;
 }
 
-static void conn_close(struct conn *c)
+static void conn_send(struct sconn *c, const char *data, size_t len)
 {
-    if (c->closing)
-        return;
-    c->closing = true;
-    if (c->srv->stream_conn == c)
-        c->srv->stream_conn = NULL;
-    for (int i = 0; i < c->srv->nwaiting; i++)
-        if (c->srv->waiting[i] == c)
-            c->srv->waiting[i] = NULL;
-    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+    if (c)
+        srv_send(c, data, len, false);
 }
 
-static void on_written(uv_write_t *req, int status)
-{
-    struct wbuf *w = (struct wbuf *)req;
-    struct conn *c = req->data;
-
-    if (status < 0)
-        conn_close(c);
-    free(w);
-}
-
-static void conn_send(struct conn *c, const char *data, size_t len)
-{
-    struct wbuf *w;
-    uv_buf_t b;
-
-    if (!c || c->closing)
-        return;
-    w = malloc(sizeof(*w) + len);
-    assert_non_null(w);
-    memcpy(w->data, data, len);
-    w->req.data = c;
-    b = uv_buf_init(w->data, (unsigned)len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
-        free(w);
-        conn_close(c);
-    }
-}
-
-static void conn_sends(struct conn *c, const char *s)
+static void conn_sends(struct sconn *c, const char *s)
 {
     conn_send(c, s, strlen(s));
 }
 
-static void send_chunk(struct conn *c, const char *data)
+static void send_chunk(struct sconn *c, const char *data)
 {
     char head[32];
 
@@ -146,7 +92,7 @@ static const char STREAM_HEAD[] = "HTTP/1.1 200 OK\r\n"
 /* server_stream_next sends the next part of /stream. */
 static void server_stream_next(struct server *s)
 {
-    struct conn *c = s->stream_conn;
+    struct sconn *c = s->stream_conn;
 
     switch (s->stream_step++) {
     case 0:
@@ -164,9 +110,9 @@ static void server_stream_next(struct server *s)
     }
 }
 
-static void respond(struct conn *c, const char *path)
+static void respond(struct sconn *c, const char *path)
 {
-    struct server *s = c->srv;
+    struct server *s = (struct server *)c->s;
     char buf[8192];
 
     if (strcmp(path, "/hello") == 0) {
@@ -245,91 +191,31 @@ static void respond(struct conn *c, const char *path)
     }
 }
 
-static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+static void handle(struct srv *base, int i, struct sconn *c)
 {
-    struct conn *c = handle->data;
+    struct server *s = (struct server *)base;
+    const struct sreq *q = srv_req(base, i);
 
-    (void)suggested;
-    buf->base = c->buf + c->len;
-    buf->len = sizeof(c->buf) - 1 - c->len;
-}
-
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
-{
-    struct conn *c = stream->data;
-    char *end;
-
-    (void)buf;
-    if (nread < 0) {
-        conn_close(c);
-        return;
-    }
-    c->len += (size_t)nread;
-    c->buf[c->len] = '\0';
-    while (!c->closing && (end = strstr(c->buf, "\r\n\r\n")) != NULL) {
-        char method[16] = "", path[256] = "";
-        size_t used = (size_t)(end + 4 - c->buf);
-        struct server *s = c->srv;
-
-        assert_int_equal(sscanf(c->buf, "%15s %255s", method, path), 2);
-        memmove(c->buf, c->buf + used, c->len - used + 1);
-        c->len -= used;
-        s->nrequests++;
-        snprintf(s->last_method, sizeof(s->last_method), "%s", method);
-        respond(c, path);
-        if (s->on_request)
-            s->on_request(s->on_request_data, path);
-    }
-}
-
-static void on_connection(uv_stream_t *listener, int status)
-{
-    struct server *s = listener->data;
-    struct conn *c;
-
-    assert_int_equal(status, 0);
-    c = calloc(1, sizeof(*c));
-    assert_non_null(c);
-    c->srv = s;
-    s->naccepted++;
-    assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
-    c->tcp.data = c;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    assert_int_equal(uv_accept(listener, (uv_stream_t *)&c->tcp), 0);
-    assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read), 0);
-}
-
-/* bind_loopback binds tcp to 127.0.0.1 on a free port and returns it. */
-static int bind_loopback(uv_tcp_t *tcp)
-{
-    struct sockaddr_in addr;
-    struct sockaddr_storage name;
-    int len = sizeof(name);
-
-    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
-    assert_int_equal(uv_tcp_bind(tcp, (const struct sockaddr *)&addr, 0), 0);
-    assert_int_equal(uv_tcp_getsockname(tcp, (struct sockaddr *)&name, &len), 0);
-    return ntohs(((struct sockaddr_in *)&name)->sin_port);
+    s->nrequests++;
+    snprintf(s->last_method, sizeof(s->last_method), "%s", q->method);
+    respond(c, q->target);
+    if (s->on_request)
+        s->on_request(s->on_request_data, q->target);
 }
 
 static void server_start(struct server *s, uv_loop_t *loop)
 {
     memset(s, 0, sizeof(*s));
-    s->loop = loop;
-    assert_int_equal(uv_tcp_init(loop, &s->listener), 0);
-    s->listener.data = s;
-    s->port = bind_loopback(&s->listener);
-    assert_int_equal(uv_listen((uv_stream_t *)&s->listener, 128, on_connection), 0);
+    s->base.handle = handle;
+    s->base.keep_alive = true;
+    s->base.on_close = on_conn_close;
+    srv_start(&s->base, loop);
+    s->port = s->base.port;
 }
 
 static void server_stop(struct server *s)
 {
-    uv_close((uv_handle_t *)&s->listener, NULL);
-    for (struct conn *c = s->conns; c; c = c->next)
-        conn_close(c);
+    srv_stop(&s->base);
 }
 
 /* ---- the fixture: a loop, the server and a vmg_http ---- */
@@ -676,9 +562,10 @@ static void test_concurrent(void **state)
 /* server_open counts the server's connections not closed yet. */
 static int server_open(const struct server *s)
 {
+    const struct lq *q;
     int n = 0;
-    for (const struct conn *c = s->conns; c; c = c->next)
-        n += !c->closing;
+
+    lq_foreach(q, &s->base.conns) n += !lq_entry(q, const struct sconn, link)->closing;
     return n;
 }
 
@@ -739,7 +626,7 @@ static void test_idle_connections_reused_after_burst(void **state)
         }
     }
     assert_int_equal(f->srv.nrequests, 2 * N);
-    assert_int_equal(f->srv.naccepted, N);
+    assert_int_equal(f->srv.base.accepted, N);
 }
 
 static void test_body_too_big(void **state)
@@ -908,7 +795,7 @@ static void test_connection_refused(void **state)
 
     /* A port bound but not listening refuses connections. */
     assert_int_equal(uv_tcp_init(&f->loop, &unused), 0);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", bind_loopback(&unused));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", srv_bind_loopback(&unused));
     assert_non_null(e);
     assert_int_equal(curl_easy_setopt(e, CURLOPT_URL, url), CURLE_OK);
     assert_int_equal(curl_easy_setopt(e, CURLOPT_PROXY, ""), CURLE_OK);

@@ -132,31 +132,11 @@ static const char *twrite(struct t *t, const char *name, const char *content)
     return b;
 }
 
-static char *slurp(const char *path, size_t *ret_len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (ret_len)
-        *ret_len = (size_t)n;
-    return buf;
-}
-
 static char *fixture(struct t *t, const char *name, size_t *len)
 {
     char p[PATH_MAX + 64];
     snprintf(p, sizeof(p), "%s/%s", t->fx, name);
-    return slurp(p, len);
+    return unit_read_file(p, len);
 }
 
 /* fixture_b64 is the base64 of a fixture, as kubectl writes "-data". */
@@ -900,7 +880,7 @@ static void test_exec_token(void **state)
 
     /* What the plugin was told. */
     {
-        char *js = slurp(tpath(t, "info.json", info, sizeof(info)), NULL);
+        char *js = unit_read_file(tpath(t, "info.json", info, sizeof(info)), NULL);
         cJSON *j = cJSON_Parse(js), *spec, *cl;
         char *ca64 = fixture_b64(t, "ca.crt");
         assert_non_null(j);
@@ -982,7 +962,7 @@ static void test_exec_environment(void **state)
     unsetenv("TZ");
     if (d.err)
         fail_msg("%s", d.msg);
-    env = slurp(envpath, NULL);
+    env = unit_read_file(envpath, NULL);
     assert_null(strstr(env, "s3cret"));
     assert_null(strstr(env, "VC_"));
     assert_null(strstr(env, "SOME_API_TOKEN"));

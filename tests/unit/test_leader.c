@@ -985,13 +985,9 @@ static void test_namespace(void **state)
     kcfg_free(c);
 
     /* In a cluster, the service account's namespace. */
-    FILE *src = fopen("tests/unit/fixtures/kubeconfig/ca.crt", "r");
-    assert_non_null(src);
-    char pem[16384];
-    size_t n = fread(pem, 1, sizeof(pem) - 1, src);
-    pem[n] = '\0';
-    fclose(src);
+    char *pem = unit_fixture("kubeconfig", "ca.crt", NULL);
     write_file(dir, "ca.crt", pem);
+    free(pem);
     write_file(dir, "token", "sa-token\n");
     write_file(dir, "namespace", "operators\n");
     const char *env_in[] = {"KUBERNETES_SERVICE_HOST", "10.0.0.1", "KUBERNETES_SERVICE_PORT", "443",

@@ -7,6 +7,7 @@
  * collector lost with a session, CreateFolder's DuplicateName, clones with
  * their spec and marks, a missing template, cancelation and close. */
 #include "tests/unit/unit.h"
+#include "tests/unit/vcenter.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -24,7 +25,6 @@
 #include "lib/tlsgen.h"
 #include "vsphere/ops.h"
 
-#define FIXTURES "tests/unit/fixtures/soap/"
 #define MAXT 32
 #define MAXCALLS 256
 #define MAXDONE 32
@@ -32,24 +32,7 @@
 
 static char *load(const char *name, size_t *len)
 {
-    char path[256];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), FIXTURES "%s", name);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
+    return unit_fixture("soap", name, len);
 }
 
 struct task {
@@ -63,12 +46,9 @@ struct task {
 
 struct fake {
     uv_loop_t loop;
-    vmg_server *srv;
-    vmg_http *http;
+    struct unit_vcenter vc; /* the fake vCenter and the client */
     vs_session *s;
     vs_ops *ops;
-    char *cert_pem, *key_pem;
-    char host[64];
     uv_timer_t guard;
     bool timed_out;
 
@@ -554,8 +534,6 @@ static uint64_t setup_slow_ms; /* the next setup's slow_check_ms (0: the default
 
 static void setup(struct fake *f, int max_inflight, size_t max_queued)
 {
-    static const char *const sans[] = {"localhost"};
-    struct vmg_server_opts o = {0};
     struct vs_session_config cfg = {0};
     struct vs_ops_config ocfg = {
         .max_inflight = max_inflight, .max_queued = max_queued, .slow_check_ms = setup_slow_ms};
@@ -565,24 +543,13 @@ static void setup(struct fake *f, int max_inflight, size_t max_queued)
     memset(f, 0, sizeof(*f));
     f->pc_gen = 1;
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    assert_int_equal(vmg_tls_selfsigned("fake", sans, 1, &f->cert_pem, &f->key_pem), 0);
-    o.addr = "127.0.0.1:0";
-    o.cert_pem = f->cert_pem;
-    o.key_pem = f->key_pem;
-    o.handler = handler;
-    o.data = f;
-    o.request_timeout_ms = 60000;
-    f->srv = vmg_server_new(&f->loop, &o, &e);
-    assert_non_null(f->srv);
-    snprintf(f->host, sizeof(f->host), "127.0.0.1:%d", vmg_server_port(f->srv));
-    f->http = vmg_http_new(&f->loop, &e);
-    assert_non_null(f->http);
-    cfg.host = f->host;
+    unit_vcenter_start(&f->vc, &f->loop, "fake", handler, f, 60000);
+    cfg.host = f->vc.host;
     cfg.user = "u";
     cfg.password = "secret-pw";
     cfg.insecure = true;
     cfg.keepalive_ms = UINT64_MAX;
-    f->s = vs_session_new(&f->loop, f->http, &cfg, &e, err, sizeof(err));
+    f->s = vs_session_new(&f->loop, f->vc.http, &cfg, &e, err, sizeof(err));
     assert_non_null(f->s);
     vs_session_set_observer(f->s, sess_obs, f);
     f->ops = vs_ops_new(&f->loop, f->s, NULL, &ocfg, &e);
@@ -597,13 +564,11 @@ static void teardown(struct fake *f)
 {
     vs_ops_close(f->ops, NULL, NULL);
     vs_session_close(f->s, NULL, NULL);
-    vmg_http_close(f->http, NULL, NULL);
-    vmg_server_close(f->srv, NULL, NULL);
+    unit_vcenter_close(&f->vc);
     uv_close((uv_handle_t *)&f->guard, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    free(f->cert_pem);
-    free(f->key_pem);
+    unit_vcenter_free(&f->vc);
 }
 
 /* spin runs the loop until cond(f) holds, failing after 10 s. */

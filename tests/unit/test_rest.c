@@ -11,6 +11,7 @@
  * test that stops making progress; nothing sleeps.
  */
 #include "tests/unit/unit.h"
+#include "tests/unit/srv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,8 +28,6 @@
 #include "lib/http.h"
 #include "lib/log.h"
 #include "vsphere/rest.h"
-
-#define FIXTURES "tests/unit/fixtures/rest/"
 
 #define SESSION_ID "492c0424-078e-4718-b847-184e79123d20"
 #define CAT_ID "urn:vmomi:InventoryServiceCategory:5e13eb69-247e-4f3f-a774-40b3b0b6976a:GLOBAL"
@@ -59,26 +58,7 @@
 
 static char *load(const char *name, size_t *len)
 {
-    char path[256];
-    FILE *f;
-    long n;
-    char *buf;
-
-    snprintf(path, sizeof(path), FIXTURES "%s", name);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n >= 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (len)
-        *len = (size_t)n;
-    return buf;
+    return unit_fixture("rest", name, len);
 }
 
 /* ---- shaping ---- */
@@ -397,22 +377,10 @@ struct seen {
 
 #define MAX_SEEN 64
 
-struct server;
-
-struct conn {
-    uv_tcp_t tcp;
-    struct server *srv;
-    struct conn *prev, *next;
-    char buf[32768];
-    size_t len;
-    bool closing;
-};
-
+/* The server: tests/unit/srv.c, keep-alive, answering from the script. */
 struct server {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
+    struct srv base; /* first: the handler gets it */
     int port;
-    struct conn *conns;
     const struct exch *script;
     size_t n_script, next;
     struct seen seen[MAX_SEEN];
@@ -421,59 +389,7 @@ struct server {
     char mismatch[512];
 };
 
-struct wbuf {
-    uv_write_t req;
-    char data[];
-};
-
-static void conn_closed(uv_handle_t *h)
-{
-    struct conn *c = h->data;
-    struct server *s = c->srv;
-
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    free(c);
-}
-
-static void conn_close(struct conn *c)
-{
-    if (c->closing)
-        return;
-    c->closing = true;
-    uv_close((uv_handle_t *)&c->tcp, conn_closed);
-}
-
-static void on_written(uv_write_t *req, int status)
-{
-    if (status < 0)
-        conn_close(req->data);
-    free(req);
-}
-
-static void conn_send(struct conn *c, const char *data, size_t len)
-{
-    struct wbuf *w;
-    uv_buf_t b;
-
-    if (c->closing)
-        return;
-    w = malloc(sizeof(*w) + len);
-    assert_non_null(w);
-    memcpy(w->data, data, len);
-    w->req.data = c;
-    b = uv_buf_init(w->data, (unsigned)len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
-        free(w);
-        conn_close(c);
-    }
-}
-
-static void respond(struct conn *c, int status, const char *body)
+static void respond(struct sconn *c, int status, const char *body)
 {
     char head[256];
     char *loaded = NULL;
@@ -489,43 +405,26 @@ static void respond(struct conn *c, int status, const char *body)
     snprintf(head, sizeof(head),
              "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
              status, len);
-    conn_send(c, head, strlen(head));
-    conn_send(c, body, len);
+    srv_send(c, head, strlen(head), false);
+    srv_send(c, body, len, false);
     free(loaded);
 }
 
-/* header_value copies the value of header name from the request head. */
-static void header_value(const char *head, const char *name, char *out, size_t size)
+static void handle(struct srv *base, int i, struct sconn *c)
 {
-    size_t nlen = strlen(name);
-
-    out[0] = '\0';
-    for (const char *p = strstr(head, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
-        const char *line = p + 2;
-
-        if (strncasecmp(line, name, nlen) == 0 && line[nlen] == ':') {
-            const char *v = line + nlen + 1, *end = strstr(v, "\r\n");
-
-            while (*v == ' ')
-                v++;
-            snprintf(out, size, "%.*s", (int)(end - v), v);
-            return;
-        }
-    }
-}
-
-static void handle(struct conn *c, const char *head, const char *body, size_t body_len)
-{
-    struct server *s = c->srv;
+    struct server *s = (struct server *)base;
+    const char *head = c->buf, *body = c->buf + c->head_len;
+    size_t body_len = c->body_len;
     struct seen *sn;
     const struct exch *e;
 
+    (void)i;
     assert_true(s->n_seen < MAX_SEEN);
     sn = &s->seen[s->n_seen++];
     assert_int_equal(sscanf(head, "%15s %511s", sn->method, sn->target), 2);
-    header_value(head, "vmware-api-session-id", sn->session, sizeof(sn->session));
-    header_value(head, "Authorization", sn->auth, sizeof(sn->auth));
-    header_value(head, "Content-Type", sn->content_type, sizeof(sn->content_type));
+    srv_header_value(head, "vmware-api-session-id", sn->session, sizeof(sn->session));
+    srv_header_value(head, "Authorization", sn->auth, sizeof(sn->auth));
+    srv_header_value(head, "Content-Type", sn->content_type, sizeof(sn->content_type));
     sn->body = strndup(body, body_len);
     assert_non_null(sn->body);
     e = s->next < s->n_script ? &s->script[s->next] : NULL;
@@ -539,83 +438,9 @@ static void handle(struct conn *c, const char *head, const char *body, size_t bo
         return;
     }
     s->next++;
-    uv_stop(s->loop);
+    uv_stop(base->loop);
     if (e->status)
         respond(c, e->status, e->resp);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    struct conn *c = h->data;
-
-    (void)suggested;
-    buf->base = c->buf + c->len;
-    buf->len = sizeof(c->buf) - 1 - c->len;
-}
-
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
-{
-    struct conn *c = stream->data;
-    char *end;
-
-    (void)buf;
-    if (nread < 0) {
-        conn_close(c);
-        return;
-    }
-    c->len += (size_t)nread;
-    c->buf[c->len] = '\0';
-    while (!c->closing && (end = strstr(c->buf, "\r\n\r\n")) != NULL) {
-        size_t head_len = (size_t)(end + 4 - c->buf), body_len = 0, used;
-        char cl[32], head[8192];
-
-        assert_true(head_len < sizeof(head));
-        memcpy(head, c->buf, head_len);
-        head[head_len] = '\0';
-        header_value(head, "Content-Length", cl, sizeof(cl));
-        if (cl[0])
-            body_len = strtoul(cl, NULL, 10);
-        if (c->len < head_len + body_len)
-            return; /* the rest of the body is on its way */
-        handle(c, head, c->buf + head_len, body_len);
-        used = head_len + body_len;
-        memmove(c->buf, c->buf + used, c->len - used + 1);
-        c->len -= used;
-    }
-}
-
-static void on_connection(uv_stream_t *listener, int status)
-{
-    struct server *s = listener->data;
-    struct conn *c;
-
-    assert_int_equal(status, 0);
-    c = calloc(1, sizeof(*c));
-    assert_non_null(c);
-    c->srv = s;
-    assert_int_equal(uv_tcp_init(s->loop, &c->tcp), 0);
-    c->tcp.data = c;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    assert_int_equal(uv_accept(listener, (uv_stream_t *)&c->tcp), 0);
-    /* Head and body go in two writes: without this, Nagle and delayed ACKs
-     * hold the body back 40 ms. */
-    assert_int_equal(uv_tcp_nodelay(&c->tcp, 1), 0);
-    assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read), 0);
-}
-
-static int bind_loopback(uv_tcp_t *tcp)
-{
-    struct sockaddr_in addr;
-    struct sockaddr_storage name;
-    int len = sizeof(name);
-
-    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
-    assert_int_equal(uv_tcp_bind(tcp, (const struct sockaddr *)&addr, 0), 0);
-    assert_int_equal(uv_tcp_getsockname(tcp, (struct sockaddr *)&name, &len), 0);
-    return ntohs(((struct sockaddr_in *)&name)->sin_port);
 }
 
 /* ---- the fixture: a loop, the server, a vmg_http and a client ---- */
@@ -692,11 +517,10 @@ static int setup(void **state)
     assert_non_null(f);
     assert_int_equal(uv_loop_init(&f->loop), 0);
     cur_loop = &f->loop;
-    f->srv.loop = &f->loop;
-    assert_int_equal(uv_tcp_init(&f->loop, &f->srv.listener), 0);
-    f->srv.listener.data = &f->srv;
-    f->srv.port = bind_loopback(&f->srv.listener);
-    assert_int_equal(uv_listen((uv_stream_t *)&f->srv.listener, 64, on_connection), 0);
+    f->srv.base.handle = handle;
+    f->srv.base.keep_alive = true;
+    srv_start(&f->srv.base, &f->loop);
+    f->srv.port = f->srv.base.port;
     f->http = vmg_http_new(&f->loop, &err);
     assert_non_null(f->http);
     assert_int_equal(uv_timer_init(&f->loop, &f->watchdog), 0);
@@ -751,9 +575,7 @@ static int teardown(void **state)
         run_until(f, &f->closed_calls, 1);
     }
     vmg_http_close(f->http, on_http_closed, f);
-    uv_close((uv_handle_t *)&f->srv.listener, NULL);
-    for (struct conn *c = f->srv.conns; c; c = c->next)
-        conn_close(c);
+    srv_stop(&f->srv.base);
     uv_close((uv_handle_t *)&f->watchdog, NULL);
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(f->http_closed, 1);
@@ -1112,7 +934,7 @@ static void test_connection_refused(void **state)
 
     /* A port that was free a moment ago, and has nothing listening. */
     assert_int_equal(uv_tcp_init(&f->loop, &tmp), 0);
-    port = bind_loopback(&tmp);
+    port = srv_bind_loopback(&tmp);
     uv_close((uv_handle_t *)&tmp, NULL);
     vs_rest_close(f->rest, on_rest_closed, f);
     run_until(f, &f->closed_calls, 1);

@@ -6,6 +6,7 @@
  * for many calls), keep-alive, logout, and the TLS modes (CA file, pinned
  * thumbprint, system roots refused). */
 #include "tests/unit/unit.h"
+#include "tests/unit/vcenter.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,29 +26,9 @@
 #include "lib/tlsgen.h"
 #include "vsphere/session.h"
 
-#define FIXTURES "tests/unit/fixtures/soap/"
-
 static char *load(const char *name, size_t *len)
 {
-    char path[256];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), FIXTURES "%s", name);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
+    return unit_fixture("soap", name, len);
 }
 
 /* ---- Pure helpers ---- */
@@ -249,11 +230,8 @@ static void test_backoff_schedule(void **state)
 
 struct fake {
     uv_loop_t loop;
-    vmg_server *srv;
-    vmg_http *http;
+    struct unit_vcenter vc; /* the fake vCenter and the client */
     vs_session *s;
-    char *cert_pem, *key_pem;
-    char host[64];
     char ca_path[64];
     /* behaviour */
     bool wrong_password;
@@ -350,28 +328,15 @@ static void on_guard(uv_timer_t *t)
 
 static void fake_setup(struct fake *f)
 {
-    static const char *const sans[] = {"localhost"};
-    struct vmg_server_opts o = {0};
     FILE *cf;
-    int err = 0;
 
     memset(f, 0, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    assert_int_equal(vmg_tls_selfsigned("fake-vcenter", sans, 1, &f->cert_pem, &f->key_pem), 0);
-    o.addr = "127.0.0.1:0";
-    o.cert_pem = f->cert_pem;
-    o.key_pem = f->key_pem;
-    o.handler = fake_handler;
-    o.data = f;
-    f->srv = vmg_server_new(&f->loop, &o, &err);
-    assert_non_null(f->srv);
-    snprintf(f->host, sizeof(f->host), "127.0.0.1:%d", vmg_server_port(f->srv));
-    f->http = vmg_http_new(&f->loop, &err);
-    assert_non_null(f->http);
+    unit_vcenter_start(&f->vc, &f->loop, "fake-vcenter", fake_handler, f, 0);
     snprintf(f->ca_path, sizeof(f->ca_path), "/tmp/test_session_ca.%d.pem", (int)getpid());
     cf = fopen(f->ca_path, "w");
     assert_non_null(cf);
-    fputs(f->cert_pem, cf);
+    fputs(f->vc.cert_pem, cf);
     fclose(cf);
     uv_timer_init(&f->loop, &f->guard);
     f->guard.data = f;
@@ -382,7 +347,7 @@ static void fake_session(struct fake *f, struct vs_session_config *cfg)
     char err[256];
     int e = 0;
 
-    cfg->host = f->host;
+    cfg->host = f->vc.host;
     if (!cfg->user)
         cfg->user = "vcuser@vsphere.local";
     if (!cfg->password)
@@ -391,7 +356,7 @@ static void fake_session(struct fake *f, struct vs_session_config *cfg)
         cfg->backoff_min_ms = 10;
     if (!cfg->backoff_max_ms)
         cfg->backoff_max_ms = 40;
-    f->s = vs_session_new(&f->loop, f->http, cfg, &e, err, sizeof(err));
+    f->s = vs_session_new(&f->loop, f->vc.http, cfg, &e, err, sizeof(err));
     if (!f->s)
         fail_msg("vs_session_new: %d %s", e, err);
     vs_session_set_state_cb(f->s, on_state, f);
@@ -425,14 +390,12 @@ static void fake_teardown(struct fake *f)
         uv_timer_stop(&f->guard);
         assert_false(f->timed_out);
     }
-    vmg_http_close(f->http, NULL, NULL);
-    vmg_server_close(f->srv, NULL, NULL);
+    unit_vcenter_close(&f->vc);
     uv_close((uv_handle_t *)&f->guard, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     unlink(f->ca_path);
-    free(f->cert_pem);
-    free(f->key_pem);
+    unit_vcenter_free(&f->vc);
 }
 
 static void on_reply(void *data, const struct vs_reply *r)
@@ -702,7 +665,7 @@ static void test_tls_modes(void **state)
     assert_int_equal(f.contents, 0);
 
     /* The thumbprint of that certificate: accepted. */
-    bio = BIO_new_mem_buf(f.cert_pem, -1);
+    bio = BIO_new_mem_buf(f.vc.cert_pem, -1);
     x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
     assert_non_null(x);
     assert_int_equal(X509_digest(x, EVP_sha256(), md, &mdlen), 1);
@@ -743,28 +706,28 @@ static void test_config_errors(void **state)
 
     (void)state;
     fake_setup(&f);
-    cfg.host = f.host;
+    cfg.host = f.vc.host;
     cfg.user = "u";
     cfg.password = "secret-pw";
     cfg.ca_file = "/nonexistent/ca.pem";
-    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_null(vs_session_new(&f.loop, f.vc.http, &cfg, &e, err, sizeof(err)));
     assert_int_equal(e, VMG_ECONFIG);
     assert_non_null(strstr(err, "/nonexistent/ca.pem"));
     cfg.ca_file = NULL;
     cfg.thumbprint = "12:34";
-    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_null(vs_session_new(&f.loop, f.vc.http, &cfg, &e, err, sizeof(err)));
     assert_int_equal(e, VMG_ECONFIG);
     cfg.thumbprint = NULL;
     cfg.password = "";
-    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_null(vs_session_new(&f.loop, f.vc.http, &cfg, &e, err, sizeof(err)));
     assert_non_null(strstr(err, "VC_PASS"));
     cfg.password = "secret-pw";
     cfg.user = NULL;
-    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_null(vs_session_new(&f.loop, f.vc.http, &cfg, &e, err, sizeof(err)));
     assert_non_null(strstr(err, "VC_USER"));
     cfg.user = "u";
     cfg.host = "http://plain";
-    assert_null(vs_session_new(&f.loop, f.http, &cfg, &e, err, sizeof(err)));
+    assert_null(vs_session_new(&f.loop, f.vc.http, &cfg, &e, err, sizeof(err)));
     assert_non_null(strstr(err, "https"));
     fake_teardown(&f);
 }

@@ -2,7 +2,7 @@
  * of the tree, responses from a real vcsim parse, faults decode to their
  * vim25 type, and hostile or broken XML (DTDs, entities, truncation, node
  * floods) is refused without harm. Fixtures: tests/unit/fixtures/soap/,
- * recorded by record.sh there; tests run from the repository root. */
+ * recorded by hack/record-soap-fixtures; tests run from the repository root. */
 #include "tests/unit/unit.h"
 
 #include <errno.h>
@@ -16,7 +16,6 @@
 #include "lib/err.h"
 #include "vsphere/soap.h"
 
-#define FIXTURES "tests/unit/fixtures/soap/"
 #define MAX_RESP (1u << 20)
 
 #define ENV_OPEN                                                                                   \
@@ -26,26 +25,7 @@
 
 static char *load(const char *name, size_t *len)
 {
-    char path[256];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), FIXTURES "%s", name);
-    f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s: %s", path, strerror(errno));
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
+    return unit_fixture("soap", name, len);
 }
 
 /* parse_str parses a NUL-terminated document. */

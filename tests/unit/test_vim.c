@@ -1,5 +1,5 @@
 /* test_vim.c: a replay of a session recorded against a real vcsim
- * (tests/unit/fixtures/soap/record.sh). Each step builds its request from
+ * (hack/record-soap-fixtures). Each step builds its request from
  * what earlier responses said, exactly as a client would, and checks that
  * the bytes are those vcsim accepted; then it decodes vcsim's answer. Later
  * tests cover the decoders' bounds and the builders' argument checks.
@@ -15,32 +15,12 @@
 #include "vsphere/soap.h"
 #include "vsphere/vim.h"
 
-#define FIXTURES "tests/unit/fixtures/soap/"
 #define MAX_RESP (1u << 20)
 #define UID "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
 
 static char *load(const char *name, size_t *len)
 {
-    char path[256];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), FIXTURES "%s", name);
-    f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s: %s", path, strerror(errno));
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
+    return unit_fixture("soap", name, len);
 }
 
 /* expect_req: a builder returned r and *bufp; it must be the request of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The one-node cluster of tests/env/up --cluster: what the cluster suites and
+# The one-node cluster of hack/env/up --cluster: what the cluster suites and
 # a platform engineer's steps rely on.
 
 load cluster
@@ -86,7 +86,7 @@ events_say() {
 @test "cluster: an image pushed to the local registry is pulled by the node from REGISTRY" {
 	restricted_namespace cl-registry
 	tag=t$RANDOM
-	"$VMG_TOP/tests/env/images/build" push incluster "$REGISTRY/e2e/incluster:$tag"
+	"$VMG_TOP/hack/env/images/build" push incluster "$REGISTRY/e2e/incluster:$tag"
 	PULL_POLICY=Always restricted_pod pulled "$REGISTRY/e2e/incluster:$tag" /version |
 		kubectl -n "$NS" apply -f -
 	wait_phase pulled Succeeded 90
@@ -97,18 +97,18 @@ events_say() {
 
 @test "cluster: a second cluster environment refuses, naming this one; a plain one runs beside it" {
 	other=$(mktemp -d /tmp/vmgroup-e2e-other.XXXXXX)
-	CLUSTER_LOCK_WAIT=0 run "$VMG_TOP/tests/env/up" --cluster "$other"
+	CLUSTER_LOCK_WAIT=0 run "$VMG_TOP/hack/env/up" --cluster "$other"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"already up in $ENV_DIR"* ]]
 	# Nothing of the refused one was started.
 	[ ! -e "$other/run/kube-apiserver.pid" ]
-	"$VMG_TOP/tests/env/up" "$other" >/dev/null 2>&1 || {
-		"$VMG_TOP/tests/env/down" "$other"
+	"$VMG_TOP/hack/env/up" "$other" >/dev/null 2>&1 || {
+		"$VMG_TOP/hack/env/down" "$other"
 		rm -rf "$other"
 		return 1
 	}
 	KUBECONFIG=$other/kubeconfig kubectl get --raw /readyz
-	"$VMG_TOP/tests/env/down" "$other"
+	"$VMG_TOP/hack/env/down" "$other"
 	rm -rf "$other"
 	# This cluster is still up.
 	[ "$(jsonpath "node/$NODE_NAME" '{.status.conditions[?(@.type=="Ready")].status}')" = True ]

@@ -29,7 +29,7 @@ setup() {
 teardown() {
 	# A test that stopped vcsim and failed must not leave it stopped for
 	# the tests after it.
-	[ -f "$ENV_DIR/run/vcsim.pid" ] || "$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	[ -f "$ENV_DIR/run/vcsim.pid" ] || "$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim start
 }
 
 # leader_pod: the pod that holds the manager's Lease.
@@ -55,7 +55,7 @@ replicas_running() {
 }
 
 @test "deploy: make image and make image-push with CONTAINER_TOOL=podman put the image in the cluster's registry" {
-	run "$VMG_TOP/tests/image/base"
+	run "$VMG_TOP/hack/image/base"
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 	t0=$SECONDS
 	run make -C "$VMG_TOP" --no-print-directory image CONTAINER_TOOL=podman IMG="$IMG"
@@ -133,7 +133,7 @@ pod_not_ready() { [ "$(pod_ready "$1")" = false ]; }
 	leader=$(leader_pod)
 	[ "$(pod_ready "$leader")" = true ]
 	ip=$(kubectl -n "$SYS" get pod "$leader" -o 'jsonpath={.status.podIP}')
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim stop
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim stop
 	# Readiness every 10 s, three failures: NotReady within about 30 s.
 	retry 120 pod_not_ready "$leader"
 	run curl -s -w '\n%{http_code}' "http://$ip:8081/readyz"
@@ -147,7 +147,7 @@ pod_not_ready() { [ "$(pod_ready "$1")" = false ]; }
 	[ "$(kubectl -n "$SYS" get pod "$leader" -o 'jsonpath={.status.containerStatuses[0].restartCount}')" = 0 ]
 	kubectl -n "$SYS" get events --field-selector "involvedObject.name=$leader" \
 		-o 'jsonpath={range .items[*]}{.reason} {.message}{"\n"}{end}' | grep -q 'Readiness probe failed'
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim start
 	retry 180 leader_ready
 	[ "$(leader_pod)" = "$leader" ]
 	run curl -s "http://$ip:8081/readyz"
@@ -238,10 +238,10 @@ EOF
 	pods=$(kubectl -n "$SYS" get pods -l control-plane=controller-manager -o name | sort)
 	old=$VC_PASS
 	new=$(openssl rand -hex 12)
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim stop
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim stop
 	(umask 077 && echo "$new" >"$ENV_DIR/vcsim/password")
 	sed -i "s/^export VC_PASS=.*/export VC_PASS='$new'/" "$ENV_DIR/env"
-	"$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim start
+	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim start
 	export VC_PASS=$new GOVC_PASSWORD=$new
 	kubectl -n "$SYS" create secret generic vc-creds \
 		--from-literal=VC_HOST="$VC_HOST_FROM_PODS" \

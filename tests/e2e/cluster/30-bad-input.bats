@@ -11,10 +11,10 @@ load cluster
 SYS=vmgroup-operator-system
 DEPLOY=deployment/vmgroup-operator-controller-manager
 
-# envctl CMD...: runs CMD with tests/env's own functions (stop, start_kubelet,
+# envctl CMD...: runs CMD with hack/env's own functions (stop, start_kubelet,
 # start_registry, wait_node_ready ...) for this environment.
 envctl() {
-	D=$ENV_DIR bash -c ". '$VMG_TOP/tests/env/lib.sh'; . '$VMG_TOP/tests/env/cluster.sh'; $*"
+	D=$ENV_DIR bash -c ". '$VMG_TOP/hack/env/lib.sh'; . '$VMG_TOP/hack/env/cluster.sh'; $*"
 }
 
 alive_in_env() { envctl "alive $1"; }
@@ -26,7 +26,7 @@ setup_file() {
 	tag=$(curl -sf "http://$REGISTRY/v2/vmgroup-operator/tags/list" | jq -r '.tags[0] // empty' 2>/dev/null || true)
 	if [ -z "$tag" ]; then
 		tag=bad-input-$$
-		"$VMG_TOP/tests/image/base" >&2
+		"$VMG_TOP/hack/image/base" >&2
 		make -C "$VMG_TOP" --no-print-directory image CONTAINER_TOOL=podman \
 			IMG="$REGISTRY/vmgroup-operator:$tag" >&2
 		make -C "$VMG_TOP" --no-print-directory image-push CONTAINER_TOOL=podman \
@@ -194,7 +194,7 @@ show_pods() {
 	run curl -sf "http://$REGISTRY/v2/"
 	[ "$status" -ne 0 ]
 	# Something to push: the base image the Dockerfile starts from.
-	"$VMG_TOP/tests/image/base" >&2
+	"$VMG_TOP/hack/image/base" >&2
 	podman tag docker.io/library/debian:bookworm-slim "$REGISTRY/vmgroup-operator:down-$$"
 	t0=$SECONDS
 	run timeout 120 make -C "$VMG_TOP" --no-print-directory image-push CONTAINER_TOOL=podman \

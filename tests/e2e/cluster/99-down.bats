@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# tests/env/down on a cluster environment with a pod running: nothing of it
+# hack/env/down on a cluster environment with a pod running: nothing of it
 # stays on the machine. Last, since it takes the environment down (the
 # runner's own down then has nothing left to do).
 
@@ -18,7 +18,7 @@ load cluster
 	iptables-save -t nat | grep -q '^:KUBE-SERVICES'
 	ls -d /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods 2>/dev/null | grep -q .
 
-	"$VMG_TOP/tests/env/down" "$ENV_DIR"
+	"$VMG_TOP/hack/env/down" "$ENV_DIR"
 
 	run grep " $ENV_DIR/" /proc/self/mountinfo
 	[ "$status" -ne 0 ] || { echo "mounts left: $output"; return 1; }

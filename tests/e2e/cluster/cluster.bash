@@ -1,5 +1,5 @@
 # tests/e2e/cluster/cluster.bash: what the cluster suites share, on top of
-# tests/e2e/helpers.bash. The environment is tests/env/up --cluster's.
+# tests/e2e/helpers.bash. The environment is hack/env/up --cluster's.
 # shellcheck disable=SC1091
 . "$BATS_TEST_DIRNAME/../helpers.bash"
 

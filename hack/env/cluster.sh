@@ -1,4 +1,4 @@
-# tests/env/cluster.sh: the one-node cluster that `tests/env/up --cluster`
+# hack/env/cluster.sh: the one-node cluster that `hack/env/up --cluster`
 # adds to the servers of lib.sh, the same components as Kubernetes'
 # hack/local-up-cluster.sh runs as local processes: containerd (Debian's,
 # with runc), kube-controller-manager, kube-scheduler, kubelet, kube-proxy
@@ -43,7 +43,7 @@ cluster_lock_take() {
 			fi
 			die "a cluster environment is already up in $owner, and only one can run on a" \
 				"machine (kube-proxy's iptables chains and the kubepods cgroups are" \
-				"machine-wide): tests/env/down $owner first"
+				"machine-wide): hack/env/down $owner first"
 		fi
 		# The owner went without down, or it is this DIR again (or the lock
 		# is being made right now: its dir is written next).

@@ -1,4 +1,4 @@
-# tests/env/lib.sh: what up, down and restart share: where things live in
+# hack/env/lib.sh: what up, down and restart share: where things live in
 # DIR, how each component is started and stopped, and how to wait for it.
 # Sourced, not run.
 

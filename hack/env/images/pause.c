@@ -3,7 +3,7 @@
  * namespaces and does nothing else: it reaps the children that end up with
  * it (it is the pod's PID 1 when the pod shares its process namespace) and
  * exits at SIGINT or SIGTERM. Built static, it is the only file of the
- * image that tests/env/images/build makes from it.
+ * image that hack/env/images/build makes from it.
  */
 #include <signal.h>
 #include <stdio.h>
