@@ -276,10 +276,12 @@ static int cmp_priority(const void *a, const void *b, void *data)
 
     if (cx != cy)
         return cx - cy;
+    /* Highest slot first (a member without one before any), so that the
+     * names left are the lowest, as a StatefulSet leaves them. */
+    if (x->slot != y->slot)
+        return (unsigned)x->slot > (unsigned)y->slot ? -1 : 1;
     if (x->order != y->order)
         return x->order > y->order ? -1 : 1; /* newest first */
-    if (x->slot != y->slot)
-        return x->slot > y->slot ? -1 : 1;
     return -strcmp(x->name, y->name);
 }
 
