@@ -45,6 +45,8 @@
  *     (the caller requeues with backoff); otherwise PENDING while anything is
  *     in progress and RUNNING when every replica exists, is sized as declared
  *     and powered on, with nothing in flight.
+ *   - status.selector is vmgroup_selector's, whatever the situation (an
+ *     autoscaler reads it through the scale subresource, at 0 replicas too).
  *   - In sync: no action, and the status computed equals the current one
  *     (status_changed false), so the caller does nothing at all.
  */

@@ -894,6 +894,39 @@ static void test_quiet_in_sync(void **state)
     cJSON_Delete(st);
 }
 
+/* status.selector names the group by its UID; a status written before it
+ * existed is rewritten once, and then no more. */
+static void test_selector(void **state)
+{
+    static const struct tcase ok = {.replicas = 1, .vms = {{"web-0"}}};
+    static const struct tcase zero = {.replicas = 0};
+    struct plan *p1, *p2, *p3;
+    cJSON *st;
+
+    (void)state;
+    p1 = plan_once(&ok, NULL, NOW);
+    assert_string_equal(p1->status.selector, "vm.codeconnect.vmworld.com/vmgroup-uid=" UID);
+    st = status_json(p1);
+    assert_string_equal(cJSON_GetObjectItem(st, "selector")->valuestring,
+                        "vm.codeconnect.vmworld.com/vmgroup-uid=" UID);
+    p2 = plan_once(&ok, st, LATER);
+    assert_false(p2->status_changed);
+    /* A status without the field, otherwise in sync: written once. */
+    cJSON_DeleteItemFromObject(st, "selector");
+    p3 = plan_once(&ok, st, LATER);
+    assert_true(p3->status_changed);
+    assert_int_equal(p3->n_actions, 0);
+    assert_string_equal(p3->status.selector, p1->status.selector);
+    plan_free(p1);
+    plan_free(p2);
+    plan_free(p3);
+    cJSON_Delete(st);
+    /* Scaled to zero, the selector stays (an autoscaler may scale from 0). */
+    p1 = plan_once(&zero, NULL, NOW);
+    assert_string_equal(p1->status.selector, "vm.codeconnect.vmworld.com/vmgroup-uid=" UID);
+    plan_free(p1);
+}
+
 /* lastTransitionTime changes only with the condition's status. */
 static void test_transition_times(void **state)
 {
@@ -1416,6 +1449,7 @@ int main(void)
         cmocka_unit_test(test_action_fields),
         cmocka_unit_test(test_events_and_degraded),
         cmocka_unit_test(test_quiet_in_sync),
+        cmocka_unit_test(test_selector),
         cmocka_unit_test(test_transition_times),
         cmocka_unit_test(test_message_sanitized),
         cmocka_unit_test(test_bad_input),
