@@ -276,10 +276,12 @@ static int cmp_priority(const void *a, const void *b, void *data)
 
     if (cx != cy)
         return cx - cy;
+    /* Highest slot first (a member without one before any), so that the
+     * names left are the lowest, as a StatefulSet leaves them. */
+    if (x->slot != y->slot)
+        return (unsigned)x->slot > (unsigned)y->slot ? -1 : 1;
     if (x->order != y->order)
         return x->order > y->order ? -1 : 1; /* newest first */
-    if (x->slot != y->slot)
-        return x->slot > y->slot ? -1 : 1;
     return -strcmp(x->name, y->name);
 }
 
@@ -866,6 +868,7 @@ static int finish(struct ctx *c)
     const struct vmgroup_status *old = &c->g->status;
     const char *message, *degraded_message = NULL;
     const struct vmgroup_condition *od, *orr, *nd;
+    char selector[VMGROUP_MAX_SELECTOR + 1];
     int r;
 
     message = mem_strdup(p->mem, msg_str(&c->message));
@@ -879,6 +882,13 @@ static int finish(struct ctx *c)
     s->desired_replicas = c->g->meta.deleting ? 0 : c->g->spec.replicas;
     s->observed_generation = c->g->meta.generation;
     s->last_message = message;
+    /* A UID that is no label value (never one from the API server) gives
+     * "": an autoscaler then says that the selector is missing. */
+    if (vmgroup_selector(c->g, selector, sizeof(selector)) < 0)
+        selector[0] = '\0';
+    s->selector = mem_strdup(p->mem, selector);
+    if (!s->selector)
+        return -ENOMEM;
     s->incomplete = false;
     s->n_conditions = 3;
     if (c->phase == VMGROUP_PHASE_RUNNING)
@@ -943,7 +953,8 @@ static int copy_status(struct plan *p, const struct vmgroup_status *s)
 {
     p->status = *s;
     p->status.last_message = mem_strdup(p->mem, vmg_nz(s->last_message));
-    if (!p->status.last_message)
+    p->status.selector = mem_strdup(p->mem, vmg_nz(s->selector));
+    if (!p->status.last_message || !p->status.selector)
         return -ENOMEM;
     for (unsigned i = 0; i < s->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
         const struct vmgroup_condition *o = &s->conditions[i];

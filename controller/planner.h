@@ -20,8 +20,11 @@
  *     VM in the folder has its name and no clone of it is in flight).
  *   - Failed members are removed (and replaced once gone). Members beyond
  *     replicas are removed in this order: being created or failed, then
- *     powered off, then newest. Removing a VM is POWER_OFF, then DESTROY_VM
- *     in a later pass once it is off.
+ *     powered off, then the rest; within each, the highest slot first (a
+ *     member whose name has no slot before any), so that scaling a group of
+ *     dense slots down to n leaves slots 0 .. n-1, as a StatefulSet does.
+ *     Removing a VM is POWER_OFF, then DESTROY_VM in a later pass once it
+ *     is off.
  *   - Members that are off are powered on. Members sized other than spec are
  *     reconfigured one at a time: POWER_OFF, RECONFIGURE, POWER_ON, and the
  *     next starts only when no other member is unavailable (off, busy or
@@ -42,6 +45,8 @@
  *     (the caller requeues with backoff); otherwise PENDING while anything is
  *     in progress and RUNNING when every replica exists, is sized as declared
  *     and powered on, with nothing in flight.
+ *   - status.selector is vmgroup_selector's, whatever the situation (an
+ *     autoscaler reads it through the scale subresource, at 0 replicas too).
  *   - In sync: no action, and the status computed equals the current one
  *     (status_changed false), so the caller does nothing at all.
  */

@@ -14,8 +14,9 @@
 #include "lib/str.h"
 
 /* Every string field of a VmGroup, at most: 4 metadata, the finalizers, the
- * template, lastMessage and 4 per condition. */
-#define MAX_STRINGS (4 + VMGROUP_MAX_FINALIZERS + 2 + 4 * VMGROUP_MAX_CONDITIONS)
+ * template, lastMessage, selector and 4 per condition. */
+#define MAX_STRINGS (4 + VMGROUP_MAX_FINALIZERS + 3 + 4 * VMGROUP_MAX_CONDITIONS)
+#define MAX_LABEL_VALUE 63
 
 static const char empty[] = "";
 
@@ -258,6 +259,11 @@ static void parse_status(const cJSON *status, struct vmgroup_status *s)
         ok = false;
     if (!status_string(status, "lastMessage", VMGROUP_MAX_MESSAGE, &s->last_message))
         ok = false;
+    /* Older statuses have no selector: "" then, which differs from the one
+     * the planner computes, so the controller writes it once. */
+    if (cJSON_GetObjectItemCaseSensitive(status, "selector") &&
+        !status_string(status, "selector", VMGROUP_MAX_SELECTOR, &s->selector))
+        ok = false;
     item = cJSON_GetObjectItemCaseSensitive(status, "conditions");
     if (cJSON_IsArray(item)) {
         cJSON_ArrayForEach(c, item)
@@ -316,6 +322,7 @@ static int pack(struct draft *d, struct vmgroup **ret)
         pack_add(&p, &d->finalizers[i]);
     pack_add(&p, &d->g.spec.template);
     pack_add(&p, &d->g.status.last_message);
+    pack_add(&p, &d->g.status.selector);
     for (unsigned i = 0; i < d->g.status.n_conditions; i++) {
         struct vmgroup_condition *c = &d->g.status.conditions[i];
         pack_add(&p, &c->type);
@@ -445,6 +452,35 @@ fail:
     return -ENOMEM;
 }
 
+/* label_value tells whether s is a valid Kubernetes label value (not
+ * empty). */
+static bool label_value(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > MAX_LABEL_VALUE)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && ((i == 0 || i == n - 1) || (c != '-' && c != '_' && c != '.')))
+            return false;
+    }
+    return true;
+}
+
+int vmgroup_selector(const struct vmgroup *g, char *buf, size_t size)
+{
+    int n;
+
+    if (!g || !buf || !g->meta.uid || !label_value(g->meta.uid))
+        return -EINVAL;
+    n = snprintf(buf, size, "%s=%s", VMGROUP_SELECTOR_KEY, g->meta.uid);
+    if (n < 0 || (size_t)n >= size)
+        return -EINVAL;
+    return n;
+}
+
 int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
 {
     cJSON *obj, *list;
@@ -464,6 +500,7 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
     if (!cJSON_AddNumberToObject(obj, "currentReplicas", s->current_replicas) ||
         !cJSON_AddNumberToObject(obj, "desiredReplicas", s->desired_replicas) ||
         !cJSON_AddStringToObject(obj, "lastMessage", vmg_nz(s->last_message)) ||
+        !cJSON_AddStringToObject(obj, "selector", vmg_nz(s->selector)) ||
         !cJSON_AddRawToObject(obj, "observedGeneration", gen))
         goto fail;
     list = cJSON_AddArrayToObject(obj, "conditions");
@@ -495,7 +532,8 @@ bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_s
     if (!a || !b || a->incomplete || b->incomplete || a->phase != b->phase ||
         a->current_replicas != b->current_replicas || a->desired_replicas != b->desired_replicas ||
         a->observed_generation != b->observed_generation ||
-        !vmg_streq(a->last_message, b->last_message) || a->n_conditions != b->n_conditions)
+        !vmg_streq(a->last_message, b->last_message) || !vmg_streq(a->selector, b->selector) ||
+        a->n_conditions != b->n_conditions)
         return false;
     for (unsigned i = 0; i < a->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
         const struct vmgroup_condition *x = &a->conditions[i], *y = &b->conditions[i];

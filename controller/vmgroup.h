@@ -53,6 +53,15 @@ struct informer_type;
 #define VMGROUP_MAX_REASON 128
 #define VMGROUP_MAX_TIME 64
 #define VMGROUP_MAX_CONDITIONS 4
+#define VMGROUP_MAX_SELECTOR 256 /* status.selector */
+
+/* status.selector, the label selector of the scale subresource (what a
+ * HorizontalPodAutoscaler reads): "<VMGROUP_SELECTOR_KEY>=<metadata.uid>".
+ * It names the group by the UID its VMs carry as their mark (naming.h); a
+ * UID is always a valid label value, where a name may be too long for one.
+ * Nothing in the cluster carries this label: an autoscaler needs a selector
+ * to accept the target, and metrics that count pods find none. */
+#define VMGROUP_SELECTOR_KEY VMGROUP_GROUP "/vmgroup-uid"
 
 enum vmgroup_phase {
     VMGROUP_PHASE_NONE = 0, /* no phase written yet */
@@ -82,6 +91,7 @@ struct vmgroup_status {
     int32_t desired_replicas;    /* spec.replicas as last acted on */
     int64_t observed_generation; /* metadata.generation this status describes */
     const char *last_message;
+    const char *selector; /* see VMGROUP_SELECTOR_KEY; "" when absent */
     /* True when the stored status lacked a field that vmgroup_status_to_json
      * writes, or held one that could not be read or kept (wrong type, out of
      * bounds, too many conditions). Such a status never equals a complete
@@ -142,6 +152,12 @@ bool vmgroup_has_finalizer(const struct vmgroup *g, const char *finalizer);
  * the patch with a conflict if the object changed since g was read.
  * Returns 0 and *ret (free with cJSON_Delete), or -ENOMEM. */
 int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret);
+
+/* vmgroup_selector writes g's status.selector into buf (NUL terminated).
+ * Returns its length, or -EINVAL when an argument is NULL, g's UID is not a
+ * valid label value (1 to 63 bytes of [A-Za-z0-9_.-], alphanumeric at both
+ * ends; the API server's UIDs always are) or buf is too small. */
+int vmgroup_selector(const struct vmgroup *g, char *buf, size_t size);
 
 /* vmgroup_status_to_json encodes s as the value of "status": every field is
  * written (phase omitted only when NONE), conditions in order. Returns 0 and

@@ -285,7 +285,7 @@ start_kube_controller_manager() {
 		--service-account-private-key-file "$D/pki/sa.key" \
 		--root-ca-file "$D/pki/ca.crt" \
 		--cluster-signing-cert-file "$D/pki/ca.crt" --cluster-signing-key-file "$D/pki/ca.key" \
-		--controllers serviceaccount-token-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,deployment-controller,replicaset-controller,node-lifecycle-controller,clusterrole-aggregation-controller,garbage-collector-controller,endpoints-controller,endpointslice-controller,pod-garbage-collector-controller \
+		--controllers serviceaccount-token-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,deployment-controller,replicaset-controller,node-lifecycle-controller,clusterrole-aggregation-controller,garbage-collector-controller,endpoints-controller,endpointslice-controller,pod-garbage-collector-controller,horizontal-pod-autoscaler-controller \
 		--concurrent-gc-syncs 5 --v 1
 	wait_for kube-controller-manager 60 curl -sk "https://127.0.0.1:$KCM_PORT/healthz"
 }

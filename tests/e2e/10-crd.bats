@@ -51,7 +51,8 @@ rejected() {
 	# the CRD is established; explain reads that schema.
 	retry 30 bash -c 'kubectl explain vg.spec.cpu | grep -qF "Number of virtual CPUs of each VM, from 1 to 4."'
 	for f in spec.memory spec.template spec.replicas status.phase status.currentReplicas \
-		status.desiredReplicas status.lastMessage status.observedGeneration status.conditions; do
+		status.desiredReplicas status.lastMessage status.observedGeneration status.conditions \
+		status.selector; do
 		run kubectl explain "vg.$f"
 		[ "$status" -eq 0 ]
 		[[ "$output" == *DESCRIPTION* ]]
@@ -137,6 +138,16 @@ rejected() {
 	run kubectl get --raw /apis/vm.codeconnect.vmworld.com/v1alpha1/namespaces/crd-e2e/vmgroups/scale-status/scale
 	[[ "$output" == *'"spec":{"replicas":2}'* ]]
 	[[ "$output" == *'"status":{"replicas":1'* ]]
+}
+
+@test "crd: the scale subresource reports status.selector (an autoscaler's labelSelectorPath)" {
+	run kubectl get crd vmgroups.vm.codeconnect.vmworld.com -o jsonpath='{.spec.versions[0].subresources.scale.labelSelectorPath}'
+	[ "$output" = .status.selector ]
+	kubectl apply -f - <<<"$(vg_yaml scale-selector 1 1 t 2)"
+	kubectl patch vg scale-selector -n crd-e2e --subresource=status --type=merge \
+		-p '{"status":{"selector":"vm.codeconnect.vmworld.com/vmgroup-uid=x"}}'
+	run kubectl get --raw /apis/vm.codeconnect.vmworld.com/v1alpha1/namespaces/crd-e2e/vmgroups/scale-selector/scale
+	[[ "$output" == *'"selector":"vm.codeconnect.vmworld.com/vmgroup-uid=x"'* ]]
 }
 
 @test "crd: status written through the main resource is ignored" {

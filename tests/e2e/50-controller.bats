@@ -47,12 +47,12 @@ setup() {
 	[[ "$output" == *web-0* ]]
 }
 
-@test "controller: kubectl scale up, down (newest first) and to zero" {
+@test "controller: kubectl scale up, down (highest slots first) and to zero" {
 	kubectl scale vg web -n ctl --replicas=5
 	wait_running ctl web 5
 	run vms ctl web
 	[ "$output" = "$(printf 'web-0\nweb-1\nweb-2\nweb-3\nweb-4')" ]
-	# The two VMs the scale-up made are the newest: they go first.
+	# The two VMs the scale-up made hold the highest slots: they go first.
 	kubectl scale vg web -n ctl --replicas=3
 	wait_running ctl web 3
 	run vms ctl web

@@ -182,13 +182,62 @@ static const struct tcase cases[] = {
      .message = "no VMs requested"},
 
     /* Scale down. */
-    {.title = "scale down removes the newest, powering it off first",
+    {.title = "scale down removes the highest slot, not the newest, powering it off first",
      .replicas = 2,
      .vms = {{"web-0", .order = 1}, {"web-1", .order = 3}, {"web-2", .order = 2}},
-     .actions = "power-off web-1",
+     .actions = "power-off web-2",
      .phase = VMGROUP_PHASE_PENDING,
-     .message = "scaling down from 3 to 2 VMs, removing \"web-1\"",
+     .message = "scaling down from 3 to 2 VMs, removing \"web-2\"",
      .current = 3},
+    {.title = "scale down 5 to 2 leaves web-0 and web-1, whatever their age",
+     .replicas = 2,
+     .vms = {{"web-0", .order = 5},
+             {"web-1", .order = 4},
+             {"web-2", .order = 1},
+             {"web-3", .order = 3},
+             {"web-4", .order = 2}},
+     .actions = "power-off web-4; power-off web-3; power-off web-2",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "scaling down from 5 to 2 VMs, removing \"web-4\"",
+     .current = 5},
+    {.title = "scale down: the highest slots go first within the limit",
+     .replicas = 1,
+     .limit = 2,
+     .vms = {{"web-0", .order = 4},
+             {"web-1", .order = 3},
+             {"web-2", .order = 2},
+             {"web-3", .order = 1}},
+     .actions = "power-off web-3; power-off web-2",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "scaling down from 4 to 1 VMs, removing \"web-3\""},
+    {.title = "scale down: a powered-off low slot goes before a running high slot",
+     .replicas = 2,
+     .vms = {{"web-0", .order = 1}, {"web-1", .order = 2, .off = true}, {"web-2", .order = 3}},
+     .actions = "destroy web-1",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "scaling down from 3 to 2 VMs, removing \"web-1\""},
+    {.title = "scale down: of two powered-off VMs the higher slot goes",
+     .replicas = 2,
+     .vms = {{"web-0", .order = 3, .off = true},
+             {"web-1", .order = 2},
+             {"web-2", .order = 1, .off = true}},
+     .actions = "destroy web-2; power-on web-0",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "scaling down from 3 to 2 VMs, removing \"web-2\""},
+    {.title = "scale down: a member whose name has no slot goes before any slot",
+     .replicas = 2,
+     .vms = {{"web-0", .order = 1}, {"web-1", .order = 2}, {"web-renamed", .order = 0}},
+     .actions = "power-off web-renamed",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "scaling down from 3 to 2 VMs, removing \"web-renamed\"",
+     .current = 3},
+    {.title = "scale up after a scale down: a gap is filled from the lowest free slot",
+     .replicas = 3,
+     .vms = {{"web-1", .order = 1}, {"web-3", .order = 2}},
+     .actions = "clone web-0",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "creating 1 VM (2 of 3 exist)",
+     .current = 2},
     {.title = "scale down: a powered-off VM goes before a newer running one",
      .replicas = 2,
      .vms = {{"web-0", .order = 1, .off = true}, {"web-1", .order = 2}, {"web-2", .order = 3}},
@@ -845,6 +894,39 @@ static void test_quiet_in_sync(void **state)
     cJSON_Delete(st);
 }
 
+/* status.selector names the group by its UID; a status written before it
+ * existed is rewritten once, and then no more. */
+static void test_selector(void **state)
+{
+    static const struct tcase ok = {.replicas = 1, .vms = {{"web-0"}}};
+    static const struct tcase zero = {.replicas = 0};
+    struct plan *p1, *p2, *p3;
+    cJSON *st;
+
+    (void)state;
+    p1 = plan_once(&ok, NULL, NOW);
+    assert_string_equal(p1->status.selector, "vm.codeconnect.vmworld.com/vmgroup-uid=" UID);
+    st = status_json(p1);
+    assert_string_equal(cJSON_GetObjectItem(st, "selector")->valuestring,
+                        "vm.codeconnect.vmworld.com/vmgroup-uid=" UID);
+    p2 = plan_once(&ok, st, LATER);
+    assert_false(p2->status_changed);
+    /* A status without the field, otherwise in sync: written once. */
+    cJSON_DeleteItemFromObject(st, "selector");
+    p3 = plan_once(&ok, st, LATER);
+    assert_true(p3->status_changed);
+    assert_int_equal(p3->n_actions, 0);
+    assert_string_equal(p3->status.selector, p1->status.selector);
+    plan_free(p1);
+    plan_free(p2);
+    plan_free(p3);
+    cJSON_Delete(st);
+    /* Scaled to zero, the selector stays (an autoscaler may scale from 0). */
+    p1 = plan_once(&zero, NULL, NOW);
+    assert_string_equal(p1->status.selector, "vm.codeconnect.vmworld.com/vmgroup-uid=" UID);
+    plan_free(p1);
+}
+
 /* lastTransitionTime changes only with the condition's status. */
 static void test_transition_times(void **state)
 {
@@ -1297,11 +1379,13 @@ static void test_simulation(void **state)
     assert_false(sim_find(s, "web-4")->failed); /* replaced */
 
     /* Scale down to 2, then to 0: never a clone, and the survivors are the
-     * oldest. */
+     * lowest slots, web-0 and web-1, though web-1 is now the newest. */
     s->replicas = 2;
     s->ceiling = sim_members(s);
     sim_settle(s, 40);
     assert_int_equal(sim_members(s), 2);
+    assert_non_null(sim_find(s, "web-0"));
+    assert_non_null(sim_find(s, "web-1"));
     s->replicas = 0;
     s->ceiling = 2;
     sim_settle(s, 20);
@@ -1365,6 +1449,7 @@ int main(void)
         cmocka_unit_test(test_action_fields),
         cmocka_unit_test(test_events_and_degraded),
         cmocka_unit_test(test_quiet_in_sync),
+        cmocka_unit_test(test_selector),
         cmocka_unit_test(test_transition_times),
         cmocka_unit_test(test_message_sanitized),
         cmocka_unit_test(test_bad_input),

@@ -354,6 +354,74 @@ static void test_status_round_trip(void **state)
     assert_int_equal(vmgroup_status_to_json(NULL, &js), -EINVAL);
 }
 
+/* sel_decode decodes a group with that UID and a complete status, extra
+ * (JSON members, "" for none) added to the status. */
+static void sel_decode(const char *uid, const char *extra, struct vmgroup **g)
+{
+    char json[1024], err[256];
+
+    snprintf(json, sizeof(json),
+             "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"uid\":\"%s\"},"
+             "\"spec\":{\"cpu\":1,\"memory\":1,\"replicas\":1,\"template\":\"t\"},"
+             "\"status\":{\"phase\":\"RUNNING\",\"currentReplicas\":1,\"desiredReplicas\":1,"
+             "\"lastMessage\":\"m\",\"observedGeneration\":1,\"conditions\":[]%s}}",
+             uid, extra);
+    assert_int_equal(decode(json, g, err, sizeof(err)), 0);
+}
+
+/* status.selector: absent is "" (complete); read back as written; a wrong
+ * type or beyond the bound is incomplete. vmgroup_selector refuses a UID
+ * that is no label value. */
+static void test_selector(void **state)
+{
+    static const char *bad[] = {"-a", "a-", "a b", "a/b",
+                                "0123456789012345678901234567890123456789012345678901234567890123"};
+    char buf[VMGROUP_MAX_SELECTOR + 1], big[VMGROUP_MAX_SELECTOR + 32];
+    struct vmgroup *g = NULL;
+
+    (void)state;
+    sel_decode("u", "", &g);
+    assert_false(g->status.incomplete);
+    assert_string_equal(g->status.selector, "");
+    assert_int_equal(vmgroup_selector(g, buf, sizeof(buf)), (int)strlen(VMGROUP_SELECTOR_KEY "=u"));
+    assert_string_equal(buf, "vm.codeconnect.vmworld.com/vmgroup-uid=u");
+    assert_int_equal(vmgroup_selector(g, buf, 10), -EINVAL);
+    assert_int_equal(vmgroup_selector(NULL, buf, sizeof(buf)), -EINVAL);
+    vmgroup_free(g);
+
+    sel_decode("6f1c2a6e-3b7d-4a52-9b1e-0c8f4d2a9e11",
+               ",\"selector\":\"vm.codeconnect.vmworld.com/vmgroup-uid=x\"", &g);
+    assert_false(g->status.incomplete);
+    assert_string_equal(g->status.selector, "vm.codeconnect.vmworld.com/vmgroup-uid=x");
+    struct vmgroup_status t = g->status;
+    t.selector = "";
+    assert_false(vmgroup_status_equal(&g->status, &t));
+    assert_int_equal(vmgroup_selector(g, buf, sizeof(buf)), 75);
+    assert_string_equal(
+        buf, "vm.codeconnect.vmworld.com/vmgroup-uid=6f1c2a6e-3b7d-4a52-9b1e-0c8f4d2a9e11");
+    vmgroup_free(g);
+
+    sel_decode("u", ",\"selector\":7", &g);
+    assert_true(g->status.incomplete);
+    vmgroup_free(g);
+    memcpy(big, ",\"selector\":\"", 13);
+    memset(big + 13, 'x', sizeof(big) - 15);
+    big[sizeof(big) - 2] = '"';
+    big[sizeof(big) - 1] = '\0';
+    sel_decode("u", big, &g);
+    assert_true(g->status.incomplete);
+    vmgroup_free(g);
+
+    /* UIDs that are no label value (an empty one is refused by decoding):
+     * too long, bad bytes or ends. */
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        sel_decode(bad[i], "", &g);
+        if (vmgroup_selector(g, buf, sizeof(buf)) != -EINVAL)
+            fail_msg("uid \"%s\" should be refused", bad[i]);
+        vmgroup_free(g);
+    }
+}
+
 static void test_finalizer_patch(void **state)
 {
     struct vmgroup *g = NULL;
@@ -401,7 +469,7 @@ int main(void)
         cmocka_unit_test(test_realistic),       cmocka_unit_test(test_deleting_and_minimal),
         cmocka_unit_test(test_rejected),        cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_status_lenient),  cmocka_unit_test(test_status_round_trip),
-        cmocka_unit_test(test_finalizer_patch),
+        cmocka_unit_test(test_finalizer_patch), cmocka_unit_test(test_selector),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,7 +103,7 @@ replicas_running() {
 	kubectl scale vg web -n apps --replicas=4
 	wait_running apps web 4 120
 	[ "$(vms apps web)" = "$(printf 'web-0\nweb-1\nweb-2\nweb-3')" ]
-	# The two the scale-up made are the newest: they go first.
+	# The two the scale-up made hold the highest slots: they go first.
 	kubectl scale vg web -n apps --replicas=2
 	wait_running apps web 2 120
 	[ "$(vms apps web)" = "$(printf 'web-0\nweb-1')" ]
