@@ -23,7 +23,7 @@ setup_file() {
 		jq -r '[.tags[]? | select(startswith("e2e-"))][0] // empty' 2>/dev/null || true)
 	if [ -z "$tag" ]; then
 		tag=hpa-$$
-		"$VMG_TOP/tests/image/base" >&2
+		"$VMG_TOP/hack/image/base" >&2
 		make -C "$VMG_TOP" --no-print-directory image CONTAINER_TOOL=podman \
 			IMG="$REGISTRY/vmgroup-operator:$tag" >&2
 		make -C "$VMG_TOP" --no-print-directory image-push CONTAINER_TOOL=podman \
