@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/naming.h"
-
 #define MAX_DEPTH 64 /* folders walked up to find a group */
 
 enum { D_NEW = 1, D_CHANGED = 2, D_REMOVED = 4 };
@@ -49,6 +47,8 @@ struct vs_cache {
     size_t max;
     vs_cache_cb cb;
     void *data;
+    char mark_uid_key[VS_NAME_MAX];      /* "" when none */
+    char mark_template_key[VS_NAME_MAX]; /* "" when none */
     struct htab objs;
     struct htab groups;
     struct node *dirty;
@@ -284,16 +284,16 @@ static void reset_props(struct vs_obj *o)
     o->mark_template[0] = '\0';
 }
 
-/* set_mark records one extraConfig entry if it is a mark; value NULL
- * removes it. */
-static void set_mark(struct vs_obj *o, const char *key, const char *value)
+/* set_mark records one extraConfig entry if it is one of c's marks; value
+ * NULL removes it. */
+static void set_mark(const vs_cache *c, struct vs_obj *o, const char *key, const char *value)
 {
-    if (!key)
+    if (!key || !key[0])
         return;
-    if (strcmp(key, NAMING_MARK_UID_KEY) == 0) {
+    if (strcmp(key, c->mark_uid_key) == 0) {
         o->has_mark_uid = value != NULL;
         copy(o->mark_uid, sizeof(o->mark_uid), value);
-    } else if (strcmp(key, NAMING_MARK_TEMPLATE_KEY) == 0) {
+    } else if (strcmp(key, c->mark_template_key) == 0) {
         o->has_mark_template = value != NULL;
         copy(o->mark_template, sizeof(o->mark_template), value);
     }
@@ -316,7 +316,7 @@ static bool indexed_key(const char *name, char *buf, size_t size)
     return true;
 }
 
-static void apply_change(struct vs_obj *o, const struct vim_change *ch)
+static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_change *ch)
 {
     bool unset =
         ch->op == VIM_OP_REMOVE || ch->op == VIM_OP_INDIRECT_REMOVE || ch->kind == VIM_VAL_NONE;
@@ -348,13 +348,13 @@ static void apply_change(struct vs_obj *o, const struct vim_change *ch)
     } else if (strcmp(n, "config.extraConfig") == 0) {
         const xmlNode *ov = NULL;
         const char *k, *v;
-        set_mark(o, NAMING_MARK_UID_KEY, NULL);
-        set_mark(o, NAMING_MARK_TEMPLATE_KEY, NULL);
+        set_mark(c, o, c->mark_uid_key, NULL);
+        set_mark(c, o, c->mark_template_key, NULL);
         if (unset || ch->kind != VIM_VAL_OPTIONS)
             return;
         while ((ov = vim_option_next(ch->node, ov, &k, &v)) != NULL)
             if (v)
-                set_mark(o, k, v);
+                set_mark(c, o, k, v);
     } else if (indexed_key(n, key, sizeof(key))) {
         /* A single entry, config.extraConfig["key"]: an OptionValue. */
         const char *v = NULL;
@@ -362,22 +362,34 @@ static void apply_change(struct vs_obj *o, const struct vim_change *ch)
             v = ch->str;
         else if (!unset && ch->node)
             v = soap_text_ref(soap_child(ch->node, "value"));
-        set_mark(o, key, v);
+        set_mark(c, o, key, v);
     }
 }
 
 /* ---- Public ---- */
 
-vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, vs_cache_cb cb, void *data)
+static bool mark_key_ok(const char *key)
+{
+    return !key || strlen(key) < VS_NAME_MAX;
+}
+
+vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs_mark_keys *marks,
+                       vs_cache_cb cb, void *data)
 {
     vs_cache *c;
 
     if (!root_ref || !*root_ref || strlen(root_ref) >= VS_REF_MAX)
         return NULL;
+    if (marks && (!mark_key_ok(marks->uid) || !mark_key_ok(marks->template_key)))
+        return NULL;
     c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     copy(c->root, sizeof(c->root), root_ref);
+    if (marks) {
+        copy(c->mark_uid_key, sizeof(c->mark_uid_key), marks->uid);
+        copy(c->mark_template_key, sizeof(c->mark_template_key), marks->template_key);
+    }
     c->max = max_objects ? max_objects : VS_CACHE_DEFAULT_MAX;
     c->cb = cb;
     c->data = data;
@@ -478,7 +490,7 @@ int vs_cache_apply(vs_cache *c, const struct vim_object_update *u)
     if (u->kind == VIM_ENTER)
         reset_props(&n->o);
     for (size_t i = 0; i < u->n_changes; i++)
-        apply_change(&n->o, &u->changes[i]);
+        apply_change(c, &n->o, &u->changes[i]);
     if (strcmp(old_parent, n->o.parent) != 0 || !n->pg) {
         unlink_parent(c, n);
         link_parent(c, n);

@@ -566,6 +566,7 @@ struct vs_inventory {
     int max_wait;
     int max_updates;
     size_t max_objects;
+    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX]; /* "" when none */
     uint64_t backoff_min_ms, backoff_max_ms;
     vs_cache_cb on_change;
     void *data;
@@ -875,8 +876,10 @@ static void on_resolved(void *data, int err, const char *msg, const struct vs_pl
         return;
     }
     if (!inv->cache) {
+        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key};
+
         inv->cache =
-            vs_cache_new(p->root_folder.value, inv->max_objects, inv->on_change, inv->data);
+            vs_cache_new(p->root_folder.value, inv->max_objects, &marks, inv->on_change, inv->data);
         if (!inv->cache) {
             fail(inv, -ENOMEM, "out of memory", false);
             return;
@@ -1088,7 +1091,8 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
 {
     vs_inventory *inv;
 
-    if (!loop || !s || !cfg) {
+    if (!loop || !s || !cfg || (cfg->marks.uid && strlen(cfg->marks.uid) >= VS_NAME_MAX) ||
+        (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX)) {
         if (ret_err)
             *ret_err = -EINVAL;
         return NULL;
@@ -1106,6 +1110,10 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
     inv->max_updates =
         cfg->max_object_updates > 0 ? cfg->max_object_updates : VS_DEFAULT_MAX_OBJECT_UPDATES;
     inv->max_objects = cfg->max_objects;
+    vmg_putf(inv->mark_uid_key, sizeof(inv->mark_uid_key), "%s",
+             cfg->marks.uid ? cfg->marks.uid : "");
+    vmg_putf(inv->mark_template_key, sizeof(inv->mark_template_key), "%s",
+             cfg->marks.template_key ? cfg->marks.template_key : "");
     inv->backoff_min_ms = cfg->backoff_min_ms ? cfg->backoff_min_ms : VS_DEFAULT_BACKOFF_MIN_MS;
     inv->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
     inv->on_change = on_change;

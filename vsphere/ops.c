@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/str.h"
 
@@ -130,6 +129,7 @@ struct vs_ops {
     size_t max_inflight, max_queued;
     int task_wait;
     uint64_t slow_check_ms;
+    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX]; /* "" when none */
     vs_ops_observer obs;
     void *obs_data;
 
@@ -903,9 +903,9 @@ static void send_clone(vs_op *op)
         return;
     }
     if (op->has_uid)
-        extra[cfg.n_extra++] = (struct vim_option){NAMING_MARK_UID_KEY, op->mark_uid};
+        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_uid_key, op->mark_uid};
     if (op->has_tmark)
-        extra[cfg.n_extra++] = (struct vim_option){NAMING_MARK_TEMPLATE_KEY, op->mark_template};
+        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_template_key, op->mark_template};
     cfg.extra_config = cfg.n_extra ? extra : NULL;
     e = vim_req_clone_vm(&op->tmpl, &op->target, op->name, &p->pool,
                          p->has_datastore ? &p->datastore : NULL, &cfg, &buf, &len);
@@ -1315,7 +1315,9 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
 {
     vs_ops *o;
 
-    if (!loop || !s) {
+    if (!loop || !s ||
+        (cfg && ((cfg->marks.uid && strlen(cfg->marks.uid) >= VS_NAME_MAX) ||
+                 (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX)))) {
         if (ret_err)
             *ret_err = -EINVAL;
         return NULL;
@@ -1334,6 +1336,10 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
     o->max_queued = cfg && cfg->max_queued ? cfg->max_queued : VS_OPS_DEFAULT_MAX_QUEUED;
     o->task_wait = cfg && cfg->task_wait_seconds > 0 ? cfg->task_wait_seconds : 60;
     o->slow_check_ms = cfg && cfg->slow_check_ms > 0 ? cfg->slow_check_ms : SLOW_POLL_CHECK_MS;
+    if (cfg && cfg->marks.uid)
+        vmg_putf(o->mark_uid_key, sizeof(o->mark_uid_key), "%s", cfg->marks.uid);
+    if (cfg && cfg->marks.template_key)
+        vmg_putf(o->mark_template_key, sizeof(o->mark_template_key), "%s", cfg->marks.template_key);
     uv_timer_init(loop, &o->timer);
     uv_timer_init(loop, &o->kick);
     uv_timer_init(loop, &o->slow);
@@ -1440,8 +1446,9 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
     if (!spec || !spec->name || !*spec->name || !fits(spec->name, VS_NAME_MAX) ||
         !spec->template_name || !*spec->template_name || !fits(spec->template_name, VS_PATH_MAX) ||
         spec->num_cpus < 0 || spec->memory_mb < 0 ||
-        (spec->mark_uid && !fits(spec->mark_uid, VS_MARK_MAX)) ||
-        (spec->mark_template && !fits(spec->mark_template, VS_MARK_MAX)))
+        (spec->mark_uid && (!fits(spec->mark_uid, VS_MARK_MAX) || !o || !o->mark_uid_key[0])) ||
+        (spec->mark_template &&
+         (!fits(spec->mark_template, VS_MARK_MAX) || !o || !o->mark_template_key[0])))
         return -EINVAL;
     op = op_new(o, VS_OP_CLONE, spec->folder, cb, data, &e);
     if (!op)

@@ -25,7 +25,6 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "lib/err.h"
 #include "lib/log.h"
@@ -37,7 +36,6 @@
 #define DEFAULT_MAX_INFLIGHT 4
 #define LOGOUT_TIMEOUT_MS 5000L
 #define BASE_URL_MAX 1024
-#define K8S_NAME_MAX 253
 #define PATH_MAX_LEN 768
 #define MAX_RESTARTS 2
 
@@ -47,87 +45,7 @@
 #define ASSOC_PATH "/com/vmware/cis/tagging/tag-association"
 #define SESSION_HEADER "vmware-api-session-id"
 
-/* ---- shaping: names, ids, bodies, responses ---- */
-
-static bool k8s_byte(unsigned char c, bool allow_dot)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || (allow_dot && c == '.');
-}
-
-static bool k8s_name(const char *s, bool allow_dot)
-{
-    if (!s[0])
-        return false;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (!k8s_byte(*p, allow_dot))
-            return false;
-    return true;
-}
-
-/* pair_hash writes VS_REST_TAG_HASH_LEN hex digits of SHA-256(ns NUL name)
- * and a NUL into out. 0 or -EIO. */
-static int pair_hash(const char *ns, const char *name, char *out)
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ret = -EIO;
-
-    if (!ctx)
-        return -EIO;
-    if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-        EVP_DigestUpdate(ctx, ns, strlen(ns) + 1) != 1 ||
-        EVP_DigestUpdate(ctx, name, strlen(name)) != 1 ||
-        EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen * 2 < VS_REST_TAG_HASH_LEN)
-        goto out;
-    for (size_t i = 0; i < VS_REST_TAG_HASH_LEN; i++)
-        out[i] = hex[(md[i / 2] >> ((i % 2) ? 0 : 4)) & 0xf];
-    out[VS_REST_TAG_HASH_LEN] = '\0';
-    ret = 0;
-out:
-    EVP_MD_CTX_free(ctx);
-    return ret;
-}
-
-int vs_rest_tag_name(const char *ns, const char *name, char *buf, size_t size)
-{
-    const size_t prefix_max = VS_REST_TAG_NAME_MAX - 1 - VS_REST_TAG_HASH_LEN;
-    char hash[VS_REST_TAG_HASH_LEN + 1];
-    size_t nslen, namelen, len = 0;
-    int r;
-
-    if (!ns || !name || !buf || size <= VS_REST_TAG_NAME_MAX || !ns[0] || !name[0])
-        return -EINVAL;
-    nslen = strlen(ns);
-    namelen = strlen(name);
-    if (k8s_name(ns, false) && k8s_name(name, true) &&
-        nslen + 1 + namelen <= VS_REST_TAG_NAME_MAX) {
-        r = snprintf(buf, size, "%s/%s", ns, name);
-        return r;
-    }
-    r = pair_hash(ns, name, hash);
-    if (r < 0)
-        return r;
-    for (int part = 0; part < 2; part++) {
-        const char *s = part == 0 ? ns : name;
-
-        if (part == 1 && len < prefix_max)
-            buf[len++] = '/';
-        for (; *s && len < prefix_max; s++) {
-            unsigned char c = (unsigned char)*s;
-
-            if (c >= 'A' && c <= 'Z')
-                c = (unsigned char)(c - 'A' + 'a');
-            buf[len++] = (k8s_byte(c, true) || c == '/') ? (char)c : '-';
-        }
-    }
-    buf[len++] = '~';
-    memcpy(buf + len, hash, VS_REST_TAG_HASH_LEN);
-    len += VS_REST_TAG_HASH_LEN;
-    buf[len] = '\0';
-    return (int)len;
-}
+/* ---- shaping: ids, bodies, responses ---- */
 
 bool vs_rest_valid_id(const char *id)
 {
@@ -541,9 +459,8 @@ struct op {
     int restarts;    /* lookups redone after a 404 */
     vs_rest_cb cb;
     void *data;
-    char ns[K8S_NAME_MAX + 1];
-    char name[K8S_NAME_MAX + 1];
     char tag_name[VS_REST_TAG_NAME_MAX + 1];
+    char *tag_desc; /* the description of a tag made; NULL: "" */
     struct vs_rest_object vm;
     char tag_id[VS_REST_ID_MAX + 1];
     char **ids; /* a list being read, one GET at a time */
@@ -573,6 +490,7 @@ struct vs_rest {
     void (*prepare)(void *data, CURL *easy);
     void *prepare_data;
     char *category;
+    char *category_desc;
     bool multiple;
     long timeout_ms, connect_timeout_ms;
     size_t max_body;
@@ -805,6 +723,7 @@ static void op_free(struct op *op)
 {
     vs_rest_ids_free(op->ids, op->n_ids);
     free(op->body);
+    free(op->tag_desc);
     free(op);
 }
 
@@ -1461,8 +1380,7 @@ static void op_run(struct op *op)
             op_send(op, ST_CAT_LIST, "GET", NULL, CATEGORY_PATH);
             return;
         }
-        err = vs_rest_body_category(r->category, "VmGroups of vmgroup-operator: one tag per group",
-                                    r->multiple, &body);
+        err = vs_rest_body_category(r->category, r->category_desc, r->multiple, &body);
         if (err < 0) {
             op_finish(op, err, NULL);
             return;
@@ -1503,10 +1421,8 @@ static void op_run(struct op *op)
             snprintf(op->tag_id, sizeof(op->tag_id), "%s", e->id);
             op->from_cache = true;
         } else if (op->create) {
-            char desc[2 * K8S_NAME_MAX + 64];
-
-            snprintf(desc, sizeof(desc), "VMs of VmGroup %s/%s", op->ns, op->name);
-            err = vs_rest_body_tag(op->tag_name, desc, r->cat_id, &body);
+            err =
+                vs_rest_body_tag(op->tag_name, op->tag_desc ? op->tag_desc : "", r->cat_id, &body);
             if (err < 0) {
                 op_finish(op, err, NULL);
                 return;
@@ -1678,6 +1594,7 @@ static void on_kick_closed(uv_handle_t *h)
     free(r->user);
     free(r->base);
     free(r->category);
+    free(r->category_desc);
     free(r);
     if (closed)
         closed(closed_data);
@@ -1686,11 +1603,6 @@ static void on_kick_closed(uv_handle_t *h)
 static void teardown(vs_rest *r)
 {
     uv_close((uv_handle_t *)&r->kick, on_kick_closed);
-}
-
-static char *dup_or_default(const char *s, const char *def)
-{
-    return strdup(s ? s : def);
 }
 
 vs_rest *vs_rest_new(uv_loop_t *loop, vmg_http *http, const struct vs_rest_options *opts,
@@ -1711,7 +1623,9 @@ vs_rest *vs_rest_new(uv_loop_t *loop, vmg_http *http, const struct vs_rest_optio
         blen--;
     if (blen > BASE_URL_MAX - 8)
         goto fail;
-    if (opts->category && (!opts->category[0] || strlen(opts->category) > VS_REST_NAME_MAX))
+    if (!opts->category || !opts->category[0] || strlen(opts->category) > VS_REST_NAME_MAX ||
+        (opts->category_description &&
+         strlen(opts->category_description) > VS_REST_DESCRIPTION_MAX))
         goto fail;
     err = -ENOMEM;
     r = calloc(1, sizeof(*r));
@@ -1726,8 +1640,9 @@ vs_rest *vs_rest_new(uv_loop_t *loop, vmg_http *http, const struct vs_rest_optio
     }
     r->user = strdup(opts->user);
     r->password = strdup(opts->password);
-    r->category = dup_or_default(opts->category, VS_REST_CATEGORY_DEFAULT);
-    if (!r->base || !r->user || !r->password || !r->category)
+    r->category = strdup(opts->category);
+    r->category_desc = strdup(opts->category_description ? opts->category_description : "");
+    if (!r->base || !r->user || !r->password || !r->category || !r->category_desc)
         goto fail;
     /* Too short a password cannot be masked (-EINVAL); it is never written
      * anyway. A full registry is not a reason to refuse to work. */
@@ -1756,6 +1671,7 @@ fail:
         free(r->user);
         free(r->base);
         free(r->category);
+        free(r->category_desc);
         free(r);
     }
     if (ret_err)
@@ -1816,7 +1732,7 @@ void vs_rest_close(vs_rest *r, void (*closed)(void *data), void *data)
 
 /* op_new checks the common arguments and makes an op, queued to start from
  * the loop. */
-static int op_new(vs_rest *r, enum op_kind kind, bool create, const char *ns, const char *name,
+static int op_new(vs_rest *r, enum op_kind kind, bool create, const char *tag, const char *desc,
                   const char *vm, vs_rest_cb cb, void *data)
 {
     struct op *op;
@@ -1829,7 +1745,9 @@ static int op_new(vs_rest *r, enum op_kind kind, bool create, const char *ns, co
     if (r->disabled)
         return VS_REST_EUNAVAILABLE;
     if (kind != OP_LOGIN && kind != OP_CATEGORY &&
-        (!ns || !name || strlen(ns) > K8S_NAME_MAX || strlen(name) > K8S_NAME_MAX))
+        (!tag || !tag[0] || strlen(tag) > VS_REST_TAG_NAME_MAX))
+        return -EINVAL;
+    if (desc && strlen(desc) > VS_REST_DESCRIPTION_MAX)
         return -EINVAL;
     if (vm && (!vm[0] || strlen(vm) >= sizeof(op->vm.id)))
         return -EINVAL;
@@ -1843,14 +1761,14 @@ static int op_new(vs_rest *r, enum op_kind kind, bool create, const char *ns, co
     op->create = create;
     op->cb = cb;
     op->data = data;
-    if (ns) {
-        err = vs_rest_tag_name(ns, name, op->tag_name, sizeof(op->tag_name));
-        if (err < 0) {
+    if (tag)
+        snprintf(op->tag_name, sizeof(op->tag_name), "%s", tag);
+    if (desc) {
+        op->tag_desc = strdup(desc);
+        if (!op->tag_desc) {
             free(op);
-            return err;
+            return -ENOMEM;
         }
-        snprintf(op->ns, sizeof(op->ns), "%s", ns);
-        snprintf(op->name, sizeof(op->name), "%s", name);
     }
     if (vm) {
         snprintf(op->vm.type, sizeof(op->vm.type), "VirtualMachine");
@@ -1858,6 +1776,7 @@ static int op_new(vs_rest *r, enum op_kind kind, bool create, const char *ns, co
     }
     err = uv_timer_start(&r->kick, on_kick, 0, 0);
     if (err < 0) {
+        free(op->tag_desc);
         free(op);
         return err;
     }
@@ -1882,39 +1801,39 @@ int vs_rest_ensure_category(vs_rest *r, vs_rest_cb cb, void *data)
     return op_new(r, OP_CATEGORY, true, NULL, NULL, NULL, cb, data);
 }
 
-int vs_rest_ensure_tag(vs_rest *r, const char *ns, const char *name, vs_rest_cb cb, void *data)
+int vs_rest_ensure_tag(vs_rest *r, const char *tag, const char *description, vs_rest_cb cb,
+                       void *data)
 {
-    if (!ns || !name)
+    if (!tag)
         return -EINVAL;
-    return op_new(r, OP_TAG, true, ns, name, NULL, cb, data);
+    return op_new(r, OP_TAG, true, tag, description, NULL, cb, data);
 }
 
-int vs_rest_attach(vs_rest *r, const char *ns, const char *name, const char *vm, vs_rest_cb cb,
-                   void *data)
+int vs_rest_attach(vs_rest *r, const char *tag, const char *description, const char *vm,
+                   vs_rest_cb cb, void *data)
 {
-    if (!ns || !name || !vm)
+    if (!tag || !vm)
         return -EINVAL;
-    return op_new(r, OP_ATTACH, true, ns, name, vm, cb, data);
+    return op_new(r, OP_ATTACH, true, tag, description, vm, cb, data);
 }
 
-int vs_rest_detach(vs_rest *r, const char *ns, const char *name, const char *vm, vs_rest_cb cb,
-                   void *data)
+int vs_rest_detach(vs_rest *r, const char *tag, const char *vm, vs_rest_cb cb, void *data)
 {
-    if (!ns || !name || !vm)
+    if (!tag || !vm)
         return -EINVAL;
-    return op_new(r, OP_DETACH, false, ns, name, vm, cb, data);
+    return op_new(r, OP_DETACH, false, tag, NULL, vm, cb, data);
 }
 
-int vs_rest_list_attached(vs_rest *r, const char *ns, const char *name, vs_rest_cb cb, void *data)
+int vs_rest_list_attached(vs_rest *r, const char *tag, vs_rest_cb cb, void *data)
 {
-    if (!ns || !name)
+    if (!tag)
         return -EINVAL;
-    return op_new(r, OP_LIST, false, ns, name, NULL, cb, data);
+    return op_new(r, OP_LIST, false, tag, NULL, NULL, cb, data);
 }
 
-int vs_rest_delete_tag(vs_rest *r, const char *ns, const char *name, vs_rest_cb cb, void *data)
+int vs_rest_delete_tag(vs_rest *r, const char *tag, vs_rest_cb cb, void *data)
 {
-    if (!ns || !name)
+    if (!tag)
         return -EINVAL;
-    return op_new(r, OP_DELETE, false, ns, name, NULL, cb, data);
+    return op_new(r, OP_DELETE, false, tag, NULL, NULL, cb, data);
 }
