@@ -194,7 +194,7 @@ int vs_rest_list_attached(vs_rest *r, const char *tag, vs_rest_cb cb, void *data
  * success when it does not exist. */
 int vs_rest_delete_tag(vs_rest *r, const char *tag, vs_rest_cb cb, void *data);
 
-/* ---- Request and response shaping (no I/O), used above and by tests ---- */
+/* ---- Request and response shaping (no I/O; rest_json.c), used above and by tests ---- */
 
 /* vs_rest_valid_id tells whether id may be put in a URL: 1..VS_REST_ID_MAX
  * bytes of [A-Za-z0-9:._-] (vCenter's ids are "urn:vmomi:...:GLOBAL"). */

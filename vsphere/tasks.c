@@ -53,7 +53,8 @@ void vs__tracker_complete(vs_op *op)
     if (op->ti.has_fault) {
         r.fault_type = op->ti.fault.type;
         vmg_putf(msg, sizeof(msg), "%s %s: %s failed: %s: %s", vs_op_kind_name(op->kind),
-                 vs_op_target(op), vs__op_method(op->kind), op->ti.fault.type, op->ti.fault.message);
+                 vs_op_target(op), vs__op_method(op->kind), op->ti.fault.type,
+                 op->ti.fault.message);
     } else {
         r.fault_type = "";
         vmg_putf(msg, sizeof(msg), "%s %s: %s failed", vs_op_kind_name(op->kind), vs_op_target(op),
