@@ -72,27 +72,13 @@ const char *vs_op_kind_name(enum vs_op_kind k)
 
 static void l_push(struct op_list *l, vs_op *op)
 {
-    op->prev = l->tail;
-    op->next = NULL;
-    if (l->tail)
-        l->tail->next = op;
-    else
-        l->head = op;
-    l->tail = op;
+    lq_insert_tail(&l->head, &op->link);
     l->n++;
 }
 
 static void l_remove(struct op_list *l, vs_op *op)
 {
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        l->head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        l->tail = op->prev;
-    op->prev = op->next = NULL;
+    lq_remove(&op->link);
     l->n--;
 }
 
@@ -597,8 +583,8 @@ static void pump(vs_ops *o)
     if (o->pumping)
         return;
     o->pumping = true;
-    while (!o->closing && !o->held && o->running.n < o->max_inflight && o->queue.head) {
-        vs_op *op = o->queue.head;
+    while (!o->closing && !o->held && o->running.n < o->max_inflight && o->queue.n > 0) {
+        vs_op *op = op_first(&o->queue);
         l_remove(&o->queue, op);
         op->queued = false;
         op->running = true;
@@ -813,6 +799,8 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
             *ret_err = -ENOMEM;
         return NULL;
     }
+    lq_init(&o->queue.head);
+    lq_init(&o->running.head);
     o->loop = loop;
     o->s = s;
     o->inv = inv;
@@ -1048,8 +1036,8 @@ void vs_ops_hold(vs_ops *o)
     if (!o || o->held || o->closing)
         return;
     o->held = true;
-    while (o->queue.head)
-        finish_err(o->queue.head, VMG_ECANCELED, "",
+    while (o->queue.n > 0)
+        finish_err(op_first(&o->queue), VMG_ECANCELED, "",
                    "the operation was canceled before it started");
 }
 
@@ -1073,10 +1061,10 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)
     for (size_t i = 0; i < TCACHE_N; i++)
         if (o->tcache[i].state == T_PENDING && o->tcache[i].find)
             vs_find_cancel(o->tcache[i].find); /* fails its waiters */
-    while (o->running.head)
-        finish_err(o->running.head, VMG_ECANCELED, "", "the operation was canceled");
-    while (o->queue.head)
-        finish_err(o->queue.head, VMG_ECANCELED, "", "the operation was canceled");
+    while (o->running.n > 0)
+        finish_err(op_first(&o->running), VMG_ECANCELED, "", "the operation was canceled");
+    while (o->queue.n > 0)
+        finish_err(op_first(&o->queue), VMG_ECANCELED, "", "the operation was canceled");
     uv_close((uv_handle_t *)&o->timer, on_closed);
     uv_close((uv_handle_t *)&o->kick, on_closed);
     uv_close((uv_handle_t *)&o->slow, on_closed);

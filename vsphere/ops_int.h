@@ -10,6 +10,7 @@
 
 #include <uv.h>
 
+#include "lib/queue.h"
 #include "vsphere/ops.h"
 #include "vsphere/soap.h"
 #include "vsphere/vim.h"
@@ -52,7 +53,7 @@ struct tentry;
 
 struct vs_op {
     vs_ops *o;
-    vs_op *prev, *next; /* in the queue or the in-flight list */
+    struct lq link; /* in the queue or the in-flight list */
     bool queued, running;
     enum vs_op_kind kind;
     enum ostep step;
@@ -102,9 +103,25 @@ struct tentry {
 };
 
 struct op_list {
-    vs_op *head, *tail;
+    struct lq head;
     size_t n;
 };
+
+/* op_first is the first operation of l, op_after the one after op; NULL
+ * at the end. */
+static inline vs_op *op_first(const struct op_list *l)
+{
+    struct lq *n = lq_head(&l->head);
+
+    return n ? lq_entry(n, vs_op, link) : NULL;
+}
+
+static inline vs_op *op_after(const struct op_list *l, const vs_op *op)
+{
+    struct lq *n = lq_next(&l->head, &op->link);
+
+    return n ? lq_entry(n, vs_op, link) : NULL;
+}
 
 struct vs_ops {
     uv_loop_t *loop;

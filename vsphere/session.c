@@ -24,8 +24,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "lib/backoff.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/queue.h"
 #include "lib/secretfile.h"
 #include "lib/str.h"
 
@@ -49,7 +51,7 @@ enum call_list { CL_NONE, CL_WAITING, CL_ACTIVE };
 
 struct vs_req {
     vs_session *s;
-    struct vs_req *prev, *next;
+    struct lq link; /* in s->waiting or s->active, per list */
     enum call_list list;
     enum call_kind kind;
     char method[64];
@@ -67,7 +69,7 @@ struct vs_req {
 };
 
 struct call_queue {
-    vs_req *head, *tail;
+    struct lq head;
     size_t n;
 };
 
@@ -366,13 +368,7 @@ bad:
 
 uint64_t vs_backoff_ms(unsigned failures, uint64_t min_ms, uint64_t max_ms)
 {
-    uint64_t d = min_ms;
-
-    if (failures <= 1)
-        return min_ms < max_ms ? min_ms : max_ms;
-    for (unsigned i = 1; i < failures && d < max_ms; i++)
-        d = d > max_ms / 2 ? max_ms : d * 2;
-    return d < max_ms ? d : max_ms;
+    return vmg_backoff_ms(min_ms, max_ms, failures ? failures - 1 : 0);
 }
 
 const char *vs_state_name(enum vs_state st)
@@ -396,30 +392,27 @@ const char *vs_state_name(enum vs_state st)
 
 static void q_push(struct call_queue *q, vs_req *c, enum call_list which)
 {
-    c->prev = q->tail;
-    c->next = NULL;
-    if (q->tail)
-        q->tail->next = c;
-    else
-        q->head = c;
-    q->tail = c;
+    lq_insert_tail(&q->head, &c->link);
     q->n++;
     c->list = which;
 }
 
 static void q_remove(struct call_queue *q, vs_req *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        q->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        q->tail = c->prev;
-    c->prev = c->next = NULL;
+    lq_remove(&c->link);
     q->n--;
     c->list = CL_NONE;
+}
+
+/* q_take_all moves every call of q, in order, to the list aside (which
+ * must be a head not in use), leaving q empty and the calls in no queue. */
+static void q_take_all(struct call_queue *q, struct lq *aside)
+{
+    struct lq *l;
+
+    lq_move(&q->head, aside);
+    q->n = 0;
+    lq_foreach(l, aside) lq_entry(l, vs_req, link)->list = CL_NONE;
 }
 
 static void unlink_call(vs_req *c)
@@ -614,16 +607,12 @@ static void arm_keepalive(vs_session *s);
 /* flush sends every call that waited for the login just made. */
 static void flush_waiting(vs_session *s)
 {
-    struct call_queue q = s->waiting;
+    struct lq q, *l;
 
-    memset(&s->waiting, 0, sizeof(s->waiting));
-    for (vs_req *c = q.head; c; c = c->next)
-        c->list = CL_NONE;
-    while (q.head) {
-        vs_req *c = q.head;
+    q_take_all(&s->waiting, &q);
+    while ((l = lq_pop_head(&q)) != NULL) {
+        vs_req *c = lq_entry(l, vs_req, link);
         int r;
-        q.head = c->next;
-        c->prev = c->next = NULL;
         if (s->closing) {
             finish_err(c, VMG_ECANCELED, "the vCenter session is closing");
             continue;
@@ -638,17 +627,11 @@ static void flush_waiting(vs_session *s)
  * their callbacks make wait for the next one. */
 static void fail_waiting(vs_session *s, int err, const char *msg)
 {
-    struct call_queue q = s->waiting;
+    struct lq q, *l;
 
-    memset(&s->waiting, 0, sizeof(s->waiting));
-    for (vs_req *c = q.head; c; c = c->next)
-        c->list = CL_NONE;
-    while (q.head) {
-        vs_req *c = q.head;
-        q.head = c->next;
-        c->prev = c->next = NULL;
-        finish_err(c, err, msg);
-    }
+    q_take_all(&s->waiting, &q);
+    while ((l = lq_pop_head(&q)) != NULL)
+        finish_err(lq_entry(l, vs_req, link), err, msg);
 }
 
 static void on_backoff(uv_timer_t *t)
@@ -1013,6 +996,8 @@ vs_session *vs_session_new(uv_loop_t *loop, vmg_http *http, const struct vs_sess
         r = -ENOMEM;
         goto fail;
     }
+    lq_init(&s->waiting.head);
+    lq_init(&s->active.head);
     s->loop = loop;
     s->http = http;
     r = vs_url_build(cfg->host, s->url, sizeof(s->url), err, errlen);
@@ -1253,8 +1238,8 @@ void vs_session_close(vs_session *s, void (*closed)(void *data), void *data)
     uv_timer_stop(&s->backoff_timer);
     uv_timer_stop(&s->keepalive_timer);
     fail_waiting(s, VMG_ECANCELED, "the vCenter session is closing");
-    while (s->active.head) {
-        vs_req *c = s->active.head;
+    while (!lq_empty(&s->active.head)) {
+        vs_req *c = lq_entry(lq_head(&s->active.head), vs_req, link);
         if (c->xfer)
             vmg_http_cancel(c->xfer);
         else

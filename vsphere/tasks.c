@@ -113,7 +113,7 @@ static void on_pc_reply(void *data, const struct vs_reply *r);
 /* first_in returns the first running operation at step, or NULL. */
 static vs_op *first_in(const vs_ops *o, enum ostep step)
 {
-    for (vs_op *op = o->running.head; op; op = op->next)
+    for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->step == step)
             return op;
     return NULL;
@@ -128,7 +128,7 @@ static void drop_collector(vs_ops *o, enum ostep next)
     o->epoch++;
     o->version[0] = '\0';
     o->ndead = 0;
-    for (vs_op *op = o->running.head; op; op = op->next)
+    for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->step == O_TRACKED) {
             op->have_filter = false;
             op->step = next;
@@ -208,7 +208,7 @@ static void tracker_reset(vs_ops *o);
 
 static bool any_tracked(const vs_ops *o)
 {
-    for (const vs_op *op = o->running.head; op; op = op->next)
+    for (const vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->have_filter && op->epoch == o->epoch)
             return true;
     return false;
@@ -278,7 +278,7 @@ static int wait_cb(void *arg, const struct vim_object_update *u)
 {
     vs_ops *o = arg;
 
-    for (vs_op *op = o->running.head; op; op = op->next)
+    for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->have_task && strcmp(op->task.value, u->obj.value) == 0) {
             vs__task_apply(&op->ti, u);
             if (vs__task_ended(&op->ti))
@@ -295,7 +295,7 @@ static void on_timer(uv_timer_t *t)
         return;
     /* All at once: one that fails again goes back to O_REREGISTER, to wait
      * for the next backoff rather than loop here. */
-    for (vs_op *op = o->running.head; op; op = op->next)
+    for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->step == O_REREGISTER) {
             op->pc_tries = 0;
             op->step = O_NEED_PC;
@@ -374,9 +374,9 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     }
     /* Finish what ended; each finish may change the list, so look again. */
     for (;;) {
-        vs_op *op = o->running.head;
+        vs_op *op = op_first(&o->running);
         while (op && !(op->tdone && (op->step == O_TRACKED || op->step == O_CHECK2)))
-            op = op->next;
+            op = op_after(&o->running, op);
         if (!op)
             break;
         vs__tracker_complete(op);
