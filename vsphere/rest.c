@@ -85,59 +85,20 @@ void vs_rest_reset(vs_rest *r)
 
 static void op_unlink(struct op *op)
 {
-    vs_rest *r = op->r;
-
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        r->ops = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    op->prev = op->next = NULL;
-    r->n_ops--;
+    lq_remove(&op->link);
+    op->r->n_ops--;
 }
 
-/* queue_remove takes op out of a queue; false when it was not there. */
-static bool queue_remove(struct op **head, struct op **tail, struct op *op)
+static void queue_push(struct lq *q, struct op *op)
 {
-    struct op *prev = NULL;
-
-    for (struct op *o = *head; o; prev = o, o = o->qnext) {
-        if (o != op)
-            continue;
-        if (prev)
-            prev->qnext = o->qnext;
-        else
-            *head = o->qnext;
-        if (*tail == o)
-            *tail = prev;
-        o->qnext = NULL;
-        return true;
-    }
-    return false;
+    lq_insert_tail(q, &op->qlink);
 }
 
-static void queue_push(struct op **head, struct op **tail, struct op *op)
+static struct op *queue_pop(struct lq *q)
 {
-    op->qnext = NULL;
-    if (*tail)
-        (*tail)->qnext = op;
-    else
-        *head = op;
-    *tail = op;
-}
+    struct lq *l = lq_pop_head(q);
 
-static struct op *queue_pop(struct op **head, struct op **tail)
-{
-    struct op *op = *head;
-
-    if (!op)
-        return NULL;
-    *head = op->qnext;
-    if (!*head)
-        *tail = NULL;
-    op->qnext = NULL;
-    return op;
+    return l ? lq_entry(l, struct op, qlink) : NULL;
 }
 
 static void op_free(struct op *op)
@@ -157,10 +118,10 @@ void vs__rest_op_finish_full(struct op *op, int err, const char *msg, const char
     struct vs_rest_result res = {.err = err, .msg = err ? (msg ? msg : vmg_strerror(err)) : ""};
 
     if (op->queued) {
-        if (queue_remove(&r->runq, &r->runq_tail, op))
+        if (op->in_runq)
             r->n_runq--;
-        else
-            (void)queue_remove(&r->sendq, &r->sendq_tail, op);
+        lq_remove(&op->qlink);
+        op->in_runq = false;
         op->queued = false;
     }
     op_unlink(op);
@@ -330,7 +291,7 @@ void vs__rest_op_send(struct op *op, enum step step, const char *method, char *b
         return;
     }
     op->queued = true;
-    queue_push(&r->sendq, &r->sendq_tail, op);
+    queue_push(&r->sendq, op);
     pump(r);
 }
 
@@ -354,7 +315,7 @@ static void fail_sendq(vs_rest *r, int err, const char *msg)
 {
     struct op *op;
 
-    while ((op = queue_pop(&r->sendq, &r->sendq_tail))) {
+    while ((op = queue_pop(&r->sendq))) {
         op->queued = false;
         if (err == VS_REST_EUNAVAILABLE)
             vs__rest_op_unavailable(op);
@@ -421,11 +382,11 @@ static void pump(vs_rest *r)
         } else if (r->disabled) {
             fail_sendq(r, VS_REST_EUNAVAILABLE, NULL);
         } else if (!r->session[0]) {
-            if (r->sendq && !r->login)
+            if (!lq_empty(&r->sendq) && !r->login)
                 start_login(r);
         } else {
             while (r->inflight < r->max_inflight && !r->closing && r->session[0] &&
-                   (op = queue_pop(&r->sendq, &r->sendq_tail))) {
+                   (op = queue_pop(&r->sendq))) {
                 op->queued = false;
                 send_now(op);
             }
@@ -441,15 +402,16 @@ static void on_kick(uv_timer_t *t)
 
     /* Only the ops queued before this run: ops they queue wait for the next. */
     while (n-- > 0 && !r->closing) {
-        struct op *op = queue_pop(&r->runq, &r->runq_tail);
+        struct op *op = queue_pop(&r->runq);
 
         if (!op)
             break;
         r->n_runq--;
+        op->in_runq = false;
         op->queued = false;
         vs__rest_op_run(op);
     }
-    if (r->runq && !r->closing)
+    if (!lq_empty(&r->runq) && !r->closing)
         (void)uv_timer_start(&r->kick, on_kick, 0, 0);
 }
 
@@ -553,7 +515,7 @@ static void on_xfer_done(void *data, const struct vmg_http_result *res)
             /* Expired or lost (vCenter restarted): log in, send again. */
             op->retried = true;
             op->queued = true;
-            queue_push(&r->sendq, &r->sendq_tail, op);
+            queue_push(&r->sendq, op);
         } else {
             vs__rest_disable(r, "vCenter answered HTTP 401 to %s %s right after a new login",
                              op->method, op->path);
@@ -619,6 +581,10 @@ vs_rest *vs_rest_new(uv_loop_t *loop, vmg_http *http, const struct vs_rest_optio
     r = calloc(1, sizeof(*r));
     if (!r)
         goto fail;
+    lq_init(&r->cache);
+    lq_init(&r->ops);
+    lq_init(&r->runq);
+    lq_init(&r->sendq);
     r->loop = loop;
     r->http = http;
     r->base = malloc(blen + sizeof("/rest"));
@@ -680,15 +646,15 @@ void vs_rest_close(vs_rest *r, void (*closed)(void *data), void *data)
     r->closed_data = data;
     (void)uv_timer_stop(&r->kick);
     /* Each step removes the head op: a canceled transfer finishes it. */
-    while (r->ops) {
-        struct op *op = r->ops;
+    while (!lq_empty(&r->ops)) {
+        struct op *op = lq_entry(lq_head(&r->ops), struct op, link);
 
         if (op->x)
             vmg_http_cancel(op->x->xfer);
         else
             vs__rest_op_finish(op, VMG_ECANCELED, "the vCenter REST client was closed");
     }
-    r->runq = r->runq_tail = NULL;
+    lq_init(&r->runq);
     r->n_runq = 0;
     if (r->login)
         vmg_http_cancel(r->login->xfer);
@@ -768,13 +734,11 @@ static int op_new(vs_rest *r, enum op_kind kind, bool create, const char *tag, c
         free(op);
         return err;
     }
-    op->next = r->ops;
-    if (r->ops)
-        r->ops->prev = op;
-    r->ops = op;
+    lq_insert_head(&r->ops, &op->link);
     r->n_ops++;
     op->queued = true;
-    queue_push(&r->runq, &r->runq_tail, op);
+    op->in_runq = true;
+    queue_push(&r->runq, op);
     r->n_runq++;
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "lib/http.h"
+#include "lib/queue.h"
 #include "vsphere/rest.h"
 
 #define DEFAULT_TIMEOUT_MS 30000L
@@ -56,11 +57,12 @@ struct xctx {
 
 struct op {
     vs_rest *r;
-    struct op *prev, *next; /* in r->ops: every op not finished */
-    struct op *qnext;       /* in r->runq or r->sendq */
+    struct lq link;  /* in r->ops: every op not finished */
+    struct lq qlink; /* in r->runq or r->sendq */
     enum op_kind kind;
     bool create;     /* make the category and tag when missing */
     bool queued;     /* in runq or sendq */
+    bool in_runq;    /* queued in runq (else in sendq) */
     bool from_cache; /* tag_id came from memory (may be stale) */
     int restarts;    /* lookups redone after a 404 */
     vs_rest_cb cb;
@@ -81,7 +83,7 @@ struct op {
 };
 
 struct cache_ent {
-    struct cache_ent *prev, *next; /* newest first */
+    struct lq link; /* in r->cache, newest first */
     char *name;
     char *id;
 };
@@ -111,14 +113,14 @@ struct vs_rest {
     bool disabled;
     char reason[VS_REST_MSG_MAX];
     char cat_id[VS_REST_ID_MAX + 1]; /* "" until known */
-    struct cache_ent *cache, *cache_tail;
+    struct lq cache;                 /* of struct cache_ent */
     size_t n_cache;
 
-    struct op *ops;
+    struct lq ops; /* newest first */
     size_t n_ops;
-    struct op *runq, *runq_tail;
+    struct lq runq; /* FIFO: ops to start from the loop */
     size_t n_runq;
-    struct op *sendq, *sendq_tail;
+    struct lq sendq; /* FIFO: ops whose request waits for a session or a slot */
     int inflight;
     int pumping;
     bool pump_again;

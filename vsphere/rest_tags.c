@@ -15,30 +15,32 @@
 
 static struct cache_ent *cache_find(vs_rest *r, const char *name)
 {
-    for (struct cache_ent *e = r->cache; e; e = e->next)
+    struct lq *l;
+
+    lq_foreach(l, &r->cache)
+    {
+        struct cache_ent *e = lq_entry(l, struct cache_ent, link);
         if (strcmp(e->name, name) == 0)
             return e;
+    }
     return NULL;
 }
 
 static bool cache_has_id(vs_rest *r, const char *id)
 {
-    for (struct cache_ent *e = r->cache; e; e = e->next)
-        if (strcmp(e->id, id) == 0)
+    struct lq *l;
+
+    lq_foreach(l, &r->cache)
+    {
+        if (strcmp(lq_entry(l, struct cache_ent, link)->id, id) == 0)
             return true;
+    }
     return false;
 }
 
 static void cache_unlink(vs_rest *r, struct cache_ent *e)
 {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        r->cache = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        r->cache_tail = e->prev;
+    lq_remove(&e->link);
     r->n_cache--;
 }
 
@@ -71,15 +73,10 @@ static void cache_put(vs_rest *r, const char *name, const char *id)
         free(e);
         return;
     }
-    e->next = r->cache;
-    if (r->cache)
-        r->cache->prev = e;
-    else
-        r->cache_tail = e;
-    r->cache = e;
+    lq_insert_head(&r->cache, &e->link);
     r->n_cache++;
     if (r->n_cache > VS_REST_CACHE_MAX) {
-        struct cache_ent *old = r->cache_tail;
+        struct cache_ent *old = lq_entry(lq_tail(&r->cache), struct cache_ent, link);
 
         cache_unlink(r, old);
         free(old->name);
@@ -90,8 +87,8 @@ static void cache_put(vs_rest *r, const char *name, const char *id)
 
 void vs__rest_cache_clear(vs_rest *r)
 {
-    while (r->cache) {
-        struct cache_ent *e = r->cache;
+    while (!lq_empty(&r->cache)) {
+        struct cache_ent *e = lq_entry(lq_head(&r->cache), struct cache_ent, link);
 
         cache_unlink(r, e);
         free(e->name);
