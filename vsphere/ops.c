@@ -88,17 +88,10 @@ static void pump(vs_ops *o);
 
 static void twait_remove(vs_op *op)
 {
-    vs_op **pp;
-
     if (!op->twait)
         return;
-    for (pp = &op->twait->waiters; *pp; pp = &(*pp)->tnext)
-        if (*pp == op) {
-            *pp = op->tnext;
-            break;
-        }
+    lq_remove(&op->tlink);
     op->twait = NULL;
-    op->tnext = NULL;
 }
 
 /* finish ends op with r (kind and task filled in here), frees it and lets
@@ -236,9 +229,9 @@ static void check_template(vs_op *op);
 static void tentry_done(struct tentry *t, int err, const char *msg)
 {
     vs_ops *o = t->o;
-    vs_op *waiters = t->waiters;
+    struct lq waiters, *l;
 
-    t->waiters = NULL;
+    lq_move(&t->waiters, &waiters);
     t->find = NULL;
     if (err == 0) {
         t->state = T_READY;
@@ -247,12 +240,9 @@ static void tentry_done(struct tentry *t, int err, const char *msg)
     } else {
         t->state = T_EMPTY;
     }
-    for (vs_op *op = waiters; op; op = op->tnext)
-        op->twait = NULL;
-    while (waiters) {
-        vs_op *op = waiters;
-        waiters = op->tnext;
-        op->tnext = NULL;
+    lq_foreach(l, &waiters) lq_entry(l, vs_op, tlink)->twait = NULL;
+    while ((l = lq_pop_head(&waiters)) != NULL) {
+        vs_op *op = lq_entry(l, vs_op, tlink);
         if (err) {
             char m[MSG_MAX];
             vmg_putf(m, sizeof(m), "clone %s: %s", op->name, msg);
@@ -318,8 +308,7 @@ static void resolve_template(vs_op *op)
     }
     op->step = O_TEMPLATE;
     op->twait = t;
-    op->tnext = t->waiters;
-    t->waiters = op;
+    lq_insert_head(&t->waiters, &op->tlink);
     if (t->state == T_PENDING)
         return;
     t->o = o;
@@ -801,6 +790,8 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
     }
     lq_init(&o->queue.head);
     lq_init(&o->running.head);
+    for (size_t i = 0; i < TCACHE_N; i++)
+        lq_init(&o->tcache[i].waiters);
     o->loop = loop;
     o->s = s;
     o->inv = inv;

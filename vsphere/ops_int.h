@@ -73,7 +73,7 @@ struct vs_op {
     struct vim_moref tparent;
     bool have_tparent;
     struct tentry *twait;
-    vs_op *tnext; /* in the template entry's waiters */
+    struct lq tlink; /* in the template entry's waiters (twait) */
     struct vim_moref task;
     bool have_task;
     struct vim_moref filter;
@@ -99,7 +99,7 @@ struct tentry {
     bool have_parent;
     uint64_t expires;
     vs_find *find;
-    vs_op *waiters;
+    struct lq waiters; /* of vs_op (tlink), the newest first */
 };
 
 struct op_list {
