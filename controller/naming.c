@@ -67,33 +67,42 @@ static void append_sanitized(char *buf, size_t *len, const char *s, size_t max, 
     buf[*len] = '\0';
 }
 
-int naming_folder(const char *ns, const char *name, char *buf, size_t size)
+/* pair_name writes the name of the pair (ns, name) into buf: "<ns><sep><name>"
+ * when both are valid Kubernetes names and it fits in NAMING_MAX_LEN, else
+ * the pair sanitized (keeping '/' when keep_slash), cut to fit, then mark
+ * and hashlen hex digits of the pair's hash. Returns its length, -EINVAL
+ * or -EIO. The callers checked the arguments. */
+static int pair_name(const char *ns, const char *name, char sep, const char *mark, bool keep_slash,
+                     size_t hashlen, char *buf, size_t size)
 {
-    char hash[NAMING_FOLDER_HASH_LEN + 1];
-    size_t len = 0, nslen, namelen;
-    const size_t prefix_max = NAMING_MAX_LEN - 2 - NAMING_FOLDER_HASH_LEN;
+    char hash[65];
+    size_t len = 0, nslen = strlen(ns), namelen = strlen(name);
+    const size_t prefix_max = NAMING_MAX_LEN - strlen(mark) - hashlen;
     int r;
 
-    if (!ns || !name || !buf || size < NAMING_BUF_SIZE)
-        return -EINVAL;
-    nslen = strlen(ns);
-    namelen = strlen(name);
     if (valid_name(ns, false) && valid_name(name, true) && nslen + 1 + namelen <= NAMING_MAX_LEN) {
-        r = snprintf(buf, size, "%s_%s", ns, name);
+        r = snprintf(buf, size, "%s%c%s", ns, sep, name);
         return (r < 0 || (size_t)r >= size) ? -EINVAL : r;
     }
-    r = pair_hash(ns, name, NAMING_FOLDER_HASH_LEN, hash);
+    r = pair_hash(ns, name, hashlen, hash);
     if (r < 0)
         return r;
     buf[0] = '\0';
-    append_sanitized(buf, &len, ns, prefix_max, false);
+    append_sanitized(buf, &len, ns, prefix_max, keep_slash);
     if (len < prefix_max) {
-        buf[len++] = '_';
+        buf[len++] = sep;
         buf[len] = '\0';
-        append_sanitized(buf, &len, name, prefix_max - len, false);
+        append_sanitized(buf, &len, name, prefix_max - len, keep_slash);
     }
-    r = snprintf(buf + len, size - len, "__%s", hash);
+    r = snprintf(buf + len, size - len, "%s%s", mark, hash);
     return (r < 0 || (size_t)r >= size - len) ? -EINVAL : (int)len + r;
+}
+
+int naming_folder(const char *ns, const char *name, char *buf, size_t size)
+{
+    if (!ns || !name || !buf || size < NAMING_BUF_SIZE)
+        return -EINVAL;
+    return pair_name(ns, name, '_', "__", false, NAMING_FOLDER_HASH_LEN, buf, size);
 }
 
 int naming_vm(const char *ns, const char *name, int slot, char *buf, size_t size)
@@ -151,33 +160,10 @@ int naming_vm_slot(const char *ns, const char *name, const char *vm_name)
 
 int naming_tag(const char *ns, const char *name, char *buf, size_t size)
 {
-    const size_t prefix_max = NAMING_MAX_LEN - 1 - NAMING_TAG_HASH_LEN;
-    char hash[NAMING_TAG_HASH_LEN + 1];
-    size_t nslen, namelen, len = 0;
-    int r;
-
-    if (!ns || !name || !buf || size < NAMING_BUF_SIZE || !ns[0] || !name[0])
+    if (!ns || !name || !buf || size < NAMING_BUF_SIZE || !ns[0] || !name[0] ||
+        strlen(ns) > NAMING_K8S_NAME_MAX || strlen(name) > NAMING_K8S_NAME_MAX)
         return -EINVAL;
-    nslen = strlen(ns);
-    namelen = strlen(name);
-    if (nslen > NAMING_K8S_NAME_MAX || namelen > NAMING_K8S_NAME_MAX)
-        return -EINVAL;
-    if (valid_name(ns, false) && valid_name(name, true) && nslen + 1 + namelen <= NAMING_MAX_LEN) {
-        r = snprintf(buf, size, "%s/%s", ns, name);
-        return (r < 0 || (size_t)r >= size) ? -EINVAL : r;
-    }
-    r = pair_hash(ns, name, NAMING_TAG_HASH_LEN, hash);
-    if (r < 0)
-        return r;
-    buf[0] = '\0';
-    append_sanitized(buf, &len, ns, prefix_max, true);
-    if (len < prefix_max) {
-        buf[len++] = '/';
-        buf[len] = '\0';
-        append_sanitized(buf, &len, name, prefix_max - len, true);
-    }
-    r = snprintf(buf + len, size - len, "~%s", hash);
-    return (r < 0 || (size_t)r >= size - len) ? -EINVAL : (int)len + r;
+    return pair_name(ns, name, '/', "~", true, NAMING_TAG_HASH_LEN, buf, size);
 }
 
 int naming_tag_description(const char *ns, const char *name, char *buf, size_t size)
