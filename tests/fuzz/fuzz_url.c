@@ -11,6 +11,7 @@
  * for a query value), hold no byte that would change the request, and an
  * error must not repeat a password given in VC_HOST.
  *
+ * fuzz-sources: vsphere/endpoint.c
  * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/rest_json.c vsphere/rest_tags.c
  * fuzz-sources: vsphere/soap.c vsphere/vim.c controller/naming.c
  * fuzz-sources: kube/kube.c lib/jsonarena.c lib/http.c lib/err.c lib/log.c lib/str.c
