@@ -1,4 +1,4 @@
-/* naming.c: folder and VM names of VmGroups (see naming.h for the rules). */
+/* naming.c: folder, VM and tag names of VmGroups (see naming.h for the rules). */
 #include "controller/naming.h"
 
 #include <errno.h>
@@ -54,46 +54,55 @@ out:
 }
 
 /* append_sanitized appends at most max bytes of s to buf at *len, with
- * upper case letters lowered and every other byte outside [a-z0-9.-]
- * replaced by '-'. */
-static void append_sanitized(char *buf, size_t *len, const char *s, size_t max)
+ * upper case letters lowered and every other byte outside [a-z0-9.-] (and
+ * '/' when keep_slash) replaced by '-'. */
+static void append_sanitized(char *buf, size_t *len, const char *s, size_t max, bool keep_slash)
 {
     for (size_t i = 0; i < max && s[i]; i++) {
         char c = s[i];
         if (c >= 'A' && c <= 'Z')
             c = (char)(c - 'A' + 'a');
-        buf[(*len)++] = name_byte((unsigned char)c) ? c : '-';
+        buf[(*len)++] = (name_byte((unsigned char)c) || (keep_slash && c == '/')) ? c : '-';
     }
     buf[*len] = '\0';
 }
 
-int naming_folder(const char *ns, const char *name, char *buf, size_t size)
+/* pair_name writes the name of the pair (ns, name) into buf: "<ns><sep><name>"
+ * when both are valid Kubernetes names and it fits in NAMING_MAX_LEN, else
+ * the pair sanitized (keeping '/' when keep_slash), cut to fit, then mark
+ * and hashlen hex digits of the pair's hash. Returns its length, -EINVAL
+ * or -EIO. The callers checked the arguments. */
+static int pair_name(const char *ns, const char *name, char sep, const char *mark, bool keep_slash,
+                     size_t hashlen, char *buf, size_t size)
 {
-    char hash[NAMING_FOLDER_HASH_LEN + 1];
-    size_t len = 0, nslen, namelen;
-    const size_t prefix_max = NAMING_MAX_LEN - 2 - NAMING_FOLDER_HASH_LEN;
+    char hash[65];
+    size_t len = 0, nslen = strlen(ns), namelen = strlen(name);
+    const size_t prefix_max = NAMING_MAX_LEN - strlen(mark) - hashlen;
     int r;
 
-    if (!ns || !name || !buf || size < NAMING_BUF_SIZE)
-        return -EINVAL;
-    nslen = strlen(ns);
-    namelen = strlen(name);
     if (valid_name(ns, false) && valid_name(name, true) && nslen + 1 + namelen <= NAMING_MAX_LEN) {
-        r = snprintf(buf, size, "%s_%s", ns, name);
+        r = snprintf(buf, size, "%s%c%s", ns, sep, name);
         return (r < 0 || (size_t)r >= size) ? -EINVAL : r;
     }
-    r = pair_hash(ns, name, NAMING_FOLDER_HASH_LEN, hash);
+    r = pair_hash(ns, name, hashlen, hash);
     if (r < 0)
         return r;
     buf[0] = '\0';
-    append_sanitized(buf, &len, ns, prefix_max);
+    append_sanitized(buf, &len, ns, prefix_max, keep_slash);
     if (len < prefix_max) {
-        buf[len++] = '_';
+        buf[len++] = sep;
         buf[len] = '\0';
-        append_sanitized(buf, &len, name, prefix_max - len);
+        append_sanitized(buf, &len, name, prefix_max - len, keep_slash);
     }
-    r = snprintf(buf + len, size - len, "__%s", hash);
+    r = snprintf(buf + len, size - len, "%s%s", mark, hash);
     return (r < 0 || (size_t)r >= size - len) ? -EINVAL : (int)len + r;
+}
+
+int naming_folder(const char *ns, const char *name, char *buf, size_t size)
+{
+    if (!ns || !name || !buf || size < NAMING_BUF_SIZE)
+        return -EINVAL;
+    return pair_name(ns, name, '_', "__", false, NAMING_FOLDER_HASH_LEN, buf, size);
 }
 
 int naming_vm(const char *ns, const char *name, int slot, char *buf, size_t size)
@@ -118,7 +127,7 @@ int naming_vm(const char *ns, const char *name, int slot, char *buf, size_t size
         return r;
     prefix_max = NAMING_MAX_LEN - 1 - NAMING_VM_HASH_LEN - (size_t)slen;
     buf[0] = '\0';
-    append_sanitized(buf, &len, name, prefix_max);
+    append_sanitized(buf, &len, name, prefix_max, false);
     /* A cut that ends in '-' or '.' reads badly before "-<hash>"; drop them. */
     while (len > 1 && (buf[len - 1] == '-' || buf[len - 1] == '.'))
         buf[--len] = '\0';
@@ -147,4 +156,22 @@ int naming_vm_slot(const char *ns, const char *name, const char *vm_name)
     if (naming_vm(ns, name, (int)slot, want, sizeof(want)) < 0 || strcmp(want, vm_name) != 0)
         return -EINVAL;
     return (int)slot;
+}
+
+int naming_tag(const char *ns, const char *name, char *buf, size_t size)
+{
+    if (!ns || !name || !buf || size < NAMING_BUF_SIZE || !ns[0] || !name[0] ||
+        strlen(ns) > NAMING_K8S_NAME_MAX || strlen(name) > NAMING_K8S_NAME_MAX)
+        return -EINVAL;
+    return pair_name(ns, name, '/', "~", true, NAMING_TAG_HASH_LEN, buf, size);
+}
+
+int naming_tag_description(const char *ns, const char *name, char *buf, size_t size)
+{
+    int r;
+
+    if (!ns || !name || !buf || size == 0)
+        return -EINVAL;
+    r = snprintf(buf, size, "VMs of VmGroup %s/%s", ns, name);
+    return (r < 0 || (size_t)r >= size) ? -EINVAL : r;
 }

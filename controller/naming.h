@@ -20,7 +20,19 @@
  * deterministic (a clone re-issued after a crash collides by name), and different slots of one
  * group never share a name.
  *
- * No name contains '%', '/' or '\\' (vCenter escapes them in paths).
+ * No folder or VM name contains '%', '/' or '\\' (vCenter escapes them in
+ * paths).
+ *
+ * Tag: every VM of a group carries the group's tag, in the operator's tag
+ * category NAMING_TAG_CATEGORY (vsphere/rest takes both names as inputs). The
+ * map (namespace, name) -> tag name is injective and the result at most
+ * NAMING_MAX_LEN bytes:
+ *   - "<namespace>/<name>" when both are valid Kubernetes names (neither
+ *     holds '/', so the one '/' splits them back) and the whole fits;
+ *   - otherwise "<prefix>~<hash>": prefix is "<namespace>/<name>" with upper
+ *     case lowered and every byte outside [a-z0-9./-] made '-', cut to fit,
+ *     and hash the first NAMING_TAG_HASH_LEN hex digits of SHA-256(namespace
+ *     NUL name). Plain names never hold '~', so the two forms never meet.
  */
 #ifndef VMG_NAMING_H
 #define VMG_NAMING_H
@@ -31,6 +43,12 @@
 #define NAMING_BUF_SIZE (NAMING_MAX_LEN + 1) /* a buffer that fits any name */
 #define NAMING_FOLDER_HASH_LEN 16            /* hex digits of the folder hash */
 #define NAMING_VM_HASH_LEN 8                 /* hex digits of the VM-name hash */
+#define NAMING_TAG_HASH_LEN 16               /* hex digits of the tag-name hash */
+#define NAMING_K8S_NAME_MAX 253              /* longest Kubernetes name */
+
+/* The tag category of the groups' tags, and its description. */
+#define NAMING_TAG_CATEGORY "vmgroup-operator"
+#define NAMING_TAG_CATEGORY_DESCRIPTION "VmGroups of vmgroup-operator: one tag per group"
 
 /* The extraConfig keys of the marks set on every VM at clone time: the
  * owning VmGroup's UID, and the template the VM was cloned from. */
@@ -51,5 +69,15 @@ int naming_vm(const char *ns, const char *name, int slot, char *buf, size_t size
  * vm_name, or -EINVAL when vm_name is not a replica name of that group
  * (including names with leading zeros or out-of-range numbers). */
 int naming_vm_slot(const char *ns, const char *name, const char *vm_name);
+
+/* naming_tag writes the tag name of VmGroup ns/name into buf. Returns its
+ * length, -EINVAL (a NULL argument, ns or name empty or longer than
+ * NAMING_K8S_NAME_MAX, size < NAMING_BUF_SIZE) or -EIO (OpenSSL failed). */
+int naming_tag(const char *ns, const char *name, char *buf, size_t size);
+
+/* naming_tag_description writes the description of that tag, "VMs of
+ * VmGroup <ns>/<name>", into buf. Returns its length, or -EINVAL (a NULL
+ * argument, or it does not fit). */
+int naming_tag_description(const char *ns, const char *name, char *buf, size_t size);
 
 #endif

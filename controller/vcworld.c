@@ -317,6 +317,7 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
     ic.placement.root_folder = o->root_folder;
     ic.placement.resource_pool = o->resource_pool;
     ic.placement.datastore = o->datastore;
+    ic.marks = (struct vs_mark_keys){NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY};
     w->inv = vs_inventory_new(loop, w->s, &ic, on_change, w, &rc);
     if (!w->inv) {
         snprintf(err, errlen, "cannot set up the inventory watch: %s", vmg_strerror(rc));
@@ -325,6 +326,7 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
     vs_inventory_set_state_cb(w->inv, on_inventory_state, w);
 
     oc.max_inflight = o->max_vcenter_tasks;
+    oc.marks = ic.marks;
     w->ops = vs_ops_new(loop, w->s, w->inv, &oc, &rc);
     if (!w->ops) {
         snprintf(err, errlen, "cannot set up vCenter operations: %s", vmg_strerror(rc));
@@ -343,6 +345,8 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
         ro.password = o->vc_pass;
         ro.prepare = vs_session_prepare_tls;
         ro.prepare_data = w->s;
+        ro.category = NAMING_TAG_CATEGORY;
+        ro.category_description = NAMING_TAG_CATEGORY_DESCRIPTION;
         w->rest = vs_rest_new(loop, http, &ro, &rc);
         if (!w->rest) {
             vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
@@ -556,7 +560,11 @@ static void op_done(void *data, const struct vs_op_result *r)
         (void)vs_inventory_reread(c->w->inv, c->vm_ref);
     c->cb(c->cbdata, r->err, fault, tenant_msg(c, r->err, fault, r->message, msg, sizeof(msg)));
     if (c->tag && r->err == 0 && r->result && c->w->rest && vs_rest_available(c->w->rest)) {
-        if (vs_rest_attach(c->w->rest, c->ns, c->name, r->result->value, tag_done, c) == 0)
+        char tag[NAMING_BUF_SIZE], desc[VS_REST_DESCRIPTION_MAX + 1];
+
+        if (naming_tag(c->ns, c->name, tag, sizeof(tag)) >= 0 &&
+            naming_tag_description(c->ns, c->name, desc, sizeof(desc)) >= 0 &&
+            vs_rest_attach(c->w->rest, tag, desc, r->result->value, tag_done, c) == 0)
             return;
     }
     free(c);
@@ -747,9 +755,12 @@ static void untag_done(void *data, const struct vs_rest_result *res)
 
 void vcworld_forget_group(vcworld *w, const char *ns, const char *name)
 {
+    char tag[NAMING_BUF_SIZE];
+
     if (!w || !w->rest || !vs_rest_available(w->rest))
         return;
-    vs_rest_delete_tag(w->rest, ns, name, untag_done, NULL);
+    if (naming_tag(ns, name, tag, sizeof(tag)) >= 0)
+        vs_rest_delete_tag(w->rest, tag, untag_done, NULL);
 }
 
 /* ---- close ---- */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/naming.h"
+#include "lib/queue.h"
 
 #define MAX_DEPTH 64 /* folders walked up to find a group */
 
@@ -18,10 +18,10 @@ struct pgroup;
 
 struct node {
     struct vs_obj o;
-    struct node *hnext;         /* hash chain */
-    struct pgroup *pg;          /* the parent's children list it is in */
-    struct node *sprev, *snext; /* siblings in pg */
-    struct node *dnext;         /* dirty list */
+    struct node *hnext; /* hash chain */
+    struct pgroup *pg;  /* the parent's children list it is in */
+    struct lq slink;    /* in pg->children, with its siblings */
+    struct lq dlink;    /* in the cache's dirty list */
     unsigned dirty;
     bool seen;
     bool old_valid; /* old_group* hold the group before this batch */
@@ -32,7 +32,7 @@ struct node {
 struct pgroup {
     char ref[VS_REF_MAX];
     struct pgroup *hnext;
-    struct node *head;
+    struct lq children; /* of struct node (slink), the newest first */
     size_t n;
 };
 
@@ -49,9 +49,11 @@ struct vs_cache {
     size_t max;
     vs_cache_cb cb;
     void *data;
+    char mark_uid_key[VS_NAME_MAX];      /* "" when none */
+    char mark_template_key[VS_NAME_MAX]; /* "" when none */
     struct htab objs;
     struct htab groups;
-    struct node *dirty;
+    struct lq dirty; /* of struct node (dlink): changed since the last commit, newest first */
 };
 
 /* ---- Hash tables ---- */
@@ -173,6 +175,7 @@ static struct pgroup *pg_get(vs_cache *c, const char *ref, bool make)
     g = calloc(1, sizeof(*g));
     if (!g)
         return NULL;
+    lq_init(&g->children);
     copy(g->ref, sizeof(g->ref), ref);
     if (ht_put(&c->groups, g) < 0) {
         free(g);
@@ -187,13 +190,7 @@ static void unlink_parent(vs_cache *c, struct node *n)
 
     if (!g)
         return;
-    if (n->sprev)
-        n->sprev->snext = n->snext;
-    else
-        g->head = n->snext;
-    if (n->snext)
-        n->snext->sprev = n->sprev;
-    n->sprev = n->snext = NULL;
+    lq_remove(&n->slink);
     n->pg = NULL;
     if (--g->n == 0) {
         ht_del(&c->groups, g);
@@ -213,20 +210,14 @@ static void link_parent(vs_cache *c, struct node *n)
     if (!g)
         return;
     n->pg = g;
-    n->sprev = NULL;
-    n->snext = g->head;
-    if (g->head)
-        g->head->sprev = n;
-    g->head = n;
+    lq_insert_head(&g->children, &n->slink);
     g->n++;
 }
 
 static void mark_dirty(vs_cache *c, struct node *n, unsigned flag)
 {
-    if (!n->dirty) {
-        n->dnext = c->dirty;
-        c->dirty = n;
-    }
+    if (!n->dirty)
+        lq_insert_head(&c->dirty, &n->dlink);
     n->dirty |= flag;
 }
 
@@ -284,16 +275,16 @@ static void reset_props(struct vs_obj *o)
     o->mark_template[0] = '\0';
 }
 
-/* set_mark records one extraConfig entry if it is a mark; value NULL
- * removes it. */
-static void set_mark(struct vs_obj *o, const char *key, const char *value)
+/* set_mark records one extraConfig entry if it is one of c's marks; value
+ * NULL removes it. */
+static void set_mark(const vs_cache *c, struct vs_obj *o, const char *key, const char *value)
 {
-    if (!key)
+    if (!key || !key[0])
         return;
-    if (strcmp(key, NAMING_MARK_UID_KEY) == 0) {
+    if (strcmp(key, c->mark_uid_key) == 0) {
         o->has_mark_uid = value != NULL;
         copy(o->mark_uid, sizeof(o->mark_uid), value);
-    } else if (strcmp(key, NAMING_MARK_TEMPLATE_KEY) == 0) {
+    } else if (strcmp(key, c->mark_template_key) == 0) {
         o->has_mark_template = value != NULL;
         copy(o->mark_template, sizeof(o->mark_template), value);
     }
@@ -316,7 +307,7 @@ static bool indexed_key(const char *name, char *buf, size_t size)
     return true;
 }
 
-static void apply_change(struct vs_obj *o, const struct vim_change *ch)
+static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_change *ch)
 {
     bool unset =
         ch->op == VIM_OP_REMOVE || ch->op == VIM_OP_INDIRECT_REMOVE || ch->kind == VIM_VAL_NONE;
@@ -348,13 +339,13 @@ static void apply_change(struct vs_obj *o, const struct vim_change *ch)
     } else if (strcmp(n, "config.extraConfig") == 0) {
         const xmlNode *ov = NULL;
         const char *k, *v;
-        set_mark(o, NAMING_MARK_UID_KEY, NULL);
-        set_mark(o, NAMING_MARK_TEMPLATE_KEY, NULL);
+        set_mark(c, o, c->mark_uid_key, NULL);
+        set_mark(c, o, c->mark_template_key, NULL);
         if (unset || ch->kind != VIM_VAL_OPTIONS)
             return;
         while ((ov = vim_option_next(ch->node, ov, &k, &v)) != NULL)
             if (v)
-                set_mark(o, k, v);
+                set_mark(c, o, k, v);
     } else if (indexed_key(n, key, sizeof(key))) {
         /* A single entry, config.extraConfig["key"]: an OptionValue. */
         const char *v = NULL;
@@ -362,22 +353,35 @@ static void apply_change(struct vs_obj *o, const struct vim_change *ch)
             v = ch->str;
         else if (!unset && ch->node)
             v = soap_text_ref(soap_child(ch->node, "value"));
-        set_mark(o, key, v);
+        set_mark(c, o, key, v);
     }
 }
 
 /* ---- Public ---- */
 
-vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, vs_cache_cb cb, void *data)
+static bool mark_key_ok(const char *key)
+{
+    return !key || strlen(key) < VS_NAME_MAX;
+}
+
+vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs_mark_keys *marks,
+                       vs_cache_cb cb, void *data)
 {
     vs_cache *c;
 
     if (!root_ref || !*root_ref || strlen(root_ref) >= VS_REF_MAX)
         return NULL;
+    if (marks && (!mark_key_ok(marks->uid) || !mark_key_ok(marks->template_key)))
+        return NULL;
     c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
+    lq_init(&c->dirty);
     copy(c->root, sizeof(c->root), root_ref);
+    if (marks) {
+        copy(c->mark_uid_key, sizeof(c->mark_uid_key), marks->uid);
+        copy(c->mark_template_key, sizeof(c->mark_template_key), marks->template_key);
+    }
     c->max = max_objects ? max_objects : VS_CACHE_DEFAULT_MAX;
     c->cb = cb;
     c->data = data;
@@ -478,7 +482,7 @@ int vs_cache_apply(vs_cache *c, const struct vim_object_update *u)
     if (u->kind == VIM_ENTER)
         reset_props(&n->o);
     for (size_t i = 0; i < u->n_changes; i++)
-        apply_change(&n->o, &u->changes[i]);
+        apply_change(c, &n->o, &u->changes[i]);
     if (strcmp(old_parent, n->o.parent) != 0 || !n->pg) {
         unlink_parent(c, n);
         link_parent(c, n);
@@ -497,13 +501,14 @@ static void free_node(vs_cache *c, struct node *n)
 
 size_t vs_cache_commit(vs_cache *c)
 {
-    struct node *list, *n, *next;
+    struct lq list, *l;
     size_t events = 0;
 
     if (!c)
         return 0;
-    list = c->dirty;
-    for (n = list; n; n = n->dnext) {
+    lq_foreach(l, &c->dirty)
+    {
+        struct node *n = lq_entry(l, struct node, dlink);
         struct vs_cache_event ev = {0};
         const struct vs_obj *g;
         if ((n->dirty & D_NEW) && (n->dirty & D_REMOVED))
@@ -531,10 +536,9 @@ size_t vs_cache_commit(vs_cache *c)
         if (c->cb)
             c->cb(c->data, &ev);
     }
-    c->dirty = NULL;
-    for (n = list; n; n = next) {
-        next = n->dnext;
-        n->dnext = NULL;
+    lq_move(&c->dirty, &list);
+    while ((l = lq_pop_head(&list)) != NULL) {
+        struct node *n = lq_entry(l, struct node, dlink);
         n->old_valid = false;
         if (n->dirty & D_REMOVED)
             free_node(c, n);
@@ -582,13 +586,19 @@ const struct vs_obj *vs_cache_get(const vs_cache *c, const char *ref)
 const struct vs_obj *vs_cache_folder(const vs_cache *c, const char *name)
 {
     const struct pgroup *g;
+    struct lq *l;
 
     if (!c || !name)
         return NULL;
     g = ht_get(&c->groups, c->root);
-    for (const struct node *n = g ? g->head : NULL; n; n = n->snext)
+    if (!g)
+        return NULL;
+    lq_foreach(l, &g->children)
+    {
+        const struct node *n = lq_entry(l, struct node, slink);
         if (n->o.kind == VS_OBJ_FOLDER && strcmp(n->o.name, name) == 0)
             return &n->o;
+    }
     return NULL;
 }
 
@@ -596,12 +606,17 @@ size_t vs_cache_children(const vs_cache *c, const char *folder_ref, bool vms,
                          const struct vs_obj **out, size_t max)
 {
     const struct pgroup *g;
+    struct lq *l;
     size_t count = 0;
 
     if (!c || !folder_ref)
         return 0;
     g = ht_get(&c->groups, folder_ref);
-    for (const struct node *n = g ? g->head : NULL; n; n = n->snext) {
+    if (!g)
+        return 0;
+    lq_foreach(l, &g->children)
+    {
+        const struct node *n = lq_entry(l, struct node, slink);
         if ((n->o.kind == VS_OBJ_VM) != vms)
             continue;
         if (out && count < max)

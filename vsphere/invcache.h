@@ -12,8 +12,8 @@
  * removed then, and reported so; objects that did not change are not
  * reported at all.
  *
- * Only two extraConfig entries are kept: the marks NAMING_MARK_UID_KEY and
- * NAMING_MARK_TEMPLATE_KEY.
+ * Only two extraConfig entries are kept: the marks whose keys the caller
+ * names (struct vs_mark_keys).
  *
  * Pointers to objects returned by lookups stay valid until the next
  * vs_cache_commit or vs_cache_end_resync.
@@ -33,6 +33,16 @@
 #define VS_CACHE_DEFAULT_MAX 200000
 
 enum vs_obj_kind { VS_OBJ_VM, VS_OBJ_FOLDER };
+
+/* The extraConfig keys of the two marks an owner leaves on the VMs it
+ * clones (vs_clone_spec) and reads back from the cache (vs_obj.mark_uid,
+ * mark_template): the identity of the owner, and the template a VM was
+ * cloned from. The keys are the caller's policy; each is shorter than
+ * VS_NAME_MAX bytes, NULL or "" when that mark is not used. */
+struct vs_mark_keys {
+    const char *uid;
+    const char *template_key;
+};
 
 /* One cached object. Strings are NUL-terminated, cut to fit. */
 struct vs_obj {
@@ -79,9 +89,11 @@ typedef struct vs_cache vs_cache;
 
 /* vs_cache_new makes an empty cache of the objects below root_ref (the
  * root folder's moref value), holding at most max_objects (0: the
- * default). cb (may be NULL) is told of changes at each commit. NULL when
- * out of memory or root_ref is empty or too long. */
-vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, vs_cache_cb cb, void *data);
+ * default), keeping the marks of keys marks (copied; NULL: none). cb (may
+ * be NULL) is told of changes at each commit. NULL when out of memory,
+ * root_ref is empty or too long, or a mark key is too long. */
+vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs_mark_keys *marks,
+                       vs_cache_cb cb, void *data);
 void vs_cache_free(vs_cache *c);
 
 /* vs_cache_set_root changes the root (all objects are kept; groups are

@@ -94,11 +94,12 @@ typedef struct vs_inventory vs_inventory;
 
 struct vs_inventory_config {
     struct vs_placement_config placement;
-    int max_wait_seconds;    /* 0: VS_DEFAULT_MAX_WAIT_SECONDS */
-    int max_object_updates;  /* 0: VS_DEFAULT_MAX_OBJECT_UPDATES */
-    size_t max_objects;      /* 0: VS_CACHE_DEFAULT_MAX */
-    uint64_t backoff_min_ms; /* 0: 1 s */
-    uint64_t backoff_max_ms; /* 0: 60 s */
+    int max_wait_seconds;      /* 0: VS_DEFAULT_MAX_WAIT_SECONDS */
+    int max_object_updates;    /* 0: VS_DEFAULT_MAX_OBJECT_UPDATES */
+    size_t max_objects;        /* 0: VS_CACHE_DEFAULT_MAX */
+    struct vs_mark_keys marks; /* the marks the cache keeps (invcache.h); copied */
+    uint64_t backoff_min_ms;   /* 0: 1 s */
+    uint64_t backoff_max_ms;   /* 0: 60 s */
 };
 
 struct vs_inventory_status {

@@ -2,7 +2,7 @@
  * flight, a cache of resolved templates, and a task tracker (one
  * PropertyCollector with a filter per running task, and its long poll).
  *
- * An operation's steps, each one request:
+ * The task tracker is in tasks.c. An operation's steps, each one request:
  *   [template resolution, shared by clones of the same template]
  *   [a folder to destroy: its children, read; refused unless it has none]
  *   -> the method (CreateFolder, CloneVM_Task, ...)
@@ -20,155 +20,17 @@
  */
 #include "vsphere/ops.h"
 
+#include "vsphere/tasks.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/str.h"
 
-#define MSG_MAX 768
-#define TCACHE_N 32
-#define TRACKER_BACKOFF_MIN_MS 500
-#define TRACKER_BACKOFF_MAX_MS 30000
-/* A task long poll unanswered this long: read the tracked tasks' states
- * directly (a server may answer late: vcsim computes each answer update by
- * update, against every filter of the collector). */
-#define SLOW_POLL_CHECK_MS 30000
-#define DEAD_MAX 1024 /* filters of ended tasks waiting to be destroyed */
-#define DESTROY_BATCH 64
-
-enum ostep {
-    O_QUEUED,
-    O_TEMPLATE,   /* waiting for the template's resolution */
-    O_TCHECK,     /* the template's config.template and parent, read again */
-    O_EMPTY,      /* a folder's children, read before it is destroyed */
-    O_CALL,       /* the method */
-    O_FIND_CHILD, /* the folder that existed */
-    O_CHECK1,     /* the task's state, read when its filter was refused */
-    O_NEED_PC,    /* waiting for the tracker's collector */
-    O_FILTER,     /* CreateFilter */
-    O_CHECK2,     /* the task's state, after the filter */
-    O_TRACKED,    /* waiting for the long poll to report the end */
-    O_REREGISTER, /* waiting for the tracker's backoff */
-};
-
-struct task_info {
-    char state[16];
-    bool has_fault;
-    struct soap_fault fault;
-    bool has_result;
-    struct vim_moref result;
-};
-
-struct tentry;
-
-struct vs_op {
-    vs_ops *o;
-    vs_op *prev, *next; /* in the queue or the in-flight list */
-    bool queued, running;
-    enum vs_op_kind kind;
-    enum ostep step;
-    struct vim_moref target; /* VM, entity, parent folder or group folder */
-    char name[VS_NAME_MAX];  /* clone and folder name */
-    char template_name[VS_PATH_MAX];
-    char mark_uid[VS_MARK_MAX];
-    char mark_template[VS_MARK_MAX];
-    bool has_uid, has_tmark;
-    int num_cpus;
-    long long memory_mb;
-    struct vim_moref tmpl;
-    bool retried; /* the clone was sent again after re-resolving */
-    /* The parent folder the template had when it was resolved, which the
-     * read before the clone must find again (unknown: the read records
-     * it, for a template just resolved). */
-    struct vim_moref tparent;
-    bool have_tparent;
-    struct tentry *twait;
-    vs_op *tnext; /* in the template entry's waiters */
-    struct vim_moref task;
-    bool have_task;
-    struct vim_moref filter;
-    bool have_filter;
-    unsigned long epoch; /* the tracker epoch of the filter */
-    unsigned pc_tries;
-    struct task_info ti;
-    bool tdone; /* the long poll saw the end */
-    vs_req *req;
-    bool finishing;
-    vs_op_cb cb;
-    void *data;
-};
-
-enum tstate { T_EMPTY, T_PENDING, T_READY };
-
-struct tentry {
-    vs_ops *o;
-    enum tstate state;
-    char name[VS_PATH_MAX];
-    struct vim_moref ref;
-    struct vim_moref parent; /* ref's, read right after the resolution */
-    bool have_parent;
-    uint64_t expires;
-    vs_find *find;
-    vs_op *waiters;
-};
-
-struct op_list {
-    vs_op *head, *tail;
-    size_t n;
-};
-
-struct vs_ops {
-    uv_loop_t *loop;
-    vs_session *s;
-    const vs_inventory *inv;
-    bool have_placement;
-    struct vs_placement placement;
-    size_t max_inflight, max_queued;
-    int task_wait;
-    uint64_t slow_check_ms;
-    vs_ops_observer obs;
-    void *obs_data;
-
-    struct op_list queue, running;
-    bool pumping;
-    struct tentry tcache[TCACHE_N];
-
-    /* The task tracker. */
-    struct vim_moref pc;
-    bool have_pc, creating_pc;
-    unsigned long pc_gen;
-    unsigned long epoch;
-    vs_req *pc_req;
-    vs_req *wait_req;
-    char version[sizeof(((struct vim_update_set *)0)->version)];
-    unsigned failures;
-    /* Filters of ended tasks are destroyed between long polls, never while
-     * one runs: vcsim (v0.56) panics in WaitForUpdatesEx when a filter of
-     * its collector goes meanwhile. Beyond DEAD_MAX, a filter is left to
-     * the collector (destroyed with it, or with the session). */
-    struct vim_moref *dead;
-    size_t ndead;
-    struct dslot {
-        vs_ops *o;
-        vs_req *req; /* NULL when free */
-    } dslots[DESTROY_BATCH];
-    size_t ndestroying;
-    uv_timer_t timer; /* the tracker's backoff */
-    uv_timer_t kick;  /* starts queued operations from the loop */
-    uv_timer_t slow;  /* reads the tasks' states while a long poll is slow */
-    int open_handles;
-
-    bool held; /* vs_ops_hold: no method is sent any more */
-    bool closing;
-    void (*closed)(void *data);
-    void *closed_data;
-};
-
-static const char *method_of(enum vs_op_kind k)
+const char *vs__op_method(enum vs_op_kind k)
 {
     switch (k) {
     case VS_OP_CREATE_FOLDER:
@@ -210,53 +72,31 @@ const char *vs_op_kind_name(enum vs_op_kind k)
 
 static void l_push(struct op_list *l, vs_op *op)
 {
-    op->prev = l->tail;
-    op->next = NULL;
-    if (l->tail)
-        l->tail->next = op;
-    else
-        l->head = op;
-    l->tail = op;
+    lq_insert_tail(&l->head, &op->link);
     l->n++;
 }
 
 static void l_remove(struct op_list *l, vs_op *op)
 {
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        l->head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        l->tail = op->prev;
-    op->prev = op->next = NULL;
+    lq_remove(&op->link);
     l->n--;
 }
 
 /* ---- Finishing ---- */
 
 static void pump(vs_ops *o);
-static void tracker_kick(vs_ops *o);
 
 static void twait_remove(vs_op *op)
 {
-    vs_op **pp;
-
     if (!op->twait)
         return;
-    for (pp = &op->twait->waiters; *pp; pp = &(*pp)->tnext)
-        if (*pp == op) {
-            *pp = op->tnext;
-            break;
-        }
+    lq_remove(&op->tlink);
     op->twait = NULL;
-    op->tnext = NULL;
 }
 
 /* finish ends op with r (kind and task filled in here), frees it and lets
  * the next queued operation start. */
-static void finish(vs_op *op, struct vs_op_result *r)
+void vs__op_finish(vs_op *op, struct vs_op_result *r)
 {
     vs_ops *o = op->o;
 
@@ -296,7 +136,7 @@ static void finish_err(vs_op *op, int err, const char *fault_type, const char *m
 {
     struct vs_op_result r = {.err = err, .fault_type = fault_type, .message = msg};
 
-    finish(op, &r);
+    vs__op_finish(op, &r);
 }
 
 /* fail_call ends op after its request failed. */
@@ -311,62 +151,9 @@ static void fail_call(vs_op *op, const struct vs_reply *rep)
                msg);
 }
 
-/* ---- Tasks ---- */
-
-static bool task_ended(const struct task_info *ti)
-{
-    return strcmp(ti->state, "success") == 0 || strcmp(ti->state, "error") == 0;
-}
-
-static void task_apply(struct task_info *ti, const struct vim_object_update *u)
-{
-    /* An end is final. (vcsim may report an older change after the end,
-     * when a filter is created while the task runs.) */
-    if (task_ended(ti))
-        return;
-    for (size_t i = 0; i < u->n_changes; i++) {
-        const struct vim_change *c = &u->changes[i];
-        if (strcmp(c->name, "info.state") == 0) {
-            vmg_putf(ti->state, sizeof(ti->state), "%s",
-                     (c->kind == VIM_VAL_ENUM || c->kind == VIM_VAL_STRING) && c->str ? c->str
-                                                                                      : "");
-        } else if (strcmp(c->name, "info.error") == 0) {
-            ti->has_fault = c->kind == VIM_VAL_FAULT && soap_method_fault(c->node, &ti->fault) == 0;
-        } else if (strcmp(c->name, "info.result") == 0) {
-            ti->has_result = c->kind == VIM_VAL_MOREF &&
-                             vim_moref_set(&ti->result, c->ref_type, c->ref_value) == 0;
-        }
-    }
-}
-
-static void complete_task(vs_op *op)
-{
-    struct vs_op_result r = {0};
-    char msg[MSG_MAX];
-
-    if (strcmp(op->ti.state, "success") == 0) {
-        if (op->kind == VS_OP_CLONE && op->ti.has_result)
-            r.result = &op->ti.result;
-        finish(op, &r);
-        return;
-    }
-    r.err = VMG_EFAULT;
-    if (op->ti.has_fault) {
-        r.fault_type = op->ti.fault.type;
-        vmg_putf(msg, sizeof(msg), "%s %s: %s failed: %s: %s", vs_op_kind_name(op->kind),
-                 vs_op_target(op), method_of(op->kind), op->ti.fault.type, op->ti.fault.message);
-    } else {
-        r.fault_type = "";
-        vmg_putf(msg, sizeof(msg), "%s %s: %s failed", vs_op_kind_name(op->kind), vs_op_target(op),
-                 method_of(op->kind));
-    }
-    r.message = msg;
-    finish(op, &r);
-}
-
 static void on_op_reply(void *data, const struct vs_reply *r);
 
-static int op_send(vs_op *op, enum ostep step, const char *method, char *buf, size_t len)
+int vs__op_send(vs_op *op, enum ostep step, const char *method, char *buf, size_t len)
 {
     op->step = step;
     return vs_call(op->o->s, method, buf, len, NULL, on_op_reply, op, &op->req);
@@ -393,32 +180,9 @@ static void finish_unknown(vs_op *op, const struct vs_reply *r)
     finish_err(op, VMG_EUNKNOWN, "", msg);
 }
 
-static void on_timer(uv_timer_t *t);
-
-/* tracker_backoff schedules the registration of the operations at
- * O_REREGISTER, after the tracker's backoff. */
-static void tracker_backoff(vs_ops *o)
-{
-    o->failures++;
-    if (!uv_is_active((uv_handle_t *)&o->timer))
-        uv_timer_start(&o->timer, on_timer,
-                       vs_backoff_ms(o->failures, TRACKER_BACKOFF_MIN_MS, TRACKER_BACKOFF_MAX_MS),
-                       0);
-}
-
-/* retrack: following op's task failed (its filter or the collector could
- * not be made, its state not read). The task runs on in vCenter, so op
- * stays in flight and registers again after the tracker's backoff. */
-static void retrack(vs_op *op)
-{
-    op->have_filter = false;
-    op->step = O_REREGISTER;
-    tracker_backoff(op->o);
-}
-
 /* send_read reads paths of obj (RetrievePropertiesEx on the session's
  * collector) as op's step. 0 or a negative code. */
-static int send_read(vs_op *op, enum ostep step, const struct vim_moref *obj,
+int vs__op_send_read(vs_op *op, enum ostep step, const struct vim_moref *obj,
                      const char *const *paths, size_t n)
 {
     const struct vim_service_content *sc = vs_session_content(op->o->s);
@@ -429,313 +193,13 @@ static int send_read(vs_op *op, enum ostep step, const struct vim_moref *obj,
     if (sc)
         e = vim_req_retrieve_properties_ex(&sc->property_collector, obj, paths, n, 0, &buf, &len);
     if (e == 0)
-        e = op_send(op, step, "RetrievePropertiesEx", buf, len);
+        e = vs__op_send(op, step, "RetrievePropertiesEx", buf, len);
     return e;
-}
-
-static void check_task(vs_op *op, enum ostep step)
-{
-    if (send_read(op, step, &op->task, vim_task_paths, vim_task_paths_n) < 0)
-        retrack(op);
-}
-
-static void send_filter(vs_op *op)
-{
-    vs_ops *o = op->o;
-    char *buf = NULL;
-    size_t len = 0;
-    int e;
-
-    op->epoch = o->epoch;
-    e = vim_req_create_filter_task(&o->pc, &op->task, &buf, &len);
-    if (e == 0)
-        e = op_send(op, O_FILTER, "CreateFilter", buf, len);
-    if (e < 0)
-        retrack(op);
-}
-
-static void on_pc_reply(void *data, const struct vs_reply *r);
-
-/* first_in returns the first running operation at step, or NULL. */
-static vs_op *first_in(const vs_ops *o, enum ostep step)
-{
-    for (vs_op *op = o->running.head; op; op = op->next)
-        if (op->step == step)
-            return op;
-    return NULL;
-}
-
-/* drop_collector forgets the tracker's collector and its filters: the
- * tasks it followed go to step next (O_NEED_PC: to register now;
- * O_REREGISTER: after the backoff). */
-static void drop_collector(vs_ops *o, enum ostep next)
-{
-    o->have_pc = false;
-    o->epoch++;
-    o->version[0] = '\0';
-    o->ndead = 0;
-    for (vs_op *op = o->running.head; op; op = op->next)
-        if (op->step == O_TRACKED) {
-            op->have_filter = false;
-            op->step = next;
-        }
-}
-
-/* register_waiting registers the tasks of the operations at O_NEED_PC with
- * the tracker, making its collector first when there is none (or it
- * belongs to an older session). */
-static void register_waiting(vs_ops *o)
-{
-    const struct vim_service_content *sc = vs_session_content(o->s);
-    char *buf = NULL;
-    size_t len = 0;
-    int e;
-
-    if (o->have_pc && o->pc_gen == vs_session_generation(o->s)) {
-        /* send_filter moves each on (or back to O_REREGISTER). */
-        for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
-            send_filter(op);
-        return;
-    }
-    if (o->creating_pc)
-        return;
-    if (o->have_pc) {
-        /* A collector of an older session: gone with it, and so are the
-         * filters of the tasks it followed, which register now. */
-        drop_collector(o, O_NEED_PC);
-    }
-    e = sc ? vim_req_create_property_collector(&sc->property_collector, &buf, &len)
-           : VMG_ETRANSPORT;
-    if (e == 0)
-        e = vs_call(o->s, "CreatePropertyCollector", buf, len, NULL, on_pc_reply, o, &o->pc_req);
-    if (e < 0) {
-        for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
-            retrack(op);
-        return;
-    }
-    o->creating_pc = true;
-}
-
-/* need_pc registers op's task with the tracker. */
-static void need_pc(vs_op *op)
-{
-    op->have_filter = false;
-    op->step = O_NEED_PC;
-    register_waiting(op->o);
-}
-
-static void on_pc_reply(void *data, const struct vs_reply *r)
-{
-    vs_ops *o = data;
-
-    o->pc_req = NULL;
-    o->creating_pc = false;
-    if (o->closing)
-        return;
-    if (r->err == 0 && vim_decode_moref(r->resp, &o->pc) == 0) {
-        o->have_pc = true;
-        o->pc_gen = vs_session_generation(o->s);
-        o->epoch++;
-        o->version[0] = '\0';
-        o->ndead = 0;
-        register_waiting(o);
-        return;
-    }
-    /* The tasks run on: their operations wait for a collector. */
-    for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
-        retrack(op);
-}
-
-/* ---- The tracker's long poll ---- */
-
-static void on_wait_reply(void *data, const struct vs_reply *r);
-static void on_slow(uv_timer_t *t);
-static void tracker_reset(vs_ops *o);
-static void forget_collector(vs_ops *o);
-
-static bool any_tracked(const vs_ops *o)
-{
-    for (const vs_op *op = o->running.head; op; op = op->next)
-        if (op->have_filter && op->epoch == o->epoch)
-            return true;
-    return false;
-}
-
-static void on_destroyed(void *data, const struct vs_reply *r)
-{
-    struct dslot *d = data;
-    vs_ops *o = d->o;
-
-    (void)r;
-    d->req = NULL;
-    o->ndestroying--;
-    if (!o->closing && o->ndestroying == 0)
-        tracker_kick(o);
-}
-
-/* destroy_dead sends the pending DestroyPropertyFilter calls (a batch at
- * most) when no long poll runs. Returns true while some are in flight. */
-static bool destroy_dead(vs_ops *o)
-{
-    char *buf = NULL;
-    size_t len = 0;
-
-    if (o->ndestroying > 0)
-        return true;
-    if (o->wait_req || o->ndead == 0)
-        return false;
-    if (!o->have_pc || o->pc_gen != vs_session_generation(o->s)) {
-        o->ndead = 0; /* they went with their collector */
-        return false;
-    }
-    for (size_t i = 0; i < DESTROY_BATCH && o->ndead > 0; i++) {
-        struct dslot *d = &o->dslots[i];
-        d->o = o;
-        o->ndead--;
-        if (vim_req_destroy_property_filter(&o->dead[o->ndead], &buf, &len) < 0 ||
-            vs_call(o->s, "DestroyPropertyFilter", buf, len, NULL, on_destroyed, d, &d->req) < 0) {
-            d->req = NULL;
-            continue;
-        }
-        o->ndestroying++;
-    }
-    return o->ndestroying > 0;
-}
-
-static void tracker_kick(vs_ops *o)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    struct vs_call_opts opts = {.max_response = VS_CALL_MAX_RESPONSE_LARGE,
-                                .timeout_ms = (uint64_t)o->task_wait * 1000 +
-                                              vs_session_call_timeout_ms(o->s)};
-
-    if (o->wait_req || o->closing || destroy_dead(o))
-        return;
-    if (!o->have_pc || !any_tracked(o))
-        return;
-    if (vim_req_wait_for_updates_ex(&o->pc, o->version, o->task_wait, 100, &buf, &len) < 0 ||
-        vs_call(o->s, "WaitForUpdatesEx", buf, len, &opts, on_wait_reply, o, &o->wait_req) < 0)
-        tracker_reset(o);
-    else
-        uv_timer_start(&o->slow, on_slow, o->slow_check_ms, o->slow_check_ms);
-}
-
-static int wait_cb(void *arg, const struct vim_object_update *u)
-{
-    vs_ops *o = arg;
-
-    for (vs_op *op = o->running.head; op; op = op->next)
-        if (op->have_task && strcmp(op->task.value, u->obj.value) == 0) {
-            task_apply(&op->ti, u);
-            if (task_ended(&op->ti))
-                op->tdone = true;
-        }
-    return 0;
-}
-
-static void on_timer(uv_timer_t *t)
-{
-    vs_ops *o = t->data;
-
-    if (o->closing)
-        return;
-    /* All at once: one that fails again goes back to O_REREGISTER, to wait
-     * for the next backoff rather than loop here. */
-    for (vs_op *op = o->running.head; op; op = op->next)
-        if (op->step == O_REREGISTER) {
-            op->pc_tries = 0;
-            op->step = O_NEED_PC;
-        }
-    register_waiting(o);
-}
-
-/* check_tracked reads the state of every task the long poll follows: each
- * read finishes its operation if the task ended, else leaves it to the
- * long poll. */
-static void check_tracked(vs_ops *o)
-{
-    for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;)
-        check_task(op, O_CHECK2);
-}
-
-/* on_slow: the long poll has not answered for SLOW_POLL_CHECK_MS. */
-static void on_slow(uv_timer_t *t)
-{
-    vs_ops *o = t->data;
-
-    if (o->closing || !o->wait_req) {
-        uv_timer_stop(t);
-        return;
-    }
-    check_tracked(o);
 }
 
 static void on_kick(uv_timer_t *t)
 {
     pump(t->data);
-}
-
-/* forget_collector drops the tracker's collector: the tasks it followed
- * register again on a new one after a backoff. */
-static void forget_collector(vs_ops *o)
-{
-    drop_collector(o, O_REREGISTER);
-    tracker_backoff(o);
-}
-
-/* tracker_reset forgets the collector after its long poll failed, asking
- * vCenter to destroy it. */
-static void tracker_reset(vs_ops *o)
-{
-    char *buf = NULL;
-    size_t len = 0;
-
-    if (o->have_pc && o->pc_gen == vs_session_generation(o->s) &&
-        vim_req_destroy_property_collector(&o->pc, &buf, &len) == 0)
-        (void)vs_fire_and_forget(o->s, "DestroyPropertyCollector", buf, len);
-    forget_collector(o);
-}
-
-static void on_wait_reply(void *data, const struct vs_reply *r)
-{
-    vs_ops *o = data;
-    struct vim_update_set us;
-    int e;
-
-    o->wait_req = NULL;
-    uv_timer_stop(&o->slow);
-    if (o->closing)
-        return;
-    if (r->err) {
-        tracker_reset(o);
-        return;
-    }
-    e = vim_decode_update_set(r->resp, wait_cb, o, &us);
-    if (e < 0) {
-        tracker_reset(o);
-        return;
-    }
-    o->failures = 0;
-    if (e == 1)
-        vmg_putf(o->version, sizeof(o->version), "%s", us.version);
-    if (e == 0) {
-        /* A quiet long poll: a safety net against an end the server did
-         * not report. */
-        check_tracked(o);
-    }
-    /* Finish what ended; each finish may change the list, so look again. */
-    for (;;) {
-        vs_op *op = o->running.head;
-        while (op && !(op->tdone && (op->step == O_TRACKED || op->step == O_CHECK2)))
-            op = op->next;
-        if (!op)
-            break;
-        complete_task(op);
-        if (o->closing)
-            return;
-    }
-    tracker_kick(o);
 }
 
 /* ---- Templates ---- */
@@ -765,9 +229,9 @@ static void check_template(vs_op *op);
 static void tentry_done(struct tentry *t, int err, const char *msg)
 {
     vs_ops *o = t->o;
-    vs_op *waiters = t->waiters;
+    struct lq waiters, *l;
 
-    t->waiters = NULL;
+    lq_move(&t->waiters, &waiters);
     t->find = NULL;
     if (err == 0) {
         t->state = T_READY;
@@ -776,12 +240,9 @@ static void tentry_done(struct tentry *t, int err, const char *msg)
     } else {
         t->state = T_EMPTY;
     }
-    for (vs_op *op = waiters; op; op = op->tnext)
-        op->twait = NULL;
-    while (waiters) {
-        vs_op *op = waiters;
-        waiters = op->tnext;
-        op->tnext = NULL;
+    lq_foreach(l, &waiters) lq_entry(l, vs_op, tlink)->twait = NULL;
+    while ((l = lq_pop_head(&waiters)) != NULL) {
+        vs_op *op = lq_entry(l, vs_op, tlink);
         if (err) {
             char m[MSG_MAX];
             vmg_putf(m, sizeof(m), "clone %s: %s", op->name, msg);
@@ -847,8 +308,7 @@ static void resolve_template(vs_op *op)
     }
     op->step = O_TEMPLATE;
     op->twait = t;
-    op->tnext = t->waiters;
-    t->waiters = op;
+    lq_insert_head(&t->waiters, &op->tlink);
     if (t->state == T_PENDING)
         return;
     t->o = o;
@@ -903,14 +363,14 @@ static void send_clone(vs_op *op)
         return;
     }
     if (op->has_uid)
-        extra[cfg.n_extra++] = (struct vim_option){NAMING_MARK_UID_KEY, op->mark_uid};
+        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_uid_key, op->mark_uid};
     if (op->has_tmark)
-        extra[cfg.n_extra++] = (struct vim_option){NAMING_MARK_TEMPLATE_KEY, op->mark_template};
+        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_template_key, op->mark_template};
     cfg.extra_config = cfg.n_extra ? extra : NULL;
     e = vim_req_clone_vm(&op->tmpl, &op->target, op->name, &p->pool,
                          p->has_datastore ? &p->datastore : NULL, &cfg, &buf, &len);
     if (e == 0)
-        e = op_send(op, O_CALL, "CloneVM_Task", buf, len);
+        e = vs__op_send(op, O_CALL, "CloneVM_Task", buf, len);
     if (e < 0)
         send_failed(op, e, "CloneVM_Task");
 }
@@ -929,7 +389,7 @@ static void check_template(vs_op *op)
 
     if (refuse_held(op))
         return;
-    e = send_read(op, O_TCHECK, &op->tmpl, template_check_paths, 2);
+    e = vs__op_send_read(op, O_TCHECK, &op->tmpl, template_check_paths, 2);
     if (e < 0)
         send_failed(op, e, "RetrievePropertiesEx");
 }
@@ -1019,7 +479,7 @@ static const char *const folder_child_paths[] = {"childEntity"};
  * saw empty may hold a VM by now (moved in, or not yet in its cache). */
 static void check_empty(vs_op *op)
 {
-    int e = send_read(op, O_EMPTY, &op->target, folder_child_paths, 1);
+    int e = vs__op_send_read(op, O_EMPTY, &op->target, folder_child_paths, 1);
 
     if (e < 0)
         send_failed(op, e, "RetrievePropertiesEx");
@@ -1073,7 +533,7 @@ static void start(vs_op *op)
 /* send_method sends the operation's method (a clone's: send_clone). */
 static void send_method(vs_op *op)
 {
-    const char *method = method_of(op->kind);
+    const char *method = vs__op_method(op->kind);
     struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
     char *buf = NULL;
     size_t len = 0;
@@ -1102,7 +562,7 @@ static void send_method(vs_op *op)
         break;
     }
     if (e == 0)
-        e = op_send(op, O_CALL, method, buf, len);
+        e = vs__op_send(op, O_CALL, method, buf, len);
     if (e < 0)
         send_failed(op, e, method);
 }
@@ -1112,8 +572,8 @@ static void pump(vs_ops *o)
     if (o->pumping)
         return;
     o->pumping = true;
-    while (!o->closing && !o->held && o->running.n < o->max_inflight && o->queue.head) {
-        vs_op *op = o->queue.head;
+    while (!o->closing && !o->held && o->running.n < o->max_inflight && o->queue.n > 0) {
+        vs_op *op = op_first(&o->queue);
         l_remove(&o->queue, op);
         op->queued = false;
         op->running = true;
@@ -1127,7 +587,7 @@ static void pump(vs_ops *o)
 
 static int check_cb(void *arg, const struct vim_object_update *u)
 {
-    task_apply(arg, u);
+    vs__task_apply(arg, u);
     return 0;
 }
 
@@ -1178,7 +638,7 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             strcmp(r->fault->type, "DuplicateName") == 0 && sc) {
             e = vs_build_find_child(&sc->search_index, &op->target, op->name, &buf, &len);
             if (e == 0)
-                e = op_send(op, O_FIND_CHILD, "FindChild", buf, len);
+                e = vs__op_send(op, O_FIND_CHILD, "FindChild", buf, len);
             if (e < 0)
                 send_failed(op, e, "FindChild");
             return;
@@ -1197,20 +657,20 @@ static void on_op_reply(void *data, const struct vs_reply *r)
         }
         if (vim_decode_moref(r->resp, &ref) < 0) {
             vmg_putf(msg, sizeof(msg), "%s %s: vCenter sent an unreadable answer to %s",
-                     vs_op_kind_name(op->kind), vs_op_target(op), method_of(op->kind));
+                     vs_op_kind_name(op->kind), vs_op_target(op), vs__op_method(op->kind));
             finish_err(op, VMG_EPARSE, "", msg);
             return;
         }
         if (op->kind == VS_OP_CREATE_FOLDER) {
             res.result = &ref;
-            finish(op, &res);
+            vs__op_finish(op, &res);
             return;
         }
         op->task = ref;
         op->have_task = true;
         if (o->obs)
             o->obs(o->obs_data, op, VS_OP_TASK, NULL);
-        need_pc(op);
+        vs__tracker_need_pc(op);
         return;
     case O_FIND_CHILD:
         if (r->err) {
@@ -1227,7 +687,7 @@ static void on_op_reply(void *data, const struct vs_reply *r)
         }
         res.result = &ref;
         res.existed = true;
-        finish(op, &res);
+        vs__op_finish(op, &res);
         return;
     case O_CHECK1:
     case O_CHECK2:
@@ -1237,25 +697,25 @@ static void on_op_reply(void *data, const struct vs_reply *r)
         }
         if (r->err) {
             if (op->step == O_CHECK2 && op->epoch != o->epoch) {
-                need_pc(op); /* the filter went with a replaced collector */
+                vs__tracker_need_pc(op); /* the filter went with a replaced collector */
                 return;
             }
             if (op->step == O_CHECK2) {
                 /* The filter reports the end anyway. */
                 op->step = O_TRACKED;
-                tracker_kick(o);
+                vs__tracker_kick(o);
                 return;
             }
-            retrack(op);
+            vs__tracker_retrack(op);
             return;
         }
         e = vim_decode_retrieve_result(r->resp, check_cb, &op->ti, token, sizeof(token));
         if (e < 0 && op->step == O_CHECK1) {
-            retrack(op);
+            vs__tracker_retrack(op);
             return;
         }
-        if (task_ended(&op->ti)) {
-            complete_task(op);
+        if (vs__task_ended(&op->ti)) {
+            vs__tracker_complete(op);
             return;
         }
         if (op->step == O_CHECK1) {
@@ -1263,15 +723,15 @@ static void on_op_reply(void *data, const struct vs_reply *r)
              * is gone. Unless a long poll on it is out (whose failure will
              * say so), a new one is made after the backoff. */
             if (o->have_pc && op->epoch == o->epoch && !o->wait_req)
-                forget_collector(o);
-            retrack(op);
+                vs__tracker_forget_collector(o);
+            vs__tracker_retrack(op);
             return;
         }
         if (op->epoch != o->epoch) {
-            need_pc(op);
+            vs__tracker_need_pc(op);
         } else {
             op->step = O_TRACKED;
-            tracker_kick(o);
+            vs__tracker_kick(o);
         }
         return;
     case O_FILTER:
@@ -1279,29 +739,29 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             op->have_filter = true;
             if (op->epoch != o->epoch) {
                 /* Made on a collector that was replaced meanwhile. */
-                need_pc(op);
+                vs__tracker_need_pc(op);
                 return;
             }
-            tracker_kick(o);
-            check_task(op, O_CHECK2);
+            vs__tracker_kick(o);
+            vs__tracker_check(op, O_CHECK2);
             return;
         }
         if (op->epoch != o->epoch) {
-            need_pc(op); /* the collector was replaced meanwhile */
+            vs__tracker_need_pc(op); /* the collector was replaced meanwhile */
             return;
         }
         if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0 &&
             op->pc_tries++ < 2 && o->pc_gen != vs_session_generation(o->s)) {
-            need_pc(op); /* the collector went with an old session */
+            vs__tracker_need_pc(op); /* the collector went with an old session */
             return;
         }
         if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
             /* The collector is current: the task may be gone. Its state
              * says (and ends op when vCenter no longer knows it). */
-            check_task(op, O_CHECK1);
+            vs__tracker_check(op, O_CHECK1);
             return;
         }
-        retrack(op);
+        vs__tracker_retrack(op);
         return;
     default:
         return;
@@ -1315,7 +775,9 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
 {
     vs_ops *o;
 
-    if (!loop || !s) {
+    if (!loop || !s ||
+        (cfg && ((cfg->marks.uid && strlen(cfg->marks.uid) >= VS_NAME_MAX) ||
+                 (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX)))) {
         if (ret_err)
             *ret_err = -EINVAL;
         return NULL;
@@ -1326,6 +788,10 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
             *ret_err = -ENOMEM;
         return NULL;
     }
+    lq_init(&o->queue.head);
+    lq_init(&o->running.head);
+    for (size_t i = 0; i < TCACHE_N; i++)
+        lq_init(&o->tcache[i].waiters);
     o->loop = loop;
     o->s = s;
     o->inv = inv;
@@ -1334,6 +800,10 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
     o->max_queued = cfg && cfg->max_queued ? cfg->max_queued : VS_OPS_DEFAULT_MAX_QUEUED;
     o->task_wait = cfg && cfg->task_wait_seconds > 0 ? cfg->task_wait_seconds : 60;
     o->slow_check_ms = cfg && cfg->slow_check_ms > 0 ? cfg->slow_check_ms : SLOW_POLL_CHECK_MS;
+    if (cfg && cfg->marks.uid)
+        vmg_putf(o->mark_uid_key, sizeof(o->mark_uid_key), "%s", cfg->marks.uid);
+    if (cfg && cfg->marks.template_key)
+        vmg_putf(o->mark_template_key, sizeof(o->mark_template_key), "%s", cfg->marks.template_key);
     uv_timer_init(loop, &o->timer);
     uv_timer_init(loop, &o->kick);
     uv_timer_init(loop, &o->slow);
@@ -1440,8 +910,9 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
     if (!spec || !spec->name || !*spec->name || !fits(spec->name, VS_NAME_MAX) ||
         !spec->template_name || !*spec->template_name || !fits(spec->template_name, VS_PATH_MAX) ||
         spec->num_cpus < 0 || spec->memory_mb < 0 ||
-        (spec->mark_uid && !fits(spec->mark_uid, VS_MARK_MAX)) ||
-        (spec->mark_template && !fits(spec->mark_template, VS_MARK_MAX)))
+        (spec->mark_uid && (!fits(spec->mark_uid, VS_MARK_MAX) || !o || !o->mark_uid_key[0])) ||
+        (spec->mark_template &&
+         (!fits(spec->mark_template, VS_MARK_MAX) || !o || !o->mark_template_key[0])))
         return -EINVAL;
     op = op_new(o, VS_OP_CLONE, spec->folder, cb, data, &e);
     if (!op)
@@ -1556,8 +1027,8 @@ void vs_ops_hold(vs_ops *o)
     if (!o || o->held || o->closing)
         return;
     o->held = true;
-    while (o->queue.head)
-        finish_err(o->queue.head, VMG_ECANCELED, "",
+    while (o->queue.n > 0)
+        finish_err(op_first(&o->queue), VMG_ECANCELED, "",
                    "the operation was canceled before it started");
 }
 
@@ -1581,10 +1052,10 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)
     for (size_t i = 0; i < TCACHE_N; i++)
         if (o->tcache[i].state == T_PENDING && o->tcache[i].find)
             vs_find_cancel(o->tcache[i].find); /* fails its waiters */
-    while (o->running.head)
-        finish_err(o->running.head, VMG_ECANCELED, "", "the operation was canceled");
-    while (o->queue.head)
-        finish_err(o->queue.head, VMG_ECANCELED, "", "the operation was canceled");
+    while (o->running.n > 0)
+        finish_err(op_first(&o->running), VMG_ECANCELED, "", "the operation was canceled");
+    while (o->queue.n > 0)
+        finish_err(op_first(&o->queue), VMG_ECANCELED, "", "the operation was canceled");
     uv_close((uv_handle_t *)&o->timer, on_closed);
     uv_close((uv_handle_t *)&o->kick, on_closed);
     uv_close((uv_handle_t *)&o->slow, on_closed);

@@ -96,6 +96,7 @@ struct vs_ops_config {
     size_t max_queued;      /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
     int task_wait_seconds;  /* maxWaitSeconds of the task long poll; 0: 60 */
     uint64_t slow_check_ms; /* a long poll unanswered this long: read the tasks' states; 0: 30 s */
+    struct vs_mark_keys marks; /* the extraConfig keys of a clone's marks; copied */
 };
 
 struct vs_clone_spec {
@@ -104,8 +105,10 @@ struct vs_clone_spec {
     const char *name;               /* the new VM's name */
     int num_cpus;                   /* 0: the template's */
     long long memory_mb;            /* 0: the template's */
-    const char *mark_uid;           /* NAMING_MARK_UID_KEY; NULL: none */
-    const char *mark_template;      /* NAMING_MARK_TEMPLATE_KEY; NULL: none */
+    /* The values of the marks (keys: vs_ops_config.marks; a value given
+     * for a mark without a key is -EINVAL); NULL: none. */
+    const char *mark_uid;
+    const char *mark_template;
 };
 
 /* vs_ops_new makes the operations runner of session s. The placement of

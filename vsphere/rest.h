@@ -1,13 +1,13 @@
 /* rest.h: the vSphere Automation REST API client (/rest/com/vmware/cis/...):
- * a session, and the tagging of VMs with the VmGroup they belong to.
+ * a session, and the tagging of VMs with tags of one tag category.
  *
- * Every VM the operator creates carries the tag of its VmGroup, in one tag
- * category of the operator's ("vmgroup-operator"), so that vSphere-side
- * tools (backup policies, reports) see which VMs form which group. Tagging
- * is a courtesy, not part of managing VMs: a vCenter that refuses it (no
- * REST endpoint, a login or a privilege refused, nothing listening) turns
- * this client "unavailable", stickily, with a reason, so that the
- * controller logs one warning and goes on without tags.
+ * The caller names the category (vs_rest_options) and each tag (the
+ * operations' arguments), so that vSphere-side tools (backup policies,
+ * reports) see which VMs belong together; this client makes no names.
+ * Tagging is a courtesy, not part of managing VMs: a vCenter that refuses
+ * it (no REST endpoint, a login or a privilege refused, nothing listening)
+ * turns this client "unavailable", stickily, with a reason, so that the
+ * caller logs one warning and goes on without tags.
  *
  * Session: POST /rest/com/vmware/cis/session with HTTP basic auth gives a
  * session id, sent as header vmware-api-session-id on every later call. A
@@ -25,8 +25,7 @@
  * Category and tag ids are cached in memory; a tag deleted behind the
  * client's back is found missing (404), forgotten and made again.
  *
- * Tag names: "<namespace>/<name>" (see vs_rest_tag_name). The HTTP calls
- * used exist both in vCenter (6.5 and later) and in govmomi's vcsim:
+ * The HTTP calls used exist both in vCenter (6.5 and later) and in govmomi's vcsim:
  *   POST   session                                  login
  *   POST   session?~action=get                      check the session
  *   DELETE session                                  logout
@@ -57,15 +56,14 @@
  * vs_rest_available()); vmg_strerror() says "Operation not supported". */
 #define VS_REST_EUNAVAILABLE (-EOPNOTSUPP)
 
-#define VS_REST_CATEGORY_DEFAULT "vmgroup-operator"
-#define VS_REST_ID_MAX 256      /* longest category or tag id accepted */
-#define VS_REST_NAME_MAX 256    /* longest category name accepted */
-#define VS_REST_TAG_NAME_MAX 80 /* longest tag name made (vs_rest_tag_name) */
-#define VS_REST_TAG_HASH_LEN 16 /* hex digits of the hash in a long tag name */
-#define VS_REST_MSG_MAX 512     /* longest message of a result or a reason */
-#define VS_REST_MAX_IDS 20000   /* most ids a list may hold */
-#define VS_REST_MAX_OPS 4096    /* most operations at once (else -EBUSY) */
-#define VS_REST_CACHE_MAX 8192  /* most tag ids kept in memory */
+#define VS_REST_ID_MAX 256          /* longest category or tag id accepted */
+#define VS_REST_NAME_MAX 256        /* longest category name accepted */
+#define VS_REST_TAG_NAME_MAX 80     /* longest tag name accepted (vCenter's limit) */
+#define VS_REST_DESCRIPTION_MAX 600 /* longest category or tag description accepted */
+#define VS_REST_MSG_MAX 512         /* longest message of a result or a reason */
+#define VS_REST_MAX_IDS 20000       /* most ids a list may hold */
+#define VS_REST_MAX_OPS 4096        /* most operations at once (else -EBUSY) */
+#define VS_REST_CACHE_MAX 8192      /* most tag ids kept in memory */
 
 /* A vSphere object, e.g. {"VirtualMachine", "vm-42"} (a moref). */
 struct vs_rest_object {
@@ -83,7 +81,9 @@ struct vs_rest_options {
      * may be NULL. It must not start, cancel or clean up the handle. */
     void (*prepare)(void *data, CURL *easy);
     void *prepare_data;
-    const char *category;    /* the tag category; NULL: VS_REST_CATEGORY_DEFAULT */
+    const char *category; /* the tag category's name; required */
+    /* The description of the category when this client makes it; NULL: "". */
+    const char *category_description;
     bool multiple;           /* a new category's cardinality MULTIPLE, else SINGLE */
     long timeout_ms;         /* per request; 0: 30 s */
     long connect_timeout_ms; /* 0: 10 s */
@@ -159,8 +159,9 @@ int vs_rest_set_password(vs_rest *r, const char *password);
 /* Operations. Each returns 0 and calls cb later with the result, or fails
  * with VS_REST_EUNAVAILABLE, VMG_ECANCELED (closing), -EINVAL (bad
  * argument), -EBUSY (VS_REST_MAX_OPS in progress) or -ENOMEM and never
- * calls cb. ns and name are a VmGroup's namespace and name; vm a VM's moref
- * value ("vm-42"). Strings are copied. */
+ * calls cb. tag is a tag's name (1..VS_REST_TAG_NAME_MAX bytes) in the
+ * category; description (NULL: "") describes a tag made on the way; vm is a
+ * VM's moref value ("vm-42"). Strings are copied. */
 
 /* vs_rest_login makes sure of a session: logs in when there is none, then
  * checks it with session?~action=get. */
@@ -171,43 +172,29 @@ int vs_rest_login(vs_rest *r, vs_rest_cb cb, void *data);
  * whose tags cannot go on VMs makes the client unavailable. res->id. */
 int vs_rest_ensure_category(vs_rest *r, vs_rest_cb cb, void *data);
 
-/* vs_rest_ensure_tag finds or creates the group's tag (and the category).
- * res->id is its id. */
-int vs_rest_ensure_tag(vs_rest *r, const char *ns, const char *name, vs_rest_cb cb, void *data);
+/* vs_rest_ensure_tag finds or creates the tag (and the category). res->id
+ * is its id. */
+int vs_rest_ensure_tag(vs_rest *r, const char *tag, const char *description, vs_rest_cb cb,
+                       void *data);
 
-/* vs_rest_attach attaches the group's tag (made when missing) to VM vm.
- * Attaching twice is no error. */
-int vs_rest_attach(vs_rest *r, const char *ns, const char *name, const char *vm, vs_rest_cb cb,
-                   void *data);
+/* vs_rest_attach attaches the tag (made when missing) to VM vm. Attaching
+ * twice is no error. */
+int vs_rest_attach(vs_rest *r, const char *tag, const char *description, const char *vm,
+                   vs_rest_cb cb, void *data);
 
-/* vs_rest_detach detaches the group's tag from vm; success when the tag or
- * the category does not exist. */
-int vs_rest_detach(vs_rest *r, const char *ns, const char *name, const char *vm, vs_rest_cb cb,
-                   void *data);
+/* vs_rest_detach detaches the tag from vm; success when the tag or the
+ * category does not exist. */
+int vs_rest_detach(vs_rest *r, const char *tag, const char *vm, vs_rest_cb cb, void *data);
 
-/* vs_rest_list_attached lists the objects the group's tag is attached to
- * (none when there is no such tag). */
-int vs_rest_list_attached(vs_rest *r, const char *ns, const char *name, vs_rest_cb cb, void *data);
+/* vs_rest_list_attached lists the objects the tag is attached to (none when
+ * there is no such tag). */
+int vs_rest_list_attached(vs_rest *r, const char *tag, vs_rest_cb cb, void *data);
 
-/* vs_rest_delete_tag deletes the group's tag (which detaches it from every
- * object); success when it does not exist. */
-int vs_rest_delete_tag(vs_rest *r, const char *ns, const char *name, vs_rest_cb cb, void *data);
+/* vs_rest_delete_tag deletes the tag (which detaches it from every object);
+ * success when it does not exist. */
+int vs_rest_delete_tag(vs_rest *r, const char *tag, vs_rest_cb cb, void *data);
 
-/* ---- Request and response shaping (no I/O), used above and by tests ---- */
-
-/* vs_rest_tag_name writes the tag name of VmGroup ns/name into buf (size >
- * VS_REST_TAG_NAME_MAX). The map is injective and the result at most
- * VS_REST_TAG_NAME_MAX bytes:
- *   - "<ns>/<name>" when ns is [a-z0-9-]+ and name [a-z0-9.-]+ (Kubernetes
- *     names; neither holds '/', so the one '/' splits them back) and the
- *     whole fits;
- *   - else "<prefix>~<hash>": prefix is "<ns>/<name>" with upper case
- *     lowered and every byte outside [a-z0-9./-] made '-', cut to fit, and
- *     hash the first VS_REST_TAG_HASH_LEN hex digits of SHA-256(ns NUL
- *     name). Plain names never hold '~', so the two forms never meet.
- * Returns the length, -EINVAL (NULL argument, empty ns or name, size too
- * small) or -EIO (OpenSSL failed). */
-int vs_rest_tag_name(const char *ns, const char *name, char *buf, size_t size);
+/* ---- Request and response shaping (no I/O; rest_json.c), used above and by tests ---- */
 
 /* vs_rest_valid_id tells whether id may be put in a URL: 1..VS_REST_ID_MAX
  * bytes of [A-Za-z0-9:._-] (vCenter's ids are "urn:vmomi:...:GLOBAL"). */

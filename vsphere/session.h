@@ -162,7 +162,7 @@ int vs_thumbprint_parse(const char *s, unsigned char out[VS_SHA256_LEN], char *e
 
 /* vs_backoff_ms is the delay before login attempt number failures + 1,
  * after failures >= 1 failed attempts: min doubled failures - 1 times,
- * at most max. */
+ * at most max (lib/backoff's vmg_backoff_ms, counted in failures). */
 uint64_t vs_backoff_ms(unsigned failures, uint64_t min_ms, uint64_t max_ms);
 
 /* vs_state_name names a state ("ready", "backoff", ...). */

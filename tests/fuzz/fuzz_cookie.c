@@ -9,6 +9,8 @@
  * vmware-api-session-id): what is taken must hold no control character, so
  * that an answer cannot smuggle a header into the requests that follow.
  *
+ * fuzz-sources: vsphere/endpoint.c
+ * fuzz-sources: vsphere/rest_json.c vsphere/rest_tags.c
  * fuzz-sources: lib/http.c lib/err.c lib/log.c lib/str.c lib/secretfile.c
  * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/soap.c vsphere/vim.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c

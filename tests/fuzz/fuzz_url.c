@@ -3,7 +3,7 @@
  * pin (vs_thumbprint_parse), Kubernetes API paths and percent-escaped
  * query values (kube_path, kube_query_add; a resourceVersion from the
  * server goes into the watch URL so), and the vCenter tag name of a group
- * and the ids put in REST URLs (vs_rest_tag_name, vs_rest_valid_id).
+ * and the ids put in REST URLs (naming_tag, vs_rest_valid_id).
  *
  * An input is up to eight fields, one a line: VC_HOST, then group,
  * version, namespace, plural, name, subresource, and a query value. What
@@ -11,7 +11,9 @@
  * for a query value), hold no byte that would change the request, and an
  * error must not repeat a password given in VC_HOST.
  *
- * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/soap.c vsphere/vim.c
+ * fuzz-sources: vsphere/endpoint.c
+ * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/rest_json.c vsphere/rest_tags.c
+ * fuzz-sources: vsphere/soap.c vsphere/vim.c controller/naming.c
  * fuzz-sources: kube/kube.c lib/jsonarena.c lib/http.c lib/err.c lib/log.c lib/str.c
  * fuzz-sources: lib/secretfile.c kube/kubeconfig.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
@@ -24,6 +26,7 @@
 
 #include <curl/curl.h>
 
+#include "controller/naming.h"
 #include "kube/kube.h"
 #include "lib/err.h"
 #include "vsphere/rest.h"
@@ -172,15 +175,16 @@ static void check_path(char *const f[FIELDS])
 
 static void check_tag(const char *ns, const char *name)
 {
-    char a[VS_REST_TAG_NAME_MAX + 1], b[VS_REST_TAG_NAME_MAX + 1];
-    int n = vs_rest_tag_name(ns, name, a, sizeof(a));
+    char a[NAMING_BUF_SIZE], b[NAMING_BUF_SIZE];
+    int n = naming_tag(ns, name, a, sizeof(a));
 
     if (n < 0) {
-        if (n != -EINVAL || (ns[0] && name[0]))
+        if (n != -EINVAL || (ns[0] && name[0] && strlen(ns) <= NAMING_K8S_NAME_MAX &&
+                             strlen(name) <= NAMING_K8S_NAME_MAX))
             abort();
         return;
     }
-    if ((size_t)n != strlen(a) || n > VS_REST_TAG_NAME_MAX)
+    if ((size_t)n != strlen(a) || n > NAMING_MAX_LEN || n > VS_REST_TAG_NAME_MAX)
         abort();
     for (const char *p = a; *p; p++)
         if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) && !strchr("./~-", *p))
@@ -191,7 +195,7 @@ static void check_tag(const char *ns, const char *name)
         if (strncmp(a, ns, nl) != 0 || a[nl] != '/' || strcmp(a + nl + 1, name) != 0)
             abort();
     }
-    if (vs_rest_tag_name(ns, name, b, sizeof(b)) != n || strcmp(a, b) != 0)
+    if (naming_tag(ns, name, b, sizeof(b)) != n || strcmp(a, b) != 0)
         abort();
     if (vs_rest_valid_id(name)) {
         for (const char *p = name; *p; p++)

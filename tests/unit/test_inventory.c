@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/naming.h"
 #include "lib/err.h"
 #include "vsphere/invcache.h"
 #include "vsphere/soap.h"
@@ -23,6 +22,12 @@ struct sb {
     char *p;
     size_t n, cap;
 };
+
+/* The mark keys the caller gives the cache (the operator's are in
+ * controller/naming.h). */
+#define MARK_UID_KEY "example.owner.uid"
+#define MARK_TEMPLATE_KEY "example.owner.template"
+static const struct vs_mark_keys marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY};
 
 static void sb_add(struct sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_add(struct sb *b, const char *fmt, ...)
@@ -83,12 +88,12 @@ static void ch_marks(struct sb *b, const char *uid, const char *tmpl)
               "<value xsi:type=\"xsd:string\">TRUE</value></OptionValue>");
     if (uid)
         sb_add(b,
-               "<OptionValue xsi:type=\"OptionValue\"><key>" NAMING_MARK_UID_KEY "</key>"
+               "<OptionValue xsi:type=\"OptionValue\"><key>" MARK_UID_KEY "</key>"
                "<value xsi:type=\"xsd:string\">%s</value></OptionValue>",
                uid);
     if (tmpl)
         sb_add(b,
-               "<OptionValue xsi:type=\"OptionValue\"><key>" NAMING_MARK_TEMPLATE_KEY "</key>"
+               "<OptionValue xsi:type=\"OptionValue\"><key>" MARK_TEMPLATE_KEY "</key>"
                "<value xsi:type=\"xsd:string\">%s</value></OptionValue>",
                tmpl);
     sb_add(b, "</val></changeSet>");
@@ -216,7 +221,7 @@ static void expect(const struct rec *r, const char *ref, enum vs_change ch, cons
  * before their folders, as the PropertyCollector may send them. */
 static vs_cache *setup(struct rec *r)
 {
-    vs_cache *c = vs_cache_new("group-1", 0, on_event, r);
+    vs_cache *c = vs_cache_new("group-1", 0, &marks, on_event, r);
     struct sb b;
 
     assert_non_null(c);
@@ -494,8 +499,8 @@ static void test_single_extra_config_entries(void **state)
     (void)state;
     begin(&b);
     obj_start(&b, "modify", "VirtualMachine", "vm-12");
-    sb_add(&b, "<changeSet><name>config.extraConfig[\"" NAMING_MARK_UID_KEY "\"]</name>"
-               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" NAMING_MARK_UID_KEY "</key>"
+    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_UID_KEY "\"]</name>"
+               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_UID_KEY "</key>"
                "<value xsi:type=\"xsd:string\">uid-x</value></val></changeSet>");
     sb_add(&b, "<changeSet><name>config.extraConfig[\"other.key\"]</name>"
                "<op>assign</op><val xsi:type=\"OptionValue\"><key>other.key</key>"
@@ -506,7 +511,7 @@ static void test_single_extra_config_entries(void **state)
     assert_string_equal(vs_cache_get(c, "vm-12")->mark_uid, "uid-x");
     begin(&b);
     obj_start(&b, "modify", "VirtualMachine", "vm-12");
-    sb_add(&b, "<changeSet><name>config.extraConfig[\"" NAMING_MARK_UID_KEY "\"]</name>"
+    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_UID_KEY "\"]</name>"
                "<op>remove</op></changeSet>");
     sb_add(&b, "</objectSet>");
     assert_int_equal(feed(c, &b), 1);
@@ -517,7 +522,7 @@ static void test_single_extra_config_entries(void **state)
 static void test_bounds_and_orders(void **state)
 {
     struct rec r = {0};
-    vs_cache *c = vs_cache_new("group-1", 2, on_event, &r);
+    vs_cache *c = vs_cache_new("group-1", 2, &marks, on_event, &r);
     struct sb b;
     char longref[300];
 
@@ -545,9 +550,10 @@ static void test_bounds_and_orders(void **state)
 
     memset(longref, 'r', sizeof(longref) - 1);
     longref[sizeof(longref) - 1] = '\0';
-    assert_null(vs_cache_new("", 0, NULL, NULL));
-    assert_null(vs_cache_new(longref, 0, NULL, NULL));
-    c = vs_cache_new("group-1", 0, NULL, NULL);
+    assert_null(vs_cache_new("", 0, NULL, NULL, NULL));
+    assert_null(vs_cache_new(longref, 0, NULL, NULL, NULL));
+    assert_null(vs_cache_new("group-1", 0, &(struct vs_mark_keys){longref, NULL}, NULL, NULL));
+    c = vs_cache_new("group-1", 0, NULL, NULL, NULL);
     assert_int_equal(vs_cache_set_root(c, longref), -EINVAL);
     assert_int_equal(vs_cache_set_root(c, "group-2"), 0);
     assert_string_equal(vs_cache_root(c), "group-2");
@@ -559,7 +565,7 @@ static void test_bounds_and_orders(void **state)
 static void test_many_objects(void **state)
 {
     struct rec r = {0};
-    vs_cache *c = vs_cache_new("group-1", 0, NULL, &r);
+    vs_cache *c = vs_cache_new("group-1", 0, &marks, NULL, &r);
     struct sb b;
     char ref[32], name[32];
     const struct vs_obj *one[1];

@@ -1,9 +1,11 @@
 /* test_naming.c: folder names are injective and bounded; VM names are
- * bounded, readable, deterministic and parse back to their slot. */
+ * bounded, readable, deterministic and parse back to their slot; tag names
+ * are injective and bounded. */
 #include "tests/unit/unit.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +219,98 @@ static void test_vm_slot_parse(void **state)
     assert_int_equal(naming_vm("default", "web", -1, buf, sizeof(buf)), -EINVAL);
 }
 
+static void test_tag_name_plain(void **state)
+{
+    char buf[NAMING_BUF_SIZE];
+
+    (void)state;
+    assert_int_equal(naming_tag("ns1", "g1", buf, sizeof(buf)), 6);
+    assert_string_equal(buf, "ns1/g1");
+    assert_int_equal(naming_tag("team-a", "web.front-1", buf, sizeof(buf)), 18);
+    assert_string_equal(buf, "team-a/web.front-1");
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return s[n] == '\0';
+}
+
+static void test_tag_name_hashed(void **state)
+{
+    char a[NAMING_BUF_SIZE], b[NAMING_BUF_SIZE], name[254];
+    int n;
+
+    (void)state;
+    /* Exactly the limit is plain; one more is hashed. */
+    memset(name, 'x', sizeof(name));
+    name[NAMING_MAX_LEN - 3] = '\0'; /* "ns/" + 77 = 80 */
+    assert_int_equal(naming_tag("ns", name, a, sizeof(a)), NAMING_MAX_LEN);
+    assert_null(strchr(a, '~'));
+    name[NAMING_MAX_LEN - 3] = 'x';
+    name[NAMING_MAX_LEN - 2] = '\0';
+    n = naming_tag("ns", name, a, sizeof(a));
+    assert_int_equal(n, NAMING_MAX_LEN);
+    assert_int_equal(a[n - NAMING_TAG_HASH_LEN - 1], '~');
+    assert_true(is_hex(a + n - NAMING_TAG_HASH_LEN, NAMING_TAG_HASH_LEN));
+    assert_memory_equal(a, "ns/xxx", 6);
+
+    /* Names Kubernetes would refuse are sanitized and hashed. */
+    n = naming_tag("NS", "A b", a, sizeof(a));
+    assert_int_equal(n, (int)strlen("ns/a-b~") + NAMING_TAG_HASH_LEN);
+    assert_memory_equal(a, "ns/a-b~", 7);
+    /* ... and the pairs that would collide after sanitizing do not. */
+    assert_true(naming_tag("ns", "a-b", b, sizeof(b)) > 0);
+    assert_string_equal(b, "ns/a-b");
+    assert_true(naming_tag("ns", "A-b", b, sizeof(b)) > 0);
+    assert_string_not_equal(a, b);
+    /* A '/' in a part cannot make two pairs meet. */
+    assert_true(naming_tag("a", "b/c", a, sizeof(a)) > 0);
+    assert_true(naming_tag("a/b", "c", b, sizeof(b)) > 0);
+    assert_string_not_equal(a, b);
+    assert_non_null(strchr(a, '~'));
+    /* Deterministic. */
+    assert_true(naming_tag("a/b", "c", a, sizeof(a)) > 0);
+    assert_string_equal(a, b);
+    /* Long parts: bounded, and different pairs with one prefix differ. */
+    memset(name, 'y', 253);
+    name[253] = '\0';
+    assert_int_equal(naming_tag("ns", name, a, sizeof(a)), NAMING_MAX_LEN);
+    name[252] = 'z';
+    assert_int_equal(naming_tag("ns", name, b, sizeof(b)), NAMING_MAX_LEN);
+    assert_string_not_equal(a, b);
+    assert_memory_equal(a, b, NAMING_MAX_LEN - NAMING_TAG_HASH_LEN);
+}
+
+static void test_tag_name_bad_args(void **state)
+{
+    char buf[NAMING_BUF_SIZE], name[NAMING_K8S_NAME_MAX + 2];
+
+    (void)state;
+    assert_int_equal(naming_tag(NULL, "a", buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(naming_tag("a", NULL, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(naming_tag("", "a", buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(naming_tag("a", "", buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(naming_tag("a", "b", buf, NAMING_MAX_LEN), -EINVAL);
+    /* Longer than any Kubernetes name (the REST client's old bound). */
+    make_str(name, sizeof(name) - 1, 'a');
+    assert_int_equal(naming_tag("a", name, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(naming_tag(name, "a", buf, sizeof(buf)), -EINVAL);
+}
+
+static void test_tag_description(void **state)
+{
+    char buf[64];
+
+    (void)state;
+    assert_int_equal(naming_tag_description("ns1", "g1", buf, sizeof(buf)), 21);
+    assert_string_equal(buf, "VMs of VmGroup ns1/g1");
+    assert_int_equal(naming_tag_description("ns1", "g1", buf, 21), -EINVAL);
+    assert_int_equal(naming_tag_description(NULL, "g1", buf, sizeof(buf)), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +320,10 @@ int main(void)
         cmocka_unit_test(test_folder_bad_args),
         cmocka_unit_test(test_vm_names),
         cmocka_unit_test(test_vm_slot_parse),
+        cmocka_unit_test(test_tag_name_plain),
+        cmocka_unit_test(test_tag_name_hashed),
+        cmocka_unit_test(test_tag_name_bad_args),
+        cmocka_unit_test(test_tag_description),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

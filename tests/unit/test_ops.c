@@ -18,12 +18,15 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "lib/server.h"
 #include "lib/tlsgen.h"
 #include "vsphere/ops.h"
+
+/* The mark keys the caller gives (the operator's are in controller/naming.h). */
+#define MARK_UID_KEY "example.owner.uid"
+#define MARK_TEMPLATE_KEY "example.owner.template"
 
 #define MAXT 32
 #define MAXCALLS 256
@@ -535,8 +538,10 @@ static uint64_t setup_slow_ms; /* the next setup's slow_check_ms (0: the default
 static void setup(struct fake *f, int max_inflight, size_t max_queued)
 {
     struct vs_session_config cfg = {0};
-    struct vs_ops_config ocfg = {
-        .max_inflight = max_inflight, .max_queued = max_queued, .slow_check_ms = setup_slow_ms};
+    struct vs_ops_config ocfg = {.max_inflight = max_inflight,
+                                 .max_queued = max_queued,
+                                 .slow_check_ms = setup_slow_ms,
+                                 .marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY}};
     char err[256];
     int e = 0;
 
@@ -1043,6 +1048,41 @@ static void test_create_folder(void **state)
     teardown(&f);
 }
 
+/* The mark keys are the caller's: without them, a clone that asks for
+ * marks is refused; a key too long is refused at vs_ops_new. */
+static void test_marks_are_inputs(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_ops_config bare = {0};
+    struct vs_ops_config longer = {0};
+    struct vs_clone_spec spec = {
+        .template_name = "tmpl", .folder = &folder, .name = "web-0", .mark_uid = "uid-123"};
+    char longkey[VS_NAME_MAX + 1];
+    vs_ops *o;
+    int e = 0;
+
+    (void)state;
+    setup(&f, 8, 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    o = vs_ops_new(&f.loop, f.s, NULL, &bare, &e);
+    assert_non_null(o);
+    assert_int_equal(vs_ops_clone(o, &spec, on_done, &c, NULL), -EINVAL);
+    spec.mark_uid = NULL;
+    spec.mark_template = "tmpl";
+    assert_int_equal(vs_ops_clone(o, &spec, on_done, &c, NULL), -EINVAL);
+    vs_ops_close(o, NULL, NULL);
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    longer.marks.uid = longkey;
+    assert_null(vs_ops_new(&f.loop, f.s, NULL, &longer, &e));
+    assert_int_equal(e, -EINVAL);
+    assert_int_equal(f.ndone, 0);
+    teardown(&f);
+}
+
 static void test_clone(void **state)
 {
     struct fake f;
@@ -1070,9 +1110,9 @@ static void test_clone(void **state)
     assert_non_null(strstr(f.clone_body, "<pool type=\"ResourcePool\">resgroup-9</pool>"));
     assert_non_null(strstr(f.clone_body, "<numCPUs>2</numCPUs>"));
     assert_non_null(strstr(f.clone_body, "<memoryMB>2048</memoryMB>"));
-    assert_non_null(strstr(f.clone_body, "<key>" NAMING_MARK_UID_KEY "</key>"));
+    assert_non_null(strstr(f.clone_body, "<key>" MARK_UID_KEY "</key>"));
     assert_non_null(strstr(f.clone_body, ">uid-123</value>"));
-    assert_non_null(strstr(f.clone_body, "<key>" NAMING_MARK_TEMPLATE_KEY "</key>"));
+    assert_non_null(strstr(f.clone_body, "<key>" MARK_TEMPLATE_KEY "</key>"));
     assert_non_null(strstr(f.clone_body, "<powerOn>true</powerOn>"));
     assert_null(strstr(f.clone_body, "<datastore"));
     end_task(&f, 0, "success", NULL);
@@ -1294,6 +1334,7 @@ int main(void)
         cmocka_unit_test(test_tracked_task_follows_a_new_session),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
+        cmocka_unit_test(test_marks_are_inputs),
         cmocka_unit_test(test_clone_template_missing),
         cmocka_unit_test(test_clone_from_a_plain_vm_refused),
         cmocka_unit_test(test_cached_template_turned_into_a_vm_refused),

@@ -63,83 +63,6 @@ static char *load(const char *name, size_t *len)
 
 /* ---- shaping ---- */
 
-static void test_tag_name_plain(void **state)
-{
-    char buf[VS_REST_TAG_NAME_MAX + 1];
-
-    (void)state;
-    assert_int_equal(vs_rest_tag_name("ns1", "g1", buf, sizeof(buf)), 6);
-    assert_string_equal(buf, "ns1/g1");
-    assert_int_equal(vs_rest_tag_name("team-a", "web.front-1", buf, sizeof(buf)), 18);
-    assert_string_equal(buf, "team-a/web.front-1");
-}
-
-static bool is_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return s[n] == '\0';
-}
-
-static void test_tag_name_hashed(void **state)
-{
-    char a[VS_REST_TAG_NAME_MAX + 1], b[VS_REST_TAG_NAME_MAX + 1], name[254];
-    int n;
-
-    (void)state;
-    /* Exactly the limit is plain; one more is hashed. */
-    memset(name, 'x', sizeof(name));
-    name[VS_REST_TAG_NAME_MAX - 3] = '\0'; /* "ns/" + 77 = 80 */
-    assert_int_equal(vs_rest_tag_name("ns", name, a, sizeof(a)), VS_REST_TAG_NAME_MAX);
-    assert_null(strchr(a, '~'));
-    name[VS_REST_TAG_NAME_MAX - 3] = 'x';
-    name[VS_REST_TAG_NAME_MAX - 2] = '\0';
-    n = vs_rest_tag_name("ns", name, a, sizeof(a));
-    assert_int_equal(n, VS_REST_TAG_NAME_MAX);
-    assert_int_equal(a[n - VS_REST_TAG_HASH_LEN - 1], '~');
-    assert_true(is_hex(a + n - VS_REST_TAG_HASH_LEN, VS_REST_TAG_HASH_LEN));
-    assert_memory_equal(a, "ns/xxx", 6);
-
-    /* Names Kubernetes would refuse are sanitized and hashed. */
-    n = vs_rest_tag_name("NS", "A b", a, sizeof(a));
-    assert_int_equal(n, (int)strlen("ns/a-b~") + VS_REST_TAG_HASH_LEN);
-    assert_memory_equal(a, "ns/a-b~", 7);
-    /* ... and the pairs that would collide after sanitizing do not. */
-    assert_true(vs_rest_tag_name("ns", "a-b", b, sizeof(b)) > 0);
-    assert_string_equal(b, "ns/a-b");
-    assert_true(vs_rest_tag_name("ns", "A-b", b, sizeof(b)) > 0);
-    assert_string_not_equal(a, b);
-    /* A '/' in a part cannot make two pairs meet. */
-    assert_true(vs_rest_tag_name("a", "b/c", a, sizeof(a)) > 0);
-    assert_true(vs_rest_tag_name("a/b", "c", b, sizeof(b)) > 0);
-    assert_string_not_equal(a, b);
-    assert_non_null(strchr(a, '~'));
-    /* Deterministic. */
-    assert_true(vs_rest_tag_name("a/b", "c", a, sizeof(a)) > 0);
-    assert_string_equal(a, b);
-    /* Long parts: bounded, and different pairs with one prefix differ. */
-    memset(name, 'y', 253);
-    name[253] = '\0';
-    assert_int_equal(vs_rest_tag_name("ns", name, a, sizeof(a)), VS_REST_TAG_NAME_MAX);
-    name[252] = 'z';
-    assert_int_equal(vs_rest_tag_name("ns", name, b, sizeof(b)), VS_REST_TAG_NAME_MAX);
-    assert_string_not_equal(a, b);
-    assert_memory_equal(a, b, VS_REST_TAG_NAME_MAX - VS_REST_TAG_HASH_LEN);
-}
-
-static void test_tag_name_bad_args(void **state)
-{
-    char buf[VS_REST_TAG_NAME_MAX + 1];
-
-    (void)state;
-    assert_int_equal(vs_rest_tag_name(NULL, "a", buf, sizeof(buf)), -EINVAL);
-    assert_int_equal(vs_rest_tag_name("a", NULL, buf, sizeof(buf)), -EINVAL);
-    assert_int_equal(vs_rest_tag_name("", "a", buf, sizeof(buf)), -EINVAL);
-    assert_int_equal(vs_rest_tag_name("a", "", buf, sizeof(buf)), -EINVAL);
-    assert_int_equal(vs_rest_tag_name("a", "b", buf, VS_REST_TAG_NAME_MAX), -EINVAL);
-}
-
 static void test_valid_id(void **state)
 {
     char long_id[VS_REST_ID_MAX + 2];
@@ -500,6 +423,8 @@ static vs_rest *client(struct fx *f, const char *base, const char *password, siz
     o.base_url = base ? base : url;
     o.user = USER;
     o.password = password ? password : PASS;
+    o.category = "vmgroup-operator";
+    o.category_description = "VmGroups of vmgroup-operator: one tag per group";
     o.prepare = prepare;
     o.prepare_data = f;
     o.timeout_ms = 5000;
@@ -631,7 +556,8 @@ static void test_ensure_creates_then_caches(void **state)
     struct got a = {0}, b = {0}, c = {0};
 
     script(f, ex, 3);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &a),
+                     0);
     assert_int_equal(a.calls, 0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, 0);
@@ -648,7 +574,8 @@ static void test_ensure_creates_then_caches(void **state)
     assert_int_equal(vs_rest_logins(f->rest), 1);
 
     /* Again: from memory, no request, and still never from inside the call. */
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &b),
+                     0);
     assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &c), 0);
     assert_int_equal(b.calls + c.calls, 0);
     run_until(f, &c.calls, 1);
@@ -677,7 +604,8 @@ static void test_ensure_finds_existing(void **state)
     struct got a = {0};
 
     script(f, ex, 8);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &a),
+                     0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, 0);
     assert_string_equal(a.id, TAG_ID);
@@ -700,12 +628,14 @@ static void test_tags_read_are_remembered(void **state)
     struct got a = {0}, b = {0};
 
     script(f, ex, 6);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g2", on_result, &a), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g2", "VMs of VmGroup ns1/g2", on_result, &a),
+                     0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, 0);
     assert_string_equal(a.id, "tag-g2");
     /* ns1/g1 was read on the way: no request for it. */
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &b),
+                     0);
     run_until(f, &b.calls, 1);
     assert_string_equal(b.id, TAG_ID);
     assert_int_equal(f->srv.n_seen, 6);
@@ -734,26 +664,27 @@ static void test_attach_list_detach_delete(void **state)
     struct got a = {0}, l = {0}, d = {0}, del = {0}, del2 = {0}, l2 = {0};
 
     script(f, ex, 9);
-    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-41", on_result, &a), 0);
+    assert_int_equal(
+        vs_rest_attach(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", "vm-41", on_result, &a), 0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, 0);
-    assert_int_equal(vs_rest_list_attached(f->rest, "ns1", "g1", on_result, &l), 0);
+    assert_int_equal(vs_rest_list_attached(f->rest, "ns1/g1", on_result, &l), 0);
     run_until(f, &l.calls, 1);
     assert_int_equal(l.err, 0);
     assert_int_equal(l.n_objs, 2);
     assert_string_equal(l.objs[0].type, "VirtualMachine");
     assert_string_equal(l.objs[0].id, "vm-41");
     assert_string_equal(l.objs[1].id, "vm-44");
-    assert_int_equal(vs_rest_detach(f->rest, "ns1", "g1", "vm-41", on_result, &d), 0);
+    assert_int_equal(vs_rest_detach(f->rest, "ns1/g1", "vm-41", on_result, &d), 0);
     run_until(f, &d.calls, 1);
     assert_int_equal(d.err, 0);
-    assert_int_equal(vs_rest_delete_tag(f->rest, "ns1", "g1", on_result, &del), 0);
+    assert_int_equal(vs_rest_delete_tag(f->rest, "ns1/g1", on_result, &del), 0);
     run_until(f, &del.calls, 1);
     assert_int_equal(del.err, 0);
-    assert_int_equal(vs_rest_delete_tag(f->rest, "ns1", "g1", on_result, &del2), 0);
+    assert_int_equal(vs_rest_delete_tag(f->rest, "ns1/g1", on_result, &del2), 0);
     run_until(f, &del2.calls, 1);
     assert_int_equal(del2.err, 0);
-    assert_int_equal(vs_rest_list_attached(f->rest, "ns1", "g1", on_result, &l2), 0);
+    assert_int_equal(vs_rest_list_attached(f->rest, "ns1/g1", on_result, &l2), 0);
     run_until(f, &l2.calls, 1);
     assert_int_equal(l2.err, 0);
     assert_int_equal(l2.n_objs, 0);
@@ -773,7 +704,7 @@ static void test_detach_without_category(void **state)
 
     /* Nothing is made to detach: no category means nothing is attached. */
     script(f, ex, 4);
-    assert_int_equal(vs_rest_detach(f->rest, "ns1", "g1", "vm-41", on_result, &d), 0);
+    assert_int_equal(vs_rest_detach(f->rest, "ns1/g1", "vm-41", on_result, &d), 0);
     run_until(f, &d.calls, 1);
     assert_int_equal(d.err, 0);
     finish_script(f);
@@ -794,10 +725,12 @@ static void test_stale_tag_is_made_again(void **state)
     struct got t = {0}, a = {0};
 
     script(f, ex, 6);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &t), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &t),
+                     0);
     run_until(f, &t.calls, 1);
     assert_string_equal(t.id, "tag-old");
-    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-41", on_result, &a), 0);
+    assert_int_equal(
+        vs_rest_attach(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", "vm-41", on_result, &a), 0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, 0);
     finish_script(f);
@@ -849,8 +782,9 @@ static void test_401_after_relogin_disables(void **state)
     finish_script(f);
     /* Sticky: refused at once, the callback never called. */
     assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &again), VS_REST_EUNAVAILABLE);
-    assert_int_equal(vs_rest_attach(f->rest, "a", "b", "vm-1", on_result, &again),
-                     VS_REST_EUNAVAILABLE);
+    assert_int_equal(
+        vs_rest_attach(f->rest, "a/b", "VMs of VmGroup a/b", "vm-1", on_result, &again),
+        VS_REST_EUNAVAILABLE);
     /* Until reset. */
     vs_rest_reset(f->rest);
     assert_true(vs_rest_available(f->rest));
@@ -886,7 +820,8 @@ static void test_wrong_password(void **state)
 
     script(f, ex, 1);
     /* Two ops wait for one login, and both learn of its refusal. */
-    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-1", on_result, &a), 0);
+    assert_int_equal(
+        vs_rest_attach(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", "vm-1", on_result, &a), 0);
     assert_int_equal(vs_rest_ensure_category(f->rest, on_result, &b), 0);
     run_until(f, &a.calls, 1);
     run_until(f, &b.calls, 1);
@@ -915,7 +850,8 @@ static void test_no_endpoint(void **state)
     snprintf(base, sizeof(base), "http://127.0.0.1:%d/nowhere", f->srv.port);
     f->rest = client(f, base, NULL, 0);
     script(f, ex, 1);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &a),
+                     0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, VS_REST_EUNAVAILABLE);
     assert_non_null(strstr(a.msg, "no vSphere Automation REST endpoint"));
@@ -959,7 +895,8 @@ static void test_403_on_category_disables(void **state)
     struct got a = {0};
 
     script(f, ex, 2);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &a), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &a),
+                     0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, VS_REST_EUNAVAILABLE);
     assert_non_null(strstr(vs_rest_disabled_reason(f->rest), "403"));
@@ -978,7 +915,8 @@ static void test_403_on_attach_is_not_sticky(void **state)
     struct got a = {0};
 
     script(f, ex, 4);
-    assert_int_equal(vs_rest_attach(f->rest, "ns1", "g1", "vm-41", on_result, &a), 0);
+    assert_int_equal(
+        vs_rest_attach(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", "vm-41", on_result, &a), 0);
     run_until(f, &a.calls, 1);
     assert_int_equal(a.err, VMG_EFORBIDDEN);
     assert_non_null(strstr(a.msg, "vm-41"));
@@ -1085,7 +1023,8 @@ static void test_close_cancels_and_logs_out(void **state)
     assert_false(f->timed_out);
     assert_int_equal(a.calls, 0);
     /* One in flight, one not yet started. */
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &b),
+                     0);
     vs_rest_close(f->rest, on_rest_closed, f);
     assert_int_equal(a.calls, 1);
     assert_int_equal(a.err, VMG_ECANCELED);
@@ -1127,7 +1066,8 @@ static void test_close_from_callback(void **state)
 
     script(f, ex, 1);
     assert_int_equal(vs_rest_ensure_category(f->rest, close_in_cb, &c), 0);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1", "g1", on_result, &b), 0);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &b),
+                     0);
     run_until(f, &c.calls, 1);
     run_until(f, &f->closed_calls, 1);
     assert_int_equal(b.calls, 1);
@@ -1140,14 +1080,23 @@ static void test_bad_arguments(void **state)
     struct fx *f = *state;
     struct vs_rest_options o = {0};
     struct got g = {0};
-    char longname[300];
+    char longname[300], bigdesc[VS_REST_DESCRIPTION_MAX + 2];
     int err = 0;
+
+    memset(bigdesc, 'd', sizeof(bigdesc) - 1);
+    bigdesc[sizeof(bigdesc) - 1] = '\0';
 
     assert_null(vs_rest_new(&f->loop, f->http, &o, &err));
     assert_int_equal(err, -EINVAL);
-    o.base_url = "ftp://x";
+    o.base_url = "http://127.0.0.1:1";
     o.user = USER;
     o.password = PASS;
+    err = 0;
+    /* The category's name is the caller's, required. */
+    assert_null(vs_rest_new(&f->loop, f->http, &o, &err));
+    assert_int_equal(err, -EINVAL);
+    o.category = "c";
+    o.base_url = "ftp://x";
     err = 0;
     assert_null(vs_rest_new(&f->loop, f->http, &o, &err));
     assert_int_equal(err, -EINVAL);
@@ -1158,14 +1107,21 @@ static void test_bad_arguments(void **state)
     assert_null(vs_rest_new(NULL, f->http, &o, &err));
     assert_null(vs_rest_new(&f->loop, NULL, &o, &err));
 
-    assert_int_equal(vs_rest_ensure_tag(f->rest, NULL, "a", on_result, &g), -EINVAL);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "a", "", on_result, &g), -EINVAL);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "a", "b", NULL, &g), -EINVAL);
-    assert_int_equal(vs_rest_attach(f->rest, "a", "b", "", on_result, &g), -EINVAL);
-    assert_int_equal(vs_rest_attach(f->rest, "a", "b", NULL, on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, NULL, "d", on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "", "d", on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "a/b", "VMs of VmGroup a/b", NULL, &g), -EINVAL);
+    assert_int_equal(vs_rest_attach(f->rest, "a/b", "VMs of VmGroup a/b", "", on_result, &g),
+                     -EINVAL);
+    assert_int_equal(vs_rest_attach(f->rest, "a/b", "VMs of VmGroup a/b", NULL, on_result, &g),
+                     -EINVAL);
     memset(longname, 'a', sizeof(longname));
     longname[299] = '\0';
-    assert_int_equal(vs_rest_delete_tag(f->rest, "a", longname, on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_delete_tag(f->rest, longname, on_result, &g), -EINVAL);
+    /* The longest tag name is VS_REST_TAG_NAME_MAX bytes; a description at
+     * most VS_REST_DESCRIPTION_MAX. */
+    longname[VS_REST_TAG_NAME_MAX + 1] = '\0';
+    assert_int_equal(vs_rest_list_attached(f->rest, longname, on_result, &g), -EINVAL);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "a/b", bigdesc, on_result, &g), -EINVAL);
     assert_int_equal(vs_rest_login(NULL, on_result, &g), -EINVAL);
     vs_rest_close(NULL, NULL, NULL);
     uv_run(&f->loop, UV_RUN_NOWAIT);
@@ -1187,9 +1143,6 @@ static void test_password_registered_as_secret(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tag_name_plain),
-        cmocka_unit_test(test_tag_name_hashed),
-        cmocka_unit_test(test_tag_name_bad_args),
         cmocka_unit_test(test_valid_id),
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_parse_fixtures),

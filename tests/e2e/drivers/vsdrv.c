@@ -32,6 +32,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "vsphere/inventory.h"
@@ -340,7 +341,10 @@ static void run_clones(struct app *a)
 
 static int make_ops(struct app *a)
 {
-    struct vs_ops_config cfg = {.max_inflight = a->max_tasks};
+    struct vs_ops_config cfg = {
+        .max_inflight = a->max_tasks,
+        .marks = {NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY},
+    };
     int e;
 
     a->ops = vs_ops_new(a->loop, a->s, NULL, &cfg, &e);
@@ -736,7 +740,11 @@ int main(int argc, char **argv)
         e = first_call(a, on_first_call);
     } else if (strcmp(a->cmd, "watch") == 0 || strcmp(a->cmd, "idle") == 0) {
         struct vs_inventory_config icfg = {
-            .placement = a->pcfg, .backoff_max_ms = a->backoff_max, .max_objects = a->max_objects};
+            .placement = a->pcfg,
+            .backoff_max_ms = a->backoff_max,
+            .max_objects = a->max_objects,
+            .marks = {NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY},
+        };
         if (strcmp(a->cmd, "idle") == 0 && !a->arg1)
             return usage();
         a->inv = vs_inventory_new(a->loop, a->s, &icfg, on_change, a, &e);

@@ -7,7 +7,9 @@
  * Defaults come from the test environment: base https://$VC_HOST, user
  * $VC_USER, password $VC_PASS, CA $VC_CA_FILE (--insecure skips TLS
  * verification instead). The TLS settings are applied by the prepare
- * callback, as the vCenter session module does for the manager.
+ * callback, as the vCenter session module does for the manager. NS NAME
+ * name a VmGroup: its tag and description are made by controller/naming,
+ * as the manager does.
  *
  * Commands, run one after the other in one client (so the second sees what
  * the first remembered); each prints one JSON object a line on stdout:
@@ -37,6 +39,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "vsphere/rest.h"
@@ -112,7 +115,7 @@ static void on_result(void *data, const struct vs_rest_result *res)
 {
     struct app *a = data;
     const struct cmd *c = &a->cmds[a->next - 1];
-    char tag[VS_REST_TAG_NAME_MAX + 1];
+    char tag[NAMING_BUF_SIZE];
     cJSON *o, *arr;
 
     if (res->err) {
@@ -126,7 +129,7 @@ static void on_result(void *data, const struct vs_rest_result *res)
     cJSON_AddNumberToObject(o, "logins", (double)vs_rest_logins(a->rest));
     if (res->id)
         cJSON_AddStringToObject(o, "id", res->id);
-    if (c->nargs >= 2 && vs_rest_tag_name(c->args[0], c->args[1], tag, sizeof(tag)) > 0)
+    if (c->nargs >= 2 && naming_tag(c->args[0], c->args[1], tag, sizeof(tag)) > 0)
         cJSON_AddStringToObject(o, "tag", tag);
     if (strcmp(c->name, "list") == 0) {
         arr = cJSON_AddArrayToObject(o, "objects");
@@ -155,23 +158,29 @@ static void run_next(struct app *a)
     while (a->next < a->ncmds) {
         const struct cmd *c = &a->cmds[a->next++];
         const char *const *v = c->args;
-        char tag[VS_REST_TAG_NAME_MAX + 1];
+        char tag[NAMING_BUF_SIZE], desc[VS_REST_DESCRIPTION_MAX + 1];
         int err;
 
+        /* A group's tag name and description; a name naming refuses is
+         * passed on as "" so that the client refuses it (-EINVAL). */
+        if (c->nargs < 2 || naming_tag(v[0], v[1], tag, sizeof(tag)) < 0)
+            tag[0] = '\0';
+        if (c->nargs < 2 || naming_tag_description(v[0], v[1], desc, sizeof(desc)) < 0)
+            desc[0] = '\0';
         if (strcmp(c->name, "login") == 0) {
             err = vs_rest_login(a->rest, on_result, a);
         } else if (strcmp(c->name, "ensure-category") == 0) {
             err = vs_rest_ensure_category(a->rest, on_result, a);
         } else if (strcmp(c->name, "ensure-tag") == 0) {
-            err = vs_rest_ensure_tag(a->rest, v[0], v[1], on_result, a);
+            err = vs_rest_ensure_tag(a->rest, tag, desc, on_result, a);
         } else if (strcmp(c->name, "attach") == 0) {
-            err = vs_rest_attach(a->rest, v[0], v[1], v[2], on_result, a);
+            err = vs_rest_attach(a->rest, tag, desc, v[2], on_result, a);
         } else if (strcmp(c->name, "detach") == 0) {
-            err = vs_rest_detach(a->rest, v[0], v[1], v[2], on_result, a);
+            err = vs_rest_detach(a->rest, tag, v[2], on_result, a);
         } else if (strcmp(c->name, "list") == 0) {
-            err = vs_rest_list_attached(a->rest, v[0], v[1], on_result, a);
+            err = vs_rest_list_attached(a->rest, tag, on_result, a);
         } else if (strcmp(c->name, "delete-tag") == 0) {
-            err = vs_rest_delete_tag(a->rest, v[0], v[1], on_result, a);
+            err = vs_rest_delete_tag(a->rest, tag, on_result, a);
         } else if (strcmp(c->name, "wait") == 0) {
             char line[64];
             cJSON *o = cJSON_CreateObject();
@@ -185,7 +194,7 @@ static void run_next(struct app *a)
         } else { /* tag-name */
             cJSON *o = cJSON_CreateObject();
 
-            err = vs_rest_tag_name(v[0], v[1], tag, sizeof(tag));
+            err = naming_tag(v[0], v[1], tag, sizeof(tag));
             if (err < 0) {
                 print_failure(a, c->name, err, "bad name");
                 continue;
@@ -231,6 +240,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     o.user = getenv("VC_USER");
     o.password = getenv("VC_PASS");
+    o.category = NAMING_TAG_CATEGORY;
+    o.category_description = NAMING_TAG_CATEGORY_DESCRIPTION;
     a.ca_file = getenv("VC_CA_FILE");
     base[0] = '\0';
     if (host)

@@ -1,0 +1,41 @@
+/* tasks.h: the task tracker of vs_ops: one PropertyCollector of the
+ * client's own with a filter per running task, and its long poll
+ * (WaitForUpdatesEx), which reports each task's end. Internal to
+ * vsphere/ops.c and vsphere/tasks.c. */
+#ifndef VMG_VS_TASKS_H
+#define VMG_VS_TASKS_H
+
+#include <stdbool.h>
+
+#include "vsphere/ops_int.h"
+
+/* vs__task_ended: the task's state is "success" or "error". */
+bool vs__task_ended(const struct task_info *ti);
+
+/* vs__task_apply records the changes of u (info.state, info.error,
+ * info.result) in ti; an end, once seen, is final. */
+void vs__task_apply(struct task_info *ti, const struct vim_object_update *u);
+
+/* vs__tracker_complete ends op from its task's end. */
+void vs__tracker_complete(vs_op *op);
+
+/* vs__tracker_need_pc registers op's task with the tracker. */
+void vs__tracker_need_pc(vs_op *op);
+
+/* vs__tracker_check reads the state of op's task as its step (after a
+ * failure to send, op registers again after the tracker's backoff). */
+void vs__tracker_check(vs_op *op, enum ostep step);
+
+/* vs__tracker_retrack: following op's task failed; op stays in flight and
+ * registers again after the tracker's backoff. */
+void vs__tracker_retrack(vs_op *op);
+
+/* vs__tracker_kick starts the long poll when tasks are tracked and none
+ * runs (destroying the filters of ended tasks first). */
+void vs__tracker_kick(vs_ops *o);
+
+/* vs__tracker_forget_collector drops the tracker's collector: the tasks
+ * it followed register again on a new one after a backoff. */
+void vs__tracker_forget_collector(vs_ops *o);
+
+#endif
