@@ -77,6 +77,39 @@ struct reconciler {
     uint64_t (*clock)(void *);
 };
 
+/* What one pass asks of the queue for its key. reconcile() decides it;
+ * only reconciler_handle() acts on it (apply_result). */
+enum rec_outcome {
+    REC_DONE = 0,      /* success: the key's backoff is reset */
+    REC_REQUEUE_AFTER, /* look again after after_ms */
+    REC_ERROR,         /* failed: retried with the queue's rate limiter */
+};
+
+struct rec_result {
+    enum rec_outcome outcome;
+    uint64_t after_ms; /* REC_REQUEUE_AFTER: when to look again */
+    bool forget;       /* REC_REQUEUE_AFTER: the key's backoff is reset as well */
+    /* Besides the outcome, applied before it: a finalizer write that could
+     * not start is retried with the rate limiter; a finalizer written and
+     * not yet in the cache is looked at when the wait is over (0: none). */
+    bool write_failed;
+    uint64_t meta_wait_ms;
+    /* After it: the next deadline of an operation awaited in the cache (0: none). */
+    uint64_t await_ms;
+};
+
+static const char *result_label(const struct rec_result *res)
+{
+    switch (res->outcome) {
+    case REC_REQUEUE_AFTER:
+        return "requeue_after";
+    case REC_ERROR:
+        return "error";
+    default:
+        return "success";
+    }
+}
+
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -635,7 +668,9 @@ static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     cJSON_Delete(st);
 }
 
-static const char *reconcile(reconciler *r, const char *key)
+/* reconcile plans key once and starts what the plan says; it touches no
+ * queue but says in *res what the queue should do with key. */
+static void reconcile(reconciler *r, const char *key, struct rec_result *res)
 {
     const struct vmgroup *g = r->w.get_group(r->w.data, key);
     struct gstate *gs = gs_find(r, key);
@@ -649,24 +684,24 @@ static const char *reconcile(reconciler *r, const char *key)
     int vr, rc;
     size_t n = 0, ns = 0;
     bool transient_now = false, blocked = false, meta_started = false;
-    const char *result = "success";
     uint64_t await_ms = 0;
 
+    memset(res, 0, sizeof(*res));
     if (!g) {
         if (gs) {
             gs_drop(r, gs);
             if (r->w.forgotten)
                 r->w.forgotten(r->w.data, key);
         }
-        wq_forget(r->q, key);
-        return result;
+        res->outcome = REC_DONE;
+        return;
     }
     if (!gs)
         gs = gs_get(r, key);
     if (!gs) {
         vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
-        wq_add_rate_limited(r->q, key);
-        return "error";
+        res->outcome = REC_ERROR;
+        return;
     }
     /* The cache shows the finalizer write awaited: nothing to wait for. */
     if (gs->meta_until && !gs->meta_inflight &&
@@ -757,8 +792,7 @@ static const char *reconcile(reconciler *r, const char *key)
     if (rc < 0) {
         vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "planning failed: %s",
                  vmg_strerror(rc));
-        wq_add_rate_limited(r->q, key);
-        result = "error";
+        res->outcome = REC_ERROR;
         goto out;
     }
     if (r->w.observed)
@@ -784,12 +818,12 @@ static const char *reconcile(reconciler *r, const char *key)
                 /* Written, and not in the cache yet: the write would only
                  * be made again (or conflict). Look again when the wait
                  * is over. */
-                wq_add_after(r->q, key, gs->meta_until - t);
+                res->meta_wait_ms = gs->meta_until - t;
                 break;
             }
             if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
                 if (start_write(r, gs, g, false, patch) < 0) {
-                    wq_add_rate_limited(r->q, key);
+                    res->write_failed = true;
                 } else {
                     gs->meta_kind = a->kind;
                     meta_started = true;
@@ -825,32 +859,53 @@ static const char *reconcile(reconciler *r, const char *key)
 
     blocked = gs->block != PLAN_BLOCK_NONE;
     if (vr < 0) {
-        wq_add_rate_limited(r->q, key);
-        result = "error";
+        res->outcome = REC_ERROR;
     } else if (gs->transient) {
         uint64_t left = gs->transient_until > t ? gs->transient_until - t : 1;
-        wq_add_after(r->q, key, transient_now ? left : backoff_ms(gs->failures));
-        result = "requeue_after";
+        res->outcome = REC_REQUEUE_AFTER;
+        res->after_ms = transient_now ? left : backoff_ms(gs->failures);
     } else if (blocked) {
-        wq_add_after(r->q, key, r->o.blocked_retry_ms);
-        wq_forget(r->q, key);
-        result = "requeue_after";
+        res->outcome = REC_REQUEUE_AFTER;
+        res->after_ms = r->o.blocked_retry_ms;
+        res->forget = true;
     } else {
-        wq_forget(r->q, key);
+        res->outcome = REC_DONE;
     }
-    if (await_ms)
-        wq_add_after(r->q, key, await_ms);
+    res->await_ms = await_ms;
     goto out;
 
 oom:
     vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
-    wq_add_rate_limited(r->q, key);
-    result = "error";
+    res->outcome = REC_ERROR;
 out:
     plan_free(p);
     free(vms);
     free(slots);
-    return result;
+}
+
+/* apply_result does with key what one pass of it asked: the one place where
+ * the outcome of a reconcile reaches the queue. */
+static void apply_result(reconciler *r, const char *key, const struct rec_result *res)
+{
+    if (res->meta_wait_ms)
+        wq_add_after(r->q, key, res->meta_wait_ms);
+    if (res->write_failed)
+        wq_add_rate_limited(r->q, key);
+    switch (res->outcome) {
+    case REC_DONE:
+        wq_forget(r->q, key);
+        break;
+    case REC_REQUEUE_AFTER:
+        wq_add_after(r->q, key, res->after_ms);
+        if (res->forget)
+            wq_forget(r->q, key);
+        break;
+    case REC_ERROR:
+        wq_add_rate_limited(r->q, key);
+        break;
+    }
+    if (res->await_ms)
+        wq_add_after(r->q, key, res->await_ms);
 }
 
 void reconciler_handle(void *data, const char *key)
@@ -864,9 +919,12 @@ void reconciler_handle(void *data, const char *key)
     }
     {
         uint64_t t0 = now_ms();
-        const char *result = reconcile(r, k);
+        struct rec_result res;
+
+        reconcile(r, k, &res);
+        apply_result(r, k, &res);
         if (r->w.reconciled)
-            r->w.reconciled(r->w.data, k, result, (double)(now_ms() - t0) / 1000.0);
+            r->w.reconciled(r->w.data, k, result_label(&res), (double)(now_ms() - t0) / 1000.0);
     }
     wq_done(r->q, k);
     free(k);
