@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "controller/naming.h"
+#include "controller/outcome.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/strmap.h"
@@ -239,41 +240,6 @@ static const char *kind_verb(enum plan_action_kind k)
     }
 }
 
-static bool fault_is(const char *fault, const char *name)
-{
-    return fault && strcmp(fault, name) == 0;
-}
-
-/* benign tells whether a failed operation left things as wanted anyway: a
- * clone re-issued after a restart that collides by name, a folder already
- * there, a VM already gone or already in the asked power state. */
-static bool benign(enum plan_action_kind k, int err, const char *fault)
-{
-    switch (k) {
-    case PLAN_CLONE:
-    case PLAN_CREATE_FOLDER:
-        return fault_is(fault, "DuplicateName");
-    case PLAN_POWER_ON:
-    case PLAN_POWER_OFF:
-        return fault_is(fault, "InvalidPowerState");
-    case PLAN_DESTROY_VM:
-    case PLAN_DESTROY_FOLDER:
-        return fault_is(fault, "ManagedObjectNotFound") || err == VMG_ENOTFOUND;
-    default:
-        return false;
-    }
-}
-
-/* template_reason names why a clone's template cannot be used: missing,
- * ambiguous, or refused (not a template, inside the operator's folder,
- * outside the datacenter). */
-static const char *template_reason(int err)
-{
-    return err == VMG_ENOTFOUND    ? "TemplateNotFound"
-           : err == VMG_EAMBIGUOUS ? "TemplateAmbiguous"
-                                   : "TemplateRefused";
-}
-
 static uint64_t backoff_ms(unsigned failures)
 {
     uint64_t d = 1000;
@@ -295,95 +261,96 @@ static uint64_t clock_default(void *data)
     return now_ms();
 }
 
+/* op_done applies what the end of op means (outcome_decide): the one
+ * place that logs it, says it in an event, changes the group's state and
+ * plans the group again. */
 static void op_done(void *cbdata, int err, const char *fault, const char *msg)
 {
     struct op *op = cbdata;
     struct gstate *gs = op->gs;
     reconciler *r = op->r;
     const struct vmgroup *g = r->w.get_group(r->w.data, gs->key);
+    const char *what = op->vm[0] ? op->vm : gs->folder;
+    const char *why = msg && *msg ? msg : vmg_strerror(err);
     struct op **pp = &gs->ops;
-    char text[MSG_MAX];
-    bool retry_later = false;
-
-    bool keep = false;
+    struct op_decision d;
+    char text[MSG_MAX] = "";
+    bool event;
 
     r->inflight--;
-    if (err == VMG_ECANCELED) {
-        /* Shutting down: nothing to report. */
-    } else if (err == 0 || benign(op->kind, err, fault)) {
-        if (err == 0) {
-            if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
-                snprintf(text, sizeof(text), "%s folder %s",
-                         op->kind == PLAN_CREATE_FOLDER ? "Created" : "Deleted", gs->folder);
-            else
-                snprintf(text, sizeof(text), "%s %s",
-                         op->kind == PLAN_CLONE         ? "Created VM"
-                         : op->kind == PLAN_POWER_ON    ? "Powered on VM"
-                         : op->kind == PLAN_POWER_OFF   ? "Powered off VM"
-                         : op->kind == PLAN_RECONFIGURE ? "Reconfigured VM"
-                                                        : "Deleted VM",
-                         op->vm);
-            vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name, "%s", text);
-            if (g)
-                r->w.event(r->w.data, g, false, kind_event_reason(op->kind, true), text);
-        } else {
-            vmg_log_v(1, LOGGER, gs->ns, gs->name, "%s %s: %s (already as wanted)",
-                      kind_verb(op->kind), op->vm[0] ? op->vm : gs->folder, fault ? fault : "");
-        }
-        gs->failures = 0;
-        keep = true;
-        if (op->kind == PLAN_CLONE && gs->block == PLAN_BLOCK_TEMPLATE && err == 0) {
-            gs->block = PLAN_BLOCK_NONE;
-            gs->block_reason = NULL;
-            set_str(&gs->block_msg, NULL);
-        }
-    } else if ((op->kind == PLAN_POWER_ON || op->kind == PLAN_POWER_OFF ||
-                op->kind == PLAN_RECONFIGURE) &&
-               fault_is(fault, "ManagedObjectNotFound")) {
-        /* The VM went meanwhile (destroyed out of band): nothing failed
-         * that waiting would mend, so the group's backoff does not grow.
-         * The VM is read again, and the group planned again shortly. */
+    outcome_decide(op->kind, err, fault, &d);
+    event = g && d.event != OP_EVENT_NONE;
+
+    /* What is said about it, in the log and in an event. */
+    switch (d.outcome) {
+    case OP_CANCELED:
+        break; /* shutting down: nothing to report */
+    case OP_DONE:
+        if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
+            snprintf(text, sizeof(text), "%s folder %s",
+                     op->kind == PLAN_CREATE_FOLDER ? "Created" : "Deleted", gs->folder);
+        else
+            snprintf(text, sizeof(text), "%s %s",
+                     op->kind == PLAN_CLONE         ? "Created VM"
+                     : op->kind == PLAN_POWER_ON    ? "Powered on VM"
+                     : op->kind == PLAN_POWER_OFF   ? "Powered off VM"
+                     : op->kind == PLAN_RECONFIGURE ? "Reconfigured VM"
+                                                    : "Deleted VM",
+                     op->vm);
+        vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name, "%s", text);
+        break;
+    case OP_AS_WANTED:
+        vmg_log_v(1, LOGGER, gs->ns, gs->name, "%s %s: %s (already as wanted)", kind_verb(op->kind),
+                  what, fault ? fault : "");
+        break;
+    case OP_VM_GONE:
         vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name,
                  "%s %s: the VM is gone from vCenter (ManagedObjectNotFound); planning again",
                  kind_verb(op->kind), op->vm);
-        if (r->w.reread)
-            (void)r->w.reread(r->w.vcdata, gs->folder, op->vm);
-        retry_later = true;
-    } else if (op->kind == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT)) {
-        /* The clone may be under way or done (the request reached vCenter
-         * and its answer was lost, or vCenter forgot the task): it counts
-         * as in flight until the inventory shows the VM or the wait is
-         * over, so that a lower free slot is not cloned meanwhile. */
+        break;
+    case OP_UNSURE:
         snprintf(text, sizeof(text), "creating VM %s: %s; waiting to see it in the inventory",
-                 op->vm, msg && *msg ? msg : vmg_strerror(err));
+                 op->vm, why);
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
-        note_transient(r, gs, text);
-        keep = true;
-        retry_later = true;
-    } else if (op->kind == PLAN_CLONE && !fault &&
-               (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG)) {
-        const char *reason = template_reason(err);
-
+        break;
+    case OP_TEMPLATE:
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "cannot create VM %s: %s", op->vm, text);
-        if (g && (gs->block != PLAN_BLOCK_TEMPLATE || !gs->block_msg ||
-                  strcmp(gs->block_msg, text) != 0))
-            r->w.event(r->w.data, g, true, reason, text);
+        /* Said once, not at every retry of the same block. */
+        event = event && (gs->block != PLAN_BLOCK_TEMPLATE || !gs->block_msg ||
+                          strcmp(gs->block_msg, text) != 0);
+        break;
+    case OP_FAILED:
+        snprintf(text, sizeof(text), "Failed to %s %s: %s", kind_verb(op->kind), what, why);
+        vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
+        break;
+    }
+    if (event)
+        r->w.event(r->w.data, g, d.event == OP_EVENT_WARNING,
+                   d.block_reason ? d.block_reason
+                                  : kind_event_reason(op->kind, d.event == OP_EVENT_NORMAL),
+                   text);
+
+    /* The group's state. */
+    if (d.reread && r->w.reread)
+        (void)r->w.reread(r->w.vcdata, gs->folder, op->vm);
+    if (d.transient)
+        note_transient(r, gs, text);
+    if (d.settle)
+        gs->failures = 0;
+    if (d.unblock && gs->block == PLAN_BLOCK_TEMPLATE) {
+        gs->block = PLAN_BLOCK_NONE;
+        gs->block_reason = NULL;
+        set_str(&gs->block_msg, NULL);
+    }
+    if (d.block_reason) {
         gs->block = PLAN_BLOCK_TEMPLATE;
-        gs->block_reason = reason;
+        gs->block_reason = d.block_reason;
         set_str(&gs->block_msg, text);
         gs->block_gen = g ? g->meta.generation : 0;
         gs->block_at = r->clock(NULL);
-    } else {
-        snprintf(text, sizeof(text), "Failed to %s %s: %s", kind_verb(op->kind),
-                 op->vm[0] ? op->vm : gs->folder, msg && *msg ? msg : vmg_strerror(err));
-        vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
-        if (g)
-            r->w.event(r->w.data, g, true, kind_event_reason(op->kind, false), text);
-        note_transient(r, gs, text);
-        retry_later = true;
     }
-    if (keep && err != VMG_ECANCELED) {
+    if (d.await) {
         op->awaiting = true;
         op->deadline = r->clock(NULL) + AWAIT_MS;
     } else {
@@ -395,11 +362,12 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         free(op);
     }
 
-    if (err == VMG_ECANCELED)
+    /* The requeue. */
+    if (d.requeue == OP_REQUEUE_NONE)
         return;
     if (!g)
         wq_add(r->q, gs->key); /* the object is gone: the pass drops the group */
-    else if (retry_later)
+    else if (d.requeue == OP_REQUEUE_BACKOFF)
         wq_add_after(r->q, gs->key, backoff_ms(gs->failures));
     else
         wq_add(r->q, gs->key);
