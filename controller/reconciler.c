@@ -196,48 +196,145 @@ static void set_str(char **dst, const char *s)
     *dst = s ? strdup(s) : NULL;
 }
 
-static const char *kind_event_reason(enum plan_action_kind k, bool ok)
+/* ---- the operations, one row a kind ---- */
+
+static void op_done(void *cbdata, int err, const char *fault, const char *msg);
+
+static int start_create_folder(reconciler *r, struct op *op, const struct vmgroup *g,
+                               const struct plan_action *a)
 {
-    switch (k) {
-    case PLAN_CREATE_FOLDER:
-        return ok ? "FolderCreated" : "FolderCreateFailed";
-    case PLAN_DESTROY_FOLDER:
-        return ok ? "FolderDeleted" : "FolderDeleteFailed";
-    case PLAN_CLONE:
-        return ok ? "Created" : "CreateFailed";
-    case PLAN_POWER_ON:
-        return ok ? "PoweredOn" : "PowerOnFailed";
-    case PLAN_POWER_OFF:
-        return ok ? "PoweredOff" : "PowerOffFailed";
-    case PLAN_RECONFIGURE:
-        return ok ? "Reconfigured" : "ReconfigureFailed";
-    case PLAN_DESTROY_VM:
-        return ok ? "Deleted" : "DeleteFailed";
-    default:
-        return ok ? "Done" : "Failed";
-    }
+    (void)g;
+    (void)a;
+    return r->w.create_folder(r->w.vcdata, op->gs->folder, op_done, op);
 }
 
-static const char *kind_verb(enum plan_action_kind k)
+static int start_destroy_folder(reconciler *r, struct op *op, const struct vmgroup *g,
+                                const struct plan_action *a)
 {
-    switch (k) {
-    case PLAN_CREATE_FOLDER:
-        return "create folder";
-    case PLAN_DESTROY_FOLDER:
-        return "delete folder";
-    case PLAN_CLONE:
-        return "create VM";
-    case PLAN_POWER_ON:
-        return "power on VM";
-    case PLAN_POWER_OFF:
-        return "power off VM";
-    case PLAN_RECONFIGURE:
-        return "reconfigure VM";
-    case PLAN_DESTROY_VM:
-        return "delete VM";
-    default:
-        return "act on";
-    }
+    (void)g;
+    (void)a;
+    return r->w.destroy_folder(r->w.vcdata, op->gs->folder, op_done, op);
+}
+
+static int start_clone(reconciler *r, struct op *op, const struct vmgroup *g,
+                       const struct plan_action *a)
+{
+    return r->w.clone(r->w.vcdata, g, op->gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
+                      op_done, op);
+}
+
+static int start_power(reconciler *r, struct op *op, const struct vmgroup *g,
+                       const struct plan_action *a)
+{
+    (void)g;
+    return r->w.power(r->w.vcdata, op->gs->folder, a->vm, a->kind == PLAN_POWER_ON, op_done, op);
+}
+
+static int start_reconfigure(reconciler *r, struct op *op, const struct vmgroup *g,
+                             const struct plan_action *a)
+{
+    (void)g;
+    return r->w.reconfigure(r->w.vcdata, op->gs->folder, a->vm, a->cpu, a->memory_mb, op_done, op);
+}
+
+static int start_destroy_vm(reconciler *r, struct op *op, const struct vmgroup *g,
+                            const struct plan_action *a)
+{
+    (void)g;
+    return r->w.destroy_vm(r->w.vcdata, op->gs->folder, a->vm, op_done, op);
+}
+
+/* The seen_ functions tell whether the inventory shows what op did; v is
+ * op's VM as the folder f holds it, or NULL. */
+
+static bool seen_folder_present(const struct op *op, const struct rec_folder *f,
+                                const struct plan_vm *v)
+{
+    (void)op;
+    (void)v;
+    return f->state == PLAN_FOLDER_PRESENT;
+}
+
+static bool seen_folder_absent(const struct op *op, const struct rec_folder *f,
+                               const struct plan_vm *v)
+{
+    (void)op;
+    (void)v;
+    return f->state == PLAN_FOLDER_ABSENT;
+}
+
+static bool seen_vm_present(const struct op *op, const struct rec_folder *f,
+                            const struct plan_vm *v)
+{
+    (void)op;
+    (void)f;
+    return v != NULL;
+}
+
+static bool seen_vm_absent(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)op;
+    return f->state != PLAN_FOLDER_UNKNOWN && v == NULL;
+}
+
+static bool seen_on(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)op;
+    (void)f;
+    return !v || v->powered_on;
+}
+
+static bool seen_off(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)op;
+    (void)f;
+    return !v || !v->powered_on;
+}
+
+static bool seen_sized(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)f;
+    return !v || (v->num_cpu == op->cpu && v->memory_mb == op->memory_mb);
+}
+
+/* What the reconciler knows of each kind of vCenter operation: how logs and
+ * events name it ("Failed to <verb> web-0", "<done> web-0", the events'
+ * reasons), how it is started, and how the inventory shows it done. */
+struct op_kind {
+    const char *verb;
+    const char *done;
+    const char *ok_reason, *fail_reason;
+    int (*start)(reconciler *r, struct op *op, const struct vmgroup *g,
+                 const struct plan_action *a);
+    bool (*seen)(const struct op *op, const struct rec_folder *f, const struct plan_vm *v);
+};
+
+static const struct op_kind op_kinds[] = {
+    [PLAN_CREATE_FOLDER] = {"create folder", "Created folder", "FolderCreated",
+                            "FolderCreateFailed", start_create_folder, seen_folder_present},
+    [PLAN_DESTROY_FOLDER] = {"delete folder", "Deleted folder", "FolderDeleted",
+                             "FolderDeleteFailed", start_destroy_folder, seen_folder_absent},
+    [PLAN_CLONE] = {"create VM", "Created VM", "Created", "CreateFailed", start_clone,
+                    seen_vm_present},
+    [PLAN_POWER_ON] = {"power on VM", "Powered on VM", "PoweredOn", "PowerOnFailed", start_power,
+                       seen_on},
+    [PLAN_POWER_OFF] = {"power off VM", "Powered off VM", "PoweredOff", "PowerOffFailed",
+                        start_power, seen_off},
+    [PLAN_RECONFIGURE] = {"reconfigure VM", "Reconfigured VM", "Reconfigured", "ReconfigureFailed",
+                          start_reconfigure, seen_sized},
+    [PLAN_DESTROY_VM] = {"delete VM", "Deleted VM", "Deleted", "DeleteFailed", start_destroy_vm,
+                         seen_vm_absent},
+};
+
+/* kind_of returns the row of k; a kind that is no vCenter operation (a
+ * finalizer write, an event) gets a row that starts nothing. */
+static const struct op_kind *kind_of(enum plan_action_kind k)
+{
+    static const struct op_kind none = {"act on", "Done", "Done", "Failed", NULL, NULL};
+
+    if ((size_t)k < sizeof(op_kinds) / sizeof(op_kinds[0]) && op_kinds[k].start)
+        return &op_kinds[k];
+    return &none;
 }
 
 static uint64_t backoff_ms(unsigned failures)
@@ -273,6 +370,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     const char *what = op->vm[0] ? op->vm : gs->folder;
     const char *why = msg && *msg ? msg : vmg_strerror(err);
     struct op **pp = &gs->ops;
+    const struct op_kind *k = kind_of(op->kind);
     struct op_decision d;
     char text[MSG_MAX] = "";
     bool event;
@@ -286,27 +384,17 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     case OP_CANCELED:
         break; /* shutting down: nothing to report */
     case OP_DONE:
-        if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
-            snprintf(text, sizeof(text), "%s folder %s",
-                     op->kind == PLAN_CREATE_FOLDER ? "Created" : "Deleted", gs->folder);
-        else
-            snprintf(text, sizeof(text), "%s %s",
-                     op->kind == PLAN_CLONE         ? "Created VM"
-                     : op->kind == PLAN_POWER_ON    ? "Powered on VM"
-                     : op->kind == PLAN_POWER_OFF   ? "Powered off VM"
-                     : op->kind == PLAN_RECONFIGURE ? "Reconfigured VM"
-                                                    : "Deleted VM",
-                     op->vm);
+        snprintf(text, sizeof(text), "%s %s", k->done, what);
         vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name, "%s", text);
         break;
     case OP_AS_WANTED:
-        vmg_log_v(1, LOGGER, gs->ns, gs->name, "%s %s: %s (already as wanted)", kind_verb(op->kind),
-                  what, fault ? fault : "");
+        vmg_log_v(1, LOGGER, gs->ns, gs->name, "%s %s: %s (already as wanted)", k->verb, what,
+                  fault ? fault : "");
         break;
     case OP_VM_GONE:
         vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name,
                  "%s %s: the VM is gone from vCenter (ManagedObjectNotFound); planning again",
-                 kind_verb(op->kind), op->vm);
+                 k->verb, op->vm);
         break;
     case OP_UNSURE:
         snprintf(text, sizeof(text), "creating VM %s: %s; waiting to see it in the inventory",
@@ -321,14 +409,15 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
                           strcmp(gs->block_msg, text) != 0);
         break;
     case OP_FAILED:
-        snprintf(text, sizeof(text), "Failed to %s %s: %s", kind_verb(op->kind), what, why);
+        snprintf(text, sizeof(text), "Failed to %s %s: %s", k->verb, what, why);
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
         break;
     }
     if (event)
         r->w.event(r->w.data, g, d.event == OP_EVENT_WARNING,
-                   d.block_reason ? d.block_reason
-                                  : kind_event_reason(op->kind, d.event == OP_EVENT_NORMAL),
+                   d.block_reason               ? d.block_reason
+                   : d.event == OP_EVENT_NORMAL ? k->ok_reason
+                                                : k->fail_reason,
                    text);
 
     /* The group's state. */
@@ -376,6 +465,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
 static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
                     const struct plan_action *a)
 {
+    const struct op_kind *k = kind_of(a->kind);
     struct op *op = calloc(1, sizeof(*op));
     int rc;
 
@@ -390,31 +480,7 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     op->cpu = a->cpu;
     op->memory_mb = a->memory_mb;
 
-    switch (a->kind) {
-    case PLAN_CREATE_FOLDER:
-        rc = r->w.create_folder(r->w.vcdata, gs->folder, op_done, op);
-        break;
-    case PLAN_DESTROY_FOLDER:
-        rc = r->w.destroy_folder(r->w.vcdata, gs->folder, op_done, op);
-        break;
-    case PLAN_CLONE:
-        rc = r->w.clone(r->w.vcdata, g, gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
-                        op_done, op);
-        break;
-    case PLAN_POWER_ON:
-    case PLAN_POWER_OFF:
-        rc = r->w.power(r->w.vcdata, gs->folder, a->vm, a->kind == PLAN_POWER_ON, op_done, op);
-        break;
-    case PLAN_RECONFIGURE:
-        rc = r->w.reconfigure(r->w.vcdata, gs->folder, a->vm, a->cpu, a->memory_mb, op_done, op);
-        break;
-    case PLAN_DESTROY_VM:
-        rc = r->w.destroy_vm(r->w.vcdata, gs->folder, a->vm, op_done, op);
-        break;
-    default:
-        rc = -EINVAL;
-        break;
-    }
+    rc = k->start ? k->start(r, op, g, a) : -EINVAL;
     if (rc < 0) {
         free(op);
         return rc;
@@ -424,7 +490,7 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     gs->n_ops++;
     r->inflight++;
     if (a->kind != PLAN_CLONE || op->vm[0])
-        vmg_log_v(1, LOGGER, gs->ns, gs->name, "started: %s %s", kind_verb(a->kind),
+        vmg_log_v(1, LOGGER, gs->ns, gs->name, "started: %s %s", k->verb,
                   op->vm[0] ? op->vm : gs->folder);
     return 0;
 }
@@ -537,26 +603,9 @@ static const struct plan_vm *find_vm(const struct rec_folder *f, const char *nam
 /* seen tells whether the inventory now shows what op did. */
 static bool seen(const struct op *op, const struct rec_folder *f)
 {
-    const struct plan_vm *v = op->vm[0] ? find_vm(f, op->vm) : NULL;
+    const struct op_kind *k = kind_of(op->kind);
 
-    switch (op->kind) {
-    case PLAN_CREATE_FOLDER:
-        return f->state == PLAN_FOLDER_PRESENT;
-    case PLAN_DESTROY_FOLDER:
-        return f->state == PLAN_FOLDER_ABSENT;
-    case PLAN_CLONE:
-        return v != NULL;
-    case PLAN_DESTROY_VM:
-        return f->state != PLAN_FOLDER_UNKNOWN && v == NULL;
-    case PLAN_POWER_ON:
-        return !v || v->powered_on;
-    case PLAN_POWER_OFF:
-        return !v || !v->powered_on;
-    case PLAN_RECONFIGURE:
-        return !v || (v->num_cpu == op->cpu && v->memory_mb == op->memory_mb);
-    default:
-        return true;
-    }
+    return !k->seen || k->seen(op, f, op->vm[0] ? find_vm(f, op->vm) : NULL);
 }
 
 /* sweep drops the finished operations that the inventory now shows, or
@@ -580,14 +629,14 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
              * itself, and wait once more before acting on the cache. */
             vmg_log_v(1, LOGGER, gs->ns, gs->name,
                       "the inventory did not show the end of %s %s in time; reading it again",
-                      kind_verb(op->kind), op->vm);
+                      kind_of(op->kind)->verb, op->vm);
             op->reread = true;
             op->deadline = t + AWAIT_MS;
         }
         if (op->awaiting && t >= op->deadline) {
             vmg_log_v(1, LOGGER, gs->ns, gs->name,
                       "the inventory did not show the end of %s %s in time; planning again",
-                      kind_verb(op->kind), op->vm[0] ? op->vm : gs->folder);
+                      kind_of(op->kind)->verb, op->vm[0] ? op->vm : gs->folder);
             *pp = op->next;
             gs->n_ops--;
             free(op);
@@ -810,7 +859,7 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
             rc = start_op(r, gs, g, a);
             if (rc < 0) {
                 char text[MSG_MAX];
-                snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_verb(a->kind),
+                snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_of(a->kind)->verb,
                          a->vm ? a->vm : gs->folder, vmg_strerror(rc));
                 vmg_logf(VMG_LOG_WARN, LOGGER, g->meta.ns, g->meta.name, "%s", text);
                 note_transient(r, gs, text);
