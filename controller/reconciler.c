@@ -708,7 +708,7 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
         if (gs) {
             gs_drop(r, gs);
             if (r->w.forgotten)
-                r->w.forgotten(r->w.data, key);
+                r->w.forgotten(r->w.hookdata, key);
         }
         res->outcome = REC_DONE;
         return;
@@ -813,7 +813,7 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
         goto out;
     }
     if (r->w.observed)
-        r->w.observed(r->w.data, g, p);
+        r->w.observed(r->w.hookdata, g, p);
     if (p->n_actions && plan_describe(p, desc, sizeof(desc)) >= 0)
         vmg_log_v(1, LOGGER, g->meta.ns, g->meta.name, "plan: %s", desc);
 
@@ -941,7 +941,7 @@ void reconciler_handle(void *data, const char *key)
         reconcile(r, k, &res);
         apply_result(r, k, &res);
         if (r->w.reconciled)
-            r->w.reconciled(r->w.data, k, result_label(&res), (double)(now_ms() - t0) / 1000.0);
+            r->w.reconciled(r->w.hookdata, k, result_label(&res), (double)(now_ms() - t0) / 1000.0);
     }
     wq_done(r->q, k);
     free(k);
