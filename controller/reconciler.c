@@ -9,6 +9,8 @@
 
 #include "controller/naming.h"
 #include "controller/outcome.h"
+#include "lib/backoff.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/strmap.h"
@@ -16,6 +18,8 @@
 #define LOGGER "reconciler"
 #define MSG_MAX 512
 #define AWAIT_MS 30000 /* longest wait for the inventory to show a finished operation */
+#define BACKOFF_BASE_MS 1000
+#define BACKOFF_CAP_MS 300000
 
 struct gstate;
 
@@ -109,13 +113,6 @@ static const char *result_label(const struct rec_result *res)
     default:
         return "success";
     }
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static struct gstate *gs_find(reconciler *r, const char *key)
@@ -337,12 +334,11 @@ static const struct op_kind *kind_of(enum plan_action_kind k)
     return &none;
 }
 
+/* backoff_ms: a group's wait after its failures-th failure in a row: 1 s,
+ * doubling, at most 5 min. */
 static uint64_t backoff_ms(unsigned failures)
 {
-    uint64_t d = 1000;
-    for (unsigned i = 1; i < failures && d < 300000; i++)
-        d *= 2;
-    return d > 300000 ? 300000 : d;
+    return vmg_backoff_ms(BACKOFF_BASE_MS, BACKOFF_CAP_MS, failures ? failures - 1 : 0);
 }
 
 static void note_transient(reconciler *r, struct gstate *gs, const char *msg)
@@ -350,12 +346,6 @@ static void note_transient(reconciler *r, struct gstate *gs, const char *msg)
     gs->failures++;
     set_str(&gs->transient, msg);
     gs->transient_until = r->clock(NULL) + backoff_ms(gs->failures);
-}
-
-static uint64_t clock_default(void *data)
-{
-    (void)data;
-    return now_ms();
 }
 
 /* op_done applies what the end of op means (outcome_decide): the one
@@ -935,13 +925,14 @@ void reconciler_handle(void *data, const char *key)
         return;
     }
     {
-        uint64_t t0 = now_ms();
+        uint64_t t0 = vmg_clock_mono_ms(NULL);
         struct rec_result res;
 
         reconcile(r, k, &res);
         apply_result(r, k, &res);
         if (r->w.reconciled)
-            r->w.reconciled(r->w.hookdata, k, result_label(&res), (double)(now_ms() - t0) / 1000.0);
+            r->w.reconciled(r->w.hookdata, k, result_label(&res),
+                            (double)(vmg_clock_mono_ms(NULL) - t0) / 1000.0);
     }
     wq_done(r->q, k);
     free(k);
@@ -965,7 +956,7 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
     if (r->o.blocked_retry_ms == 0)
         r->o.blocked_retry_ms = 60000;
     r->q = q;
-    r->clock = r->o.clock ? r->o.clock : clock_default;
+    r->clock = r->o.clock ? r->o.clock : vmg_clock_mono_ms;
     r->groups = strmap_new();
     if (!r->groups) {
         free(r);
