@@ -348,6 +348,30 @@ static void note_transient(reconciler *r, struct gstate *gs, const char *msg)
     gs->transient_until = r->clock(NULL) + backoff_ms(gs->failures);
 }
 
+/* How a key goes back to the queue. */
+enum requeue {
+    REQUEUE_NOW,          /* at once */
+    REQUEUE_AFTER,        /* after a delay */
+    REQUEUE_RATE_LIMITED, /* after the queue's rate limiter's delay, one more failure */
+};
+
+/* requeue puts key back in the queue: the only place, with apply_result's
+ * wq_forget, where the reconciler adds to the queue. */
+static void requeue(reconciler *r, const char *key, enum requeue how, uint64_t after_ms)
+{
+    switch (how) {
+    case REQUEUE_NOW:
+        wq_add(r->q, key);
+        break;
+    case REQUEUE_AFTER:
+        wq_add_after(r->q, key, after_ms);
+        break;
+    case REQUEUE_RATE_LIMITED:
+        wq_add_rate_limited(r->q, key);
+        break;
+    }
+}
+
 /* op_done applies what the end of op means (outcome_decide): the one
  * place that logs it, says it in an event, changes the group's state and
  * plans the group again. */
@@ -441,15 +465,11 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         free(op);
     }
 
-    /* The requeue. */
-    if (d.requeue == OP_REQUEUE_NONE)
-        return;
-    if (!g)
-        wq_add(r->q, gs->key); /* the object is gone: the pass drops the group */
-    else if (d.requeue == OP_REQUEUE_BACKOFF)
-        wq_add_after(r->q, gs->key, backoff_ms(gs->failures));
-    else
-        wq_add(r->q, gs->key);
+    /* The requeue; at once when the object is gone: the pass drops the group. */
+    if (d.requeue == OP_REQUEUE_BACKOFF && g)
+        requeue(r, gs->key, REQUEUE_AFTER, backoff_ms(gs->failures));
+    else if (d.requeue != OP_REQUEUE_NONE)
+        requeue(r, gs->key, REQUEUE_NOW, 0);
 }
 
 static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
@@ -499,7 +519,7 @@ static bool gone_after(reconciler *r, struct gstate *gs)
 {
     if (r->w.get_group(r->w.data, gs->key))
         return false;
-    wq_add(r->q, gs->key);
+    requeue(r, gs->key, REQUEUE_NOW, 0);
     return true;
 }
 
@@ -527,7 +547,7 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
          * computed while this write was in flight needs a pass of its own. */
         if (status && gs->status_dirty) {
             gs->status_dirty = false;
-            wq_add(r->q, gs->key);
+            requeue(r, gs->key, REQUEUE_NOW, 0);
         }
         return;
     }
@@ -537,17 +557,17 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     else
         gs->meta_until = 0;
     if (err == VMG_ENOTFOUND) {
-        wq_add(r->q, gs->key);
+        requeue(r, gs->key, REQUEUE_NOW, 0);
         return;
     }
     if (err == VMG_ECONFLICT) {
         vmg_log_v(1, LOGGER, gs->ns, gs->name, "write conflicted, retrying with the latest object");
-        wq_add_rate_limited(r->q, gs->key);
+        requeue(r, gs->key, REQUEUE_RATE_LIMITED, 0);
         return;
     }
     vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "writing the VmGroup failed: %s",
              msg && *msg ? msg : vmg_strerror(err));
-    wq_add_rate_limited(r->q, gs->key);
+    requeue(r, gs->key, REQUEUE_RATE_LIMITED, 0);
 }
 
 static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g, bool status,
@@ -895,24 +915,24 @@ out:
 static void apply_result(reconciler *r, const char *key, const struct rec_result *res)
 {
     if (res->meta_wait_ms)
-        wq_add_after(r->q, key, res->meta_wait_ms);
+        requeue(r, key, REQUEUE_AFTER, res->meta_wait_ms);
     if (res->write_failed)
-        wq_add_rate_limited(r->q, key);
+        requeue(r, key, REQUEUE_RATE_LIMITED, 0);
     switch (res->outcome) {
     case REC_DONE:
         wq_forget(r->q, key);
         break;
     case REC_REQUEUE_AFTER:
-        wq_add_after(r->q, key, res->after_ms);
+        requeue(r, key, REQUEUE_AFTER, res->after_ms);
         if (res->forget)
             wq_forget(r->q, key);
         break;
     case REC_ERROR:
-        wq_add_rate_limited(r->q, key);
+        requeue(r, key, REQUEUE_RATE_LIMITED, 0);
         break;
     }
     if (res->await_ms)
-        wq_add_after(r->q, key, res->await_ms);
+        requeue(r, key, REQUEUE_AFTER, res->await_ms);
 }
 
 void reconciler_handle(void *data, const char *key)
