@@ -695,23 +695,220 @@ static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     cJSON_Delete(st);
 }
 
+/* What one pass gathers for the planner, and keeps until the plan is made. */
+struct pass {
+    struct planner_input in;
+    struct rec_folder f;
+    struct plan_vm *vms; /* f's VMs, marked when an operation on them is in flight */
+    int *slots;          /* the slots of the clones in flight */
+    char vmsg[MSG_MAX];  /* why vCenter cannot be used, or the folder's block */
+    char now[64];
+    int vr;             /* 0 when vCenter is usable, else why not */
+    bool transient_now; /* the planner is told of a transient failure */
+    uint64_t await_ms;  /* the next deadline of an awaited operation (0: none) */
+};
+
+/* gather reads the caches for the group of gs (object g) at time t and fills
+ * ps->in for the planner; ps->vms and ps->slots are the caller's to free,
+ * whatever it returns (0, or -ENOMEM). */
+static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uint64_t t,
+                  struct pass *ps)
+{
+    struct planner_input *in = &ps->in;
+    struct rec_folder *f = &ps->f;
+    size_t ns = 0;
+    int rc;
+
+    memset(ps, 0, sizeof(*ps));
+    f->state = PLAN_FOLDER_UNKNOWN;
+    ps->vr = r->w.vcenter_ready(r->w.vcdata, ps->vmsg, sizeof(ps->vmsg));
+    if (ps->vr == 0) {
+        rc = r->w.folder(r->w.vcdata, gs->folder, f);
+        if (rc < 0) {
+            snprintf(ps->vmsg, sizeof(ps->vmsg), "Cannot read the inventory: %s", vmg_strerror(rc));
+            ps->vr = rc;
+        }
+    }
+
+    if (f->n_vms > VMGROUP_REPLICAS_MAX) {
+        f->n_vms = VMGROUP_REPLICAS_MAX;
+        f->truncated = true;
+    }
+    ps->await_ms = sweep(r, gs, f, t);
+    ps->vms = f->n_vms ? calloc(f->n_vms, sizeof(*ps->vms)) : NULL;
+    ps->slots = gs->n_ops ? calloc(gs->n_ops, sizeof(*ps->slots)) : NULL;
+    if ((f->n_vms && !ps->vms) || (gs->n_ops && !ps->slots))
+        return -ENOMEM;
+    for (size_t i = 0; i < f->n_vms; i++) {
+        ps->vms[i] = f->vms[i];
+        if (has_vm_op(gs, ps->vms[i].name))
+            ps->vms[i].inflight = true;
+    }
+    for (const struct op *op = gs->ops; op; op = op->next) {
+        if (op->kind == PLAN_CLONE)
+            ps->slots[ns++] = op->slot;
+        if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
+            in->folder_inflight = true;
+    }
+
+    /* A learned block holds until the spec changes, and is retried now and then. */
+    if (gs->block != PLAN_BLOCK_NONE &&
+        (gs->block_gen != g->meta.generation || t - gs->block_at >= r->o.blocked_retry_ms)) {
+        gs->block = PLAN_BLOCK_NONE;
+        gs->block_reason = NULL;
+        set_str(&gs->block_msg, NULL);
+    }
+    if (gs->transient && t >= gs->transient_until)
+        set_str(&gs->transient, NULL);
+
+    r->w.now(r->w.data, ps->now, sizeof(ps->now));
+    in->g = g;
+    in->vms = ps->vms;
+    in->n_vms = f->n_vms;
+    in->folder = f->state;
+    in->folder_other_objects = f->other_objects;
+    in->clones_inflight = ps->slots;
+    in->n_clones_inflight = ns;
+    in->block = gs->block;
+    in->block_reason = gs->block_reason;
+    in->block_message = gs->block_msg;
+    if (f->truncated && !g->meta.deleting) {
+        /* A partial view could make a live group clone over VMs it does
+         * not see; a deleting one only removes what it sees, and sees more
+         * as they go. */
+        snprintf(ps->vmsg, sizeof(ps->vmsg),
+                 "folder %s holds more than %d VMs, the most one group can manage: nothing is "
+                 "done until it holds fewer",
+                 gs->folder, VMGROUP_REPLICAS_MAX);
+        in->block = PLAN_BLOCK_OTHER;
+        in->block_reason = "TooManyVMs";
+        in->block_message = ps->vmsg;
+    } else if (ps->vr == VMG_ENOTFOUND || ps->vr == VMG_EAMBIGUOUS || ps->vr == VMG_ECONFIG) {
+        in->block = PLAN_BLOCK_PLACEMENT;
+        in->block_reason = NULL;
+        in->block_message = ps->vmsg;
+    } else if (ps->vr < 0) {
+        in->transient_message = ps->vmsg;
+        ps->transient_now = true;
+    } else if (gs->transient) {
+        in->transient_message = gs->transient;
+        ps->transient_now = true;
+    }
+    in->now = ps->now;
+    in->max_inflight = r->o.max_group_tasks;
+    return 0;
+}
+
+/* write_finalizer starts the finalizer write a (PLAN_ADD_FINALIZER or
+ * PLAN_REMOVE_FINALIZER) unless a write is in flight or the one made is not
+ * in the cache yet; returns whether it started. */
+static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgroup *g,
+                            const struct plan_action *a, uint64_t t, struct rec_result *res)
+{
+    cJSON *patch = NULL;
+    bool started = false;
+
+    /* The finalizer patch is made against this version of the object: a
+     * status write in flight would make it conflict. When that write ends,
+     * the key is planned again. */
+    if (gs->status_inflight)
+        gs->status_dirty = true;
+    if (gs->meta_inflight || gs->status_inflight)
+        return false;
+    if (gs->meta_kind == a->kind && t < gs->meta_until) {
+        /* Written, and not in the cache yet: the write would only be made
+         * again (or conflict). Look again when the wait is over. */
+        res->meta_wait_ms = gs->meta_until - t;
+        return false;
+    }
+    if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
+        if (start_write(r, gs, g, false, patch) < 0) {
+            res->write_failed = true;
+        } else {
+            gs->meta_kind = a->kind;
+            started = true;
+            gs->meta_until = UINT64_MAX; /* set when the write succeeds */
+            if (a->kind == PLAN_REMOVE_FINALIZER)
+                vmg_logf(VMG_LOG_INFO, LOGGER, g->meta.ns, g->meta.name,
+                         "removing the finalizer: vCenter is clean");
+        }
+    }
+    cJSON_Delete(patch);
+    return started;
+}
+
+/* act starts the actions of p for the group of gs (object g) at time t:
+ * finalizer and status writes, events, vCenter operations. */
+static void act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const struct plan *p,
+                uint64_t t, struct rec_result *res)
+{
+    bool meta_started = false;
+    int rc;
+
+    for (size_t i = 0; i < p->n_actions; i++) {
+        const struct plan_action *a = &p->actions[i];
+
+        switch (a->kind) {
+        case PLAN_ADD_FINALIZER:
+        case PLAN_REMOVE_FINALIZER:
+            if (write_finalizer(r, gs, g, a, t, res))
+                meta_started = true;
+            break;
+        case PLAN_EVENT:
+            r->w.event(r->w.data, g, a->event_type == PLAN_EVENT_WARNING, a->reason, a->message);
+            break;
+        default:
+            rc = start_op(r, gs, g, a);
+            if (rc < 0) {
+                char text[MSG_MAX];
+                snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_of(a->kind)->verb,
+                         a->vm ? a->vm : gs->folder, vmg_strerror(rc));
+                vmg_logf(VMG_LOG_WARN, LOGGER, g->meta.ns, g->meta.name, "%s", text);
+                note_transient(r, gs, text);
+            }
+            break;
+        }
+    }
+
+    /* Not with a finalizer write, for the same reason: the status goes
+     * with the next pass, on the object that write makes (if any: removing
+     * the last finalizer of a deleted group removes it). */
+    if (p->status_changed && !meta_started)
+        write_status(r, gs, g, p);
+}
+
+/* decide says when the group of gs is to be planned again, after a pass
+ * (ps) that ran its plan at time t. */
+static void decide(const reconciler *r, const struct gstate *gs, const struct pass *ps, uint64_t t,
+                   struct rec_result *res)
+{
+    if (ps->vr < 0) {
+        res->outcome = REC_ERROR;
+    } else if (gs->transient) {
+        uint64_t left = gs->transient_until > t ? gs->transient_until - t : 1;
+        res->outcome = REC_REQUEUE_AFTER;
+        res->after_ms = ps->transient_now ? left : backoff_ms(gs->failures);
+    } else if (gs->block != PLAN_BLOCK_NONE) {
+        res->outcome = REC_REQUEUE_AFTER;
+        res->after_ms = r->o.blocked_retry_ms;
+        res->forget = true;
+    } else {
+        res->outcome = REC_DONE;
+    }
+    res->await_ms = ps->await_ms;
+}
+
 /* reconcile plans key once and starts what the plan says; it touches no
  * queue but says in *res what the queue should do with key. */
 static void reconcile(reconciler *r, const char *key, struct rec_result *res)
 {
     const struct vmgroup *g = r->w.get_group(r->w.data, key);
     struct gstate *gs = gs_find(r, key);
-    struct planner_input in;
-    struct rec_folder f;
-    struct plan_vm *vms = NULL;
-    int *slots = NULL;
+    struct pass ps;
     struct plan *p = NULL;
-    char vmsg[MSG_MAX] = "", now[64] = "", desc[512];
+    char desc[512];
     uint64_t t = r->clock(NULL);
-    int vr, rc;
-    size_t n = 0, ns = 0;
-    bool transient_now = false, blocked = false, meta_started = false;
-    uint64_t await_ms = 0;
+    int rc;
 
     memset(res, 0, sizeof(*res));
     if (!g) {
@@ -735,87 +932,13 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
         vmgroup_has_finalizer(g, VMGROUP_FINALIZER) == (gs->meta_kind == PLAN_ADD_FINALIZER))
         gs->meta_until = 0;
 
-    memset(&in, 0, sizeof(in));
-    memset(&f, 0, sizeof(f));
-    f.state = PLAN_FOLDER_UNKNOWN;
-    vr = r->w.vcenter_ready(r->w.vcdata, vmsg, sizeof(vmsg));
-    if (vr == 0) {
-        rc = r->w.folder(r->w.vcdata, gs->folder, &f);
-        if (rc < 0) {
-            snprintf(vmsg, sizeof(vmsg), "Cannot read the inventory: %s", vmg_strerror(rc));
-            vr = rc;
-        }
+    rc = gather(r, gs, g, t, &ps);
+    if (rc < 0) {
+        vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
+        res->outcome = REC_ERROR;
+        goto out;
     }
-
-    if (f.n_vms > VMGROUP_REPLICAS_MAX) {
-        f.n_vms = VMGROUP_REPLICAS_MAX;
-        f.truncated = true;
-    }
-    await_ms = sweep(r, gs, &f, t);
-    vms = f.n_vms ? calloc(f.n_vms, sizeof(*vms)) : NULL;
-    slots = gs->n_ops ? calloc(gs->n_ops, sizeof(*slots)) : NULL;
-    if ((f.n_vms && !vms) || (gs->n_ops && !slots))
-        goto oom;
-    for (size_t i = 0; i < f.n_vms; i++) {
-        vms[i] = f.vms[i];
-        if (has_vm_op(gs, vms[i].name))
-            vms[i].inflight = true;
-    }
-    n = f.n_vms;
-    for (const struct op *op = gs->ops; op; op = op->next) {
-        if (op->kind == PLAN_CLONE)
-            slots[ns++] = op->slot;
-        if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
-            in.folder_inflight = true;
-    }
-
-    /* A learned block holds until the spec changes, and is retried now and then. */
-    if (gs->block != PLAN_BLOCK_NONE &&
-        (gs->block_gen != g->meta.generation || t - gs->block_at >= r->o.blocked_retry_ms)) {
-        gs->block = PLAN_BLOCK_NONE;
-        gs->block_reason = NULL;
-        set_str(&gs->block_msg, NULL);
-    }
-    if (gs->transient && t >= gs->transient_until)
-        set_str(&gs->transient, NULL);
-
-    r->w.now(r->w.data, now, sizeof(now));
-    in.g = g;
-    in.vms = vms;
-    in.n_vms = n;
-    in.folder = f.state;
-    in.folder_other_objects = f.other_objects;
-    in.clones_inflight = slots;
-    in.n_clones_inflight = ns;
-    in.block = gs->block;
-    in.block_reason = gs->block_reason;
-    in.block_message = gs->block_msg;
-    if (f.truncated && !g->meta.deleting) {
-        /* A partial view could make a live group clone over VMs it does
-         * not see; a deleting one only removes what it sees, and sees more
-         * as they go. */
-        snprintf(vmsg, sizeof(vmsg),
-                 "folder %s holds more than %d VMs, the most one group can manage: nothing is "
-                 "done until it holds fewer",
-                 gs->folder, VMGROUP_REPLICAS_MAX);
-        in.block = PLAN_BLOCK_OTHER;
-        in.block_reason = "TooManyVMs";
-        in.block_message = vmsg;
-    } else if (vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG) {
-        in.block = PLAN_BLOCK_PLACEMENT;
-        in.block_reason = NULL;
-        in.block_message = vmsg;
-    } else if (vr < 0) {
-        in.transient_message = vmsg;
-        transient_now = true;
-    } else if (gs->transient) {
-        in.transient_message = gs->transient;
-        transient_now = true;
-    }
-    in.now = now;
-    in.max_inflight = r->o.max_group_tasks;
-
-    rc = planner_plan(&in, &p);
+    rc = planner_plan(&ps.in, &p);
     if (rc < 0) {
         vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "planning failed: %s",
                  vmg_strerror(rc));
@@ -826,88 +949,12 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
         r->w.observed(r->w.hookdata, g, p);
     if (p->n_actions && plan_describe(p, desc, sizeof(desc)) >= 0)
         vmg_log_v(1, LOGGER, g->meta.ns, g->meta.name, "plan: %s", desc);
-
-    for (size_t i = 0; i < p->n_actions; i++) {
-        const struct plan_action *a = &p->actions[i];
-        cJSON *patch = NULL;
-
-        switch (a->kind) {
-        case PLAN_ADD_FINALIZER:
-        case PLAN_REMOVE_FINALIZER:
-            /* The finalizer patch is made against this version of the
-             * object: a status write in flight would make it conflict.
-             * When that write ends, the key is planned again. */
-            if (gs->status_inflight)
-                gs->status_dirty = true;
-            if (gs->meta_inflight || gs->status_inflight)
-                break;
-            if (gs->meta_kind == a->kind && t < gs->meta_until) {
-                /* Written, and not in the cache yet: the write would only
-                 * be made again (or conflict). Look again when the wait
-                 * is over. */
-                res->meta_wait_ms = gs->meta_until - t;
-                break;
-            }
-            if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
-                if (start_write(r, gs, g, false, patch) < 0) {
-                    res->write_failed = true;
-                } else {
-                    gs->meta_kind = a->kind;
-                    meta_started = true;
-                    gs->meta_until = UINT64_MAX; /* set when the write succeeds */
-                    if (a->kind == PLAN_REMOVE_FINALIZER)
-                        vmg_logf(VMG_LOG_INFO, LOGGER, g->meta.ns, g->meta.name,
-                                 "removing the finalizer: vCenter is clean");
-                }
-            }
-            cJSON_Delete(patch);
-            break;
-        case PLAN_EVENT:
-            r->w.event(r->w.data, g, a->event_type == PLAN_EVENT_WARNING, a->reason, a->message);
-            break;
-        default:
-            rc = start_op(r, gs, g, a);
-            if (rc < 0) {
-                char text[MSG_MAX];
-                snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_of(a->kind)->verb,
-                         a->vm ? a->vm : gs->folder, vmg_strerror(rc));
-                vmg_logf(VMG_LOG_WARN, LOGGER, g->meta.ns, g->meta.name, "%s", text);
-                note_transient(r, gs, text);
-            }
-            break;
-        }
-    }
-
-    /* Not with a finalizer write, for the same reason: the status goes
-     * with the next pass, on the object that write makes (if any: removing
-     * the last finalizer of a deleted group removes it). */
-    if (p->status_changed && !meta_started)
-        write_status(r, gs, g, p);
-
-    blocked = gs->block != PLAN_BLOCK_NONE;
-    if (vr < 0) {
-        res->outcome = REC_ERROR;
-    } else if (gs->transient) {
-        uint64_t left = gs->transient_until > t ? gs->transient_until - t : 1;
-        res->outcome = REC_REQUEUE_AFTER;
-        res->after_ms = transient_now ? left : backoff_ms(gs->failures);
-    } else if (blocked) {
-        res->outcome = REC_REQUEUE_AFTER;
-        res->after_ms = r->o.blocked_retry_ms;
-        res->forget = true;
-    } else {
-        res->outcome = REC_DONE;
-    }
-    res->await_ms = await_ms;
-    goto out;
-
-oom:
-    vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
-    res->outcome = REC_ERROR;
+    act(r, gs, g, p, t, res);
+    decide(r, gs, &ps, t, res);
 out:
     plan_free(p);
-    free(vms);
-    free(slots);
+    free(ps.vms);
+    free(ps.slots);
 }
 
 /* apply_result does with key what one pass of it asked: the one place where
