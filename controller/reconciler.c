@@ -1,5 +1,7 @@
-/* reconciler.c: the VmGroup sync function (read caches -> plan -> act) and
- * the bookkeeping of the operations it starts. */
+/* reconciler.c: the VmGroup sync function (gather the caches -> plan -> act
+ * -> decide when to look again) and the bookkeeping of the operations it
+ * starts. What an operation's end means is decided in outcome.c; this file
+ * applies it. */
 #include "controller/reconciler.h"
 
 #include <errno.h>

@@ -103,9 +103,10 @@ typedef struct reconciler reconciler;
 int reconciler_new(const struct rec_world *world, const struct rec_options *opts, struct wq *q,
                    reconciler **ret);
 
-/* reconciler_handle is the workqueue handler: it reconciles key and calls
- * wq_done for it before returning (the work it starts completes later and
- * re-enqueues the key). data is the reconciler. */
+/* reconciler_handle is the workqueue handler: it reconciles key, applies
+ * the pass's outcome to the queue (forget, requeue after a delay, or
+ * rate-limited) and calls wq_done for it before returning (the work it
+ * starts completes later and re-enqueues the key). data is the reconciler. */
 void reconciler_handle(void *data, const char *key);
 
 /* reconciler_inflight returns the operations in flight, in all groups. */
