@@ -10,36 +10,39 @@ static bool fault_is(const char *fault, const char *name)
     return fault && strcmp(fault, name) == 0;
 }
 
-/* as_wanted tells whether a failed operation left things as wanted anyway:
- * a clone re-issued after a restart that collides by name, a folder already
- * there, a VM already gone or already in the asked power state. */
-static bool as_wanted(enum plan_action_kind k, int err, const char *fault)
-{
-    switch (k) {
-    case PLAN_CLONE:
-    case PLAN_CREATE_FOLDER:
-        return fault_is(fault, "DuplicateName");
-    case PLAN_POWER_ON:
-    case PLAN_POWER_OFF:
-        return fault_is(fault, "InvalidPowerState");
-    case PLAN_DESTROY_VM:
-    case PLAN_DESTROY_FOLDER:
-        return fault_is(fault, "ManagedObjectNotFound") || err == VMG_ENOTFOUND;
-    default:
-        return false;
-    }
-}
+/* What vCenter's answers mean for each kind of operation. */
+struct kind_rules {
+    /* The fault that says it is as wanted already: the folder or a clone
+     * re-issued after a restart is there (DuplicateName), the VM is in the
+     * asked power state (InvalidPowerState), the VM or folder is gone. */
+    const char *as_wanted_fault;
+    bool not_found_as_wanted; /* VMG_ENOTFOUND says so too (deletions) */
+    bool vm_may_go;           /* ManagedObjectNotFound: the VM went meanwhile */
+};
+
+static const struct kind_rules rules[] = {
+    [PLAN_CREATE_FOLDER] = {"DuplicateName", false, false},
+    [PLAN_CLONE] = {"DuplicateName", false, false},
+    [PLAN_POWER_ON] = {"InvalidPowerState", false, true},
+    [PLAN_POWER_OFF] = {"InvalidPowerState", false, true},
+    [PLAN_RECONFIGURE] = {NULL, false, true},
+    [PLAN_DESTROY_VM] = {"ManagedObjectNotFound", true, false},
+    [PLAN_DESTROY_FOLDER] = {"ManagedObjectNotFound", true, false},
+};
 
 static enum op_outcome classify(enum plan_action_kind k, int err, const char *fault)
 {
+    static const struct kind_rules none;
+    const struct kind_rules *kr = (size_t)k < sizeof(rules) / sizeof(rules[0]) ? &rules[k] : &none;
+
     if (err == VMG_ECANCELED)
         return OP_CANCELED;
     if (err == 0)
         return OP_DONE;
-    if (as_wanted(k, err, fault))
+    if ((kr->as_wanted_fault && fault_is(fault, kr->as_wanted_fault)) ||
+        (kr->not_found_as_wanted && err == VMG_ENOTFOUND))
         return OP_AS_WANTED;
-    if ((k == PLAN_POWER_ON || k == PLAN_POWER_OFF || k == PLAN_RECONFIGURE) &&
-        fault_is(fault, "ManagedObjectNotFound"))
+    if (kr->vm_may_go && fault_is(fault, "ManagedObjectNotFound"))
         return OP_VM_GONE;
     if (k == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT))
         return OP_UNSURE;
