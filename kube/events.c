@@ -1028,24 +1028,13 @@ static int kube_send(void *ctx, const char *method, const char *ns, const char *
     int r = kube_path(path, sizeof(path), "", "v1", ns, "events", name, NULL);
     if (r < 0)
         return r;
-    char *text = cJSON_PrintUnformatted(body);
     struct kreq *k = malloc(sizeof(*k));
-    if (!text || !k) {
-        free(text);
-        free(k);
+    if (!k)
         return -ENOMEM;
-    }
     k->done = done;
     k->data = data;
-    struct kube_req_opts o = {
-        .timeout_ms =
-            timeout_ms > UINT32_MAX ? UINT32_MAX : (unsigned)(timeout_ms ? timeout_ms : 1),
-        .retries = -1,
-    };
     kube_req *req = NULL;
-    r = kube_request_ex(ctx, method, path, content_type, text, strlen(text), &o, kube_done, k,
-                        &req);
-    free(text);
+    r = kube_send_once(ctx, method, path, content_type, body, timeout_ms, kube_done, k, &req);
     if (r < 0) {
         free(k);
         return r;

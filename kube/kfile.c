@@ -128,6 +128,17 @@ int kfile_str(struct kfile *f, yaml_node_t *map, const char *key, const char *wh
     return r;
 }
 
+int kfile_str_set(struct kfile *f, yaml_node_t *map, const char *key, const char *what, char **ret,
+                  char *errbuf, size_t errlen)
+{
+    int r = kfile_str(f, map, key, what, ret, errbuf, errlen);
+    if (r == 0 && *ret && !(*ret)[0]) {
+        free(*ret);
+        *ret = NULL;
+    }
+    return r;
+}
+
 int kfile_bool(struct kfile *f, yaml_node_t *map, const char *key, const char *what, int *ret,
                char *errbuf, size_t errlen)
 {

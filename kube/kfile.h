@@ -58,6 +58,9 @@ int kfile_scalar_dup(const yaml_node_t *n, char **ret);
  * in messages, e.g. `cluster "c1"`. */
 int kfile_str(struct kfile *f, yaml_node_t *map, const char *key, const char *what, char **ret,
               char *errbuf, size_t errlen);
+/* kfile_str_set is kfile_str where an empty string counts as unset. */
+int kfile_str_set(struct kfile *f, yaml_node_t *map, const char *key, const char *what, char **ret,
+                  char *errbuf, size_t errlen);
 int kfile_bool(struct kfile *f, yaml_node_t *map, const char *key, const char *what, int *ret,
                char *errbuf, size_t errlen);
 

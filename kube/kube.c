@@ -1339,12 +1339,40 @@ int kube_get(kube_client *c, const char *path, kube_cb cb, void *data)
     return kube_request(c, "GET", path, NULL, NULL, cb, data);
 }
 
+/* encode_submit sends obj (NULL: no body) encoded as JSON of content_type. */
+static int encode_submit(kube_client *c, const char *method, const char *path,
+                         const char *content_type, const cJSON *obj, const struct kube_req_opts *o,
+                         kube_cb cb, void *data, kube_req **ret_req)
+{
+    char *text = NULL;
+    int r;
+
+    if (obj && !(text = cJSON_PrintUnformatted(obj)))
+        return -ENOMEM;
+    r = submit(c, method, path, text ? content_type : NULL, text, text ? strlen(text) : 0, o, cb,
+               data, false, 0, NULL, ret_req);
+    cJSON_free(text);
+    return r;
+}
+
+int kube_send_once(kube_client *c, const char *method, const char *path, const char *content_type,
+                   const cJSON *obj, uint64_t timeout_ms, kube_cb cb, void *data,
+                   kube_req **ret_req)
+{
+    struct kube_req_opts o = {
+        .timeout_ms =
+            timeout_ms > UINT32_MAX ? UINT32_MAX : (unsigned)(timeout_ms ? timeout_ms : 1),
+        .retries = -1,
+    };
+
+    return encode_submit(c, method, path, content_type, obj, &o, cb, data, ret_req);
+}
+
 /* send_json encodes obj and sends it with method and content type. */
 static int send_json(kube_client *c, const char *method, const char *path, const char *sub,
                      const char *content_type, const cJSON *obj, kube_cb cb, void *data)
 {
     char full[KUBE_PATH_MAX + 16];
-    char *text;
     int r;
 
     if (!c || !path || (!obj && strcmp(method, "DELETE") != 0))
@@ -1357,15 +1385,7 @@ static int send_json(kube_client *c, const char *method, const char *path, const
             return -EINVAL;
         path = full;
     }
-    if (!obj)
-        return kube_request(c, method, path, NULL, NULL, cb, data);
-    text = cJSON_PrintUnformatted(obj);
-    if (!text)
-        return -ENOMEM;
-    r = submit(c, method, path, content_type, text, strlen(text), NULL, cb, data, false, 0, NULL,
-               NULL);
-    cJSON_free(text);
-    return r;
+    return encode_submit(c, method, path, content_type, obj, NULL, cb, data, NULL);
 }
 
 int kube_create(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)

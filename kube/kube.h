@@ -210,6 +210,14 @@ int kube_request_ex(kube_client *c, const char *method, const char *path, const 
                     const char *body, size_t body_len, const struct kube_req_opts *o, kube_cb cb,
                     void *data, kube_req **ret_req);
 
+/* kube_send_once sends obj (NULL: no body) encoded as JSON of content_type,
+ * tried once (no retries: for callers that retry on their own, as leader
+ * and events do) within timeout_ms (0 counts as 1 ms; more than UINT32_MAX
+ * is cut to it). */
+int kube_send_once(kube_client *c, const char *method, const char *path, const char *content_type,
+                   const cJSON *obj, uint64_t timeout_ms, kube_cb cb, void *data,
+                   kube_req **ret_req);
+
 /* kube_request is kube_request_ex with a NUL-terminated body (or NULL) and
  * default options. */
 int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,

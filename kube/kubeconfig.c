@@ -225,13 +225,9 @@ static int load_cluster(kcfg *c, struct kfile *f, yaml_node_t *body, const char 
                        f->path, name);
         goto out;
     }
-    r = kfile_str(f, body, "tls-server-name", what, &c->tls_server_name, errbuf, errlen);
+    r = kfile_str_set(f, body, "tls-server-name", what, &c->tls_server_name, errbuf, errlen);
     if (r < 0)
         goto out;
-    if (c->tls_server_name && !c->tls_server_name[0]) {
-        free(c->tls_server_name);
-        c->tls_server_name = NULL;
-    }
     r = set_server(c, server, c->tls_server_name, where, what, errbuf, errlen);
     if (r < 0)
         goto out;
@@ -505,13 +501,9 @@ static int load_user(kcfg *c, struct kfile *f, yaml_node_t *body, const char *na
             goto out;
         }
     }
-    r = kfile_str(f, body, "token", what, &c->token, errbuf, errlen);
+    r = kfile_str_set(f, body, "token", what, &c->token, errbuf, errlen);
     if (r < 0)
         goto out;
-    if (c->token && !c->token[0]) {
-        free(c->token);
-        c->token = NULL;
-    }
     if (c->token && !kcred_token_ok(c->token, strlen(c->token))) {
         r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
                        "kubeconfig %s: token of user \"%s\" holds control "
@@ -586,14 +578,10 @@ static int load_from_files(kcfg *c, struct kset *s, const char *want, char *errb
             return -ENOMEM;
     }
     for (size_t i = 0; i < s->n && !ctx_name; i++) {
-        r = kfile_str(&s->f[i], s->f[i].root, "current-context", "the file", &ctx_name, errbuf,
-                      errlen);
+        r = kfile_str_set(&s->f[i], s->f[i].root, "current-context", "the file", &ctx_name, errbuf,
+                          errlen);
         if (r < 0)
             return r;
-        if (ctx_name && !ctx_name[0]) {
-            free(ctx_name);
-            ctx_name = NULL;
-        }
     }
     if (!ctx_name)
         return kfile_fail(errbuf, errlen, VMG_ECONFIG,
