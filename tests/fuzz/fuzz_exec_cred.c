@@ -6,6 +6,7 @@
  *
  * fuzz-sources: kube/kubeconfig.c lib/err.c
  * fuzz-sources: kube/cred.c kube/exec.c kube/kfile.c lib/str.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  */
 #include <errno.h>
 #include <stdint.h>

@@ -14,6 +14,7 @@
  * is gone at the end and no request is left unanswered.
  *
  * fuzz-sources: lib/server.c lib/err.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  */
 #include <errno.h>
 #include <fcntl.h>

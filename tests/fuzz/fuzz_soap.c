@@ -4,6 +4,7 @@
  * the text of a request, whose envelope must parse back to that same text.
  *
  * fuzz-sources: vsphere/soap.c vsphere/vim.c lib/err.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  * fuzz-seeds: tests/unit/fixtures/soap/*.resp.xml tests/unit/fixtures/soap/clone_vm.req.xml
  * fuzz-seeds: tests/unit/fixtures/soap/create_filter_view.req.xml
  * fuzz-seeds: tests/unit/fixtures/soap/login.req.xml
