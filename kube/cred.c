@@ -13,26 +13,18 @@
 #include <unistd.h>
 
 #include <openssl/bio.h>
-#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "lib/buf.h"
 #include "lib/err.h"
-
-void kcred_free(char *p, size_t len)
-{
-    if (p) {
-        OPENSSL_cleanse(p, len);
-        free(p);
-    }
-}
 
 void kcred_free_str(char *p)
 {
     if (p)
-        kcred_free(p, strlen(p));
+        vmg_wipe_free(p, strlen(p));
 }
 
 char *kcred_dup(const char *s, size_t len)
@@ -53,12 +45,16 @@ char *kcred_dup(const char *s, size_t len)
 int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, struct stat *ret_st)
 {
     struct stat st;
-    char *buf = NULL;
-    size_t len = 0, cap;
+    struct vmg_buf b;
+    size_t want, len;
+    char *out;
     int r = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
+    /* One byte more than max: a file of max bytes is read, a longer one
+     * is found out when that byte arrives. */
+    vmg_buf_init(&b, max + 1, VMG_BUF_WIPE);
     if (fstat(fd, &st) < 0) {
         r = -errno;
         goto out;
@@ -67,29 +63,16 @@ int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, s
         r = -EISDIR;
         goto out;
     }
-    cap = st.st_size > 0 && (size_t)st.st_size < max ? (size_t)st.st_size + 1 : 4096;
-    buf = malloc(cap + 1);
-    if (!buf) {
-        r = -ENOMEM;
-        goto out;
-    }
+    want = st.st_size > 0 && (size_t)st.st_size < max ? (size_t)st.st_size + 1 : 4096;
     for (;;) {
+        size_t room;
         ssize_t n;
-        if (len == cap) {
-            char *nb;
-            if (cap > max) {
-                r = VMG_ETOOBIG;
-                goto out;
-            }
-            cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            nb = realloc(buf, cap + 1);
-            if (!nb) {
-                r = -ENOMEM;
-                goto out;
-            }
-            buf = nb;
+        char *p = vmg_buf_prepare(&b, want, &room);
+        if (!p) {
+            r = vmg_buf_err(&b);
+            goto out;
         }
-        n = read(fd, buf + len, cap - len);
+        n = read(fd, p, room);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -98,20 +81,23 @@ int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, s
         }
         if (n == 0)
             break;
-        len += (size_t)n;
+        vmg_buf_commit(&b, (size_t)n);
     }
-    if (len > max) {
+    if (vmg_buf_len(&b) > max) {
         r = VMG_ETOOBIG;
         goto out;
     }
-    buf[len] = '\0';
-    *ret = buf;
+    out = vmg_buf_steal(&b, &len);
+    if (!out) {
+        r = -ENOMEM;
+        goto out;
+    }
+    *ret = out;
     *ret_len = len;
     if (ret_st)
         *ret_st = st;
-    buf = NULL;
 out:
-    kcred_free(buf, len);
+    vmg_buf_free(&b);
     close(fd);
     return r;
 }
@@ -152,7 +138,7 @@ int kcred_b64_decode(const char *in, size_t inlen, char **ret, size_t *ret_len)
     out = NULL;
 out:
     EVP_ENCODE_CTX_free(ctx);
-    kcred_free((char *)out, inlen + 1);
+    vmg_wipe_free((char *)out, inlen + 1);
     return r;
 }
 

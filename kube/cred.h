@@ -10,16 +10,15 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* kcred_free wipes p's len bytes and frees it (NULL is fine);
- * kcred_free_str does so for a NUL-terminated secret. */
-void kcred_free(char *p, size_t len);
+/* kcred_free_str wipes a NUL-terminated secret and frees it (NULL is
+ * fine); vmg_wipe_free (lib/buf.h) does so for len bytes. */
 void kcred_free_str(char *p);
 
 /* kcred_dup is a new NUL-terminated copy of s[0..len), or NULL. */
 char *kcred_dup(const char *s, size_t len);
 
 /* kcred_read_file reads all of path (at most max bytes) into a new
- * NUL-terminated buffer (*ret, *ret_len; free it with kcred_free). The
+ * NUL-terminated buffer (*ret, *ret_len; free it with vmg_wipe_free). The
  * file's status, taken before reading, goes to *ret_st when ret_st is not
  * NULL. Returns 0, a negated errno or VMG_ETOOBIG; what was read before a
  * failure is wiped. */

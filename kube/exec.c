@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 
 #include "kube/cred.h"
+#include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/str.h"
 
@@ -43,8 +44,7 @@ struct kexec {
     char *api_version;
     char *install_hint;
     unsigned timeout_ms;
-    char *out_buf;
-    size_t out_len, out_cap;
+    struct vmg_buf out_buf; /* stdout, at most MAX_EXEC_OUT bytes */
     char err_buf[MAX_EXEC_ERR];
     size_t err_len;
     char scratch[65536];
@@ -69,8 +69,8 @@ __attribute__((format(printf, 4, 5))) static int fail(char *msg, size_t msglen, 
 void kexec_cred_clear(struct kexec_cred *cr)
 {
     kcred_free_str(cr->token);
-    kcred_free(cr->cert, cr->cert_len);
-    kcred_free(cr->key, cr->key_len);
+    vmg_wipe_free(cr->cert, cr->cert_len);
+    vmg_wipe_free(cr->key, cr->key_len);
     memset(cr, 0, sizeof(*cr));
 }
 
@@ -128,35 +128,17 @@ static void exec_read_out(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct kexec *run = s->data;
     if (n > 0) {
-        size_t need = run->out_len + (size_t)n;
-        if (need > MAX_EXEC_OUT) {
-            run->too_big = 1;
+        int r = vmg_buf_append(&run->out_buf, buf->base, (size_t)n);
+        if (r < 0) {
+            if (r == VMG_ETOOBIG)
+                run->too_big = 1;
+            else
+                run->read_err = r;
             run->out_eof = 1;
             uv_read_stop(s);
             exec_kill(run);
             exec_maybe_finish(run);
-            return;
         }
-        if (need + 1 > run->out_cap) {
-            size_t cap = run->out_cap ? run->out_cap : 4096;
-            char *nb;
-            while (cap < need + 1)
-                cap *= 2;
-            nb = realloc(run->out_buf, cap);
-            if (!nb) {
-                run->read_err = -ENOMEM;
-                run->out_eof = 1;
-                uv_read_stop(s);
-                exec_kill(run);
-                exec_maybe_finish(run);
-                return;
-            }
-            run->out_buf = nb;
-            run->out_cap = cap;
-        }
-        memcpy(run->out_buf + run->out_len, buf->base, (size_t)n);
-        run->out_len = need;
-        run->out_buf[need] = '\0';
     } else if (n < 0) {
         if (n != UV_EOF)
             run->read_err = (int)n;
@@ -356,14 +338,14 @@ static void exec_complete(struct kexec *run)
         err = fail(msg, sizeof(msg), run->read_err, "exec plugin \"%s\": reading its output: %s",
                    run->command, vmg_strerror(run->read_err));
     } else {
-        err = kexec_parse_cred(run->out_buf, run->out_len, run->command, run->api_version, &cr, msg,
-                               sizeof(msg));
+        err = kexec_parse_cred(vmg_buf_str(&run->out_buf), vmg_buf_len(&run->out_buf), run->command,
+                               run->api_version, &cr, msg, sizeof(msg));
     }
     if (run->result)
         run->result(run->owner, err, &cr);
     kexec_cred_clear(&cr);
     w = run->waiters;
-    kcred_free(run->out_buf, run->out_cap);
+    vmg_buf_free(&run->out_buf);
     OPENSSL_cleanse(run->scratch, sizeof(run->scratch));
     run_free(run);
     for (; w; w = next) {
@@ -517,6 +499,7 @@ int kexec_start(uv_loop_t *loop, const struct kexec_spec *spec, kexec_result_fn 
     run->owner = owner;
     run->waiters = w;
     run->timeout_ms = spec->timeout_ms;
+    vmg_buf_init(&run->out_buf, MAX_EXEC_OUT, VMG_BUF_WIPE);
     /* From here on, everything ends in exec_complete(), which calls done. */
     uv_pipe_init(loop, &run->out, 0);
     uv_pipe_init(loop, &run->err, 0);

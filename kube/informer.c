@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/backoff.h"
 #include "lib/err.h"
 
 #define INITIAL_BUCKETS 64u
@@ -93,17 +94,6 @@ static uint32_t hash_key(uint32_t seed, const char *s)
     }
     h ^= h >> 29;
     return (uint32_t)(h ^ (h >> 32));
-}
-
-static uint32_t next_rnd(struct informer *inf)
-{
-    uint32_t x = inf->rnd;
-
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    inf->rnd = x;
-    return x;
 }
 
 static struct ent *lookup(const struct informer *inf, const char *key, uint32_t h,
@@ -556,7 +546,7 @@ static void wait_then(struct informer *inf, enum next next, uint64_t delay_ms)
 static uint64_t next_backoff(struct informer *inf, unsigned retry_after_s)
 {
     uint64_t d = kube_backoff_ms(inf->backoff_base_ms, inf->backoff_max_ms, inf->failures, 0.25,
-                                 next_rnd(inf));
+                                 vmg_xorshift32(&inf->rnd));
 
     if (inf->failures < 32)
         inf->failures++;
@@ -801,7 +791,7 @@ static int open_watch(struct informer *inf, bool stream)
 {
     char path[KUBE_PATH_MAX + 1], tos[16];
     unsigned span = inf->watch_max_s - inf->watch_min_s;
-    unsigned secs = inf->watch_min_s + (span ? next_rnd(inf) % (span + 1) : 0);
+    unsigned secs = inf->watch_min_s + (span ? vmg_xorshift32(&inf->rnd) % (span + 1) : 0);
 
     memcpy(path, inf->watch_base, sizeof(path));
     snprintf(tos, sizeof(tos), "%u", secs);

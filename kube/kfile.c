@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kube/cred.h"
+#include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/str.h"
 
@@ -221,7 +222,7 @@ int kset_add(struct kset *s, const char *path, int required, char *errbuf, size_
         r = -ENOMEM;
     else
         r = kfile_parse(f, buf, len, errbuf, errlen);
-    kcred_free(buf, len);
+    vmg_wipe_free(buf, len);
     return r;
 }
 

@@ -22,10 +22,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include <openssl/crypto.h>
-
+#include "lib/backoff.h"
+#include "lib/bucket.h"
+#include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/jsonarena.h"
+#include "lib/queue.h"
 
 #ifndef VMG_VERSION
 #define VMG_VERSION "dev"
@@ -37,10 +39,6 @@
 #define HOST_MAX 300
 
 enum where { W_NONE = 0, W_READY, W_DELAYED, W_INFLIGHT, W_DONE };
-
-struct req_list {
-    kube_req *head, *tail;
-};
 
 /* The context of one exec refresh: detached from the client when the
  * client closes first, freed by the refresh's callback. */
@@ -63,11 +61,11 @@ struct kube_client {
     kube_observer observe;
     void *observe_data;
 
-    struct kube_bucket bucket;
+    struct vmg_bucket bucket;
     uint32_t rnd; /* xorshift32 state, for jitter */
 
-    struct req_list ready, delayed, inflight;
-    size_t pending; /* requests not yet called back */
+    struct lq ready, delayed, inflight; /* of kube_req.link; delayed by due_ms */
+    size_t pending;                     /* requests not yet called back */
 
     uv_timer_t timer;
     uint64_t timer_due; /* when the armed timer fires; UINT64_MAX: not armed */
@@ -85,7 +83,7 @@ struct kube_client {
 
 struct kube_req {
     kube_client *c;
-    kube_req *prev, *next;
+    struct lq link; /* in the list where says */
     enum where where;
     char method[8];
     char *path; /* as given */
@@ -158,17 +156,6 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
-static uint32_t next_rnd(kube_client *c)
-{
-    uint32_t x = c->rnd;
-
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    c->rnd = x;
-    return x;
-}
-
 static bool idempotent(const char *method)
 {
     return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
@@ -176,97 +163,24 @@ static bool idempotent(const char *method)
            strcmp(method, "OPTIONS") == 0;
 }
 
-static void list_push(struct req_list *l, kube_req *r)
+/* first is the first request of list q, or NULL. */
+static kube_req *first(const struct lq *q)
 {
-    r->prev = l->tail;
-    r->next = NULL;
-    if (l->tail)
-        l->tail->next = r;
-    else
-        l->head = r;
-    l->tail = r;
-}
+    struct lq *n = lq_head(q);
 
-static void list_unlink(struct req_list *l, kube_req *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        l->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        l->tail = r->prev;
-    r->prev = r->next = NULL;
-}
-
-static struct req_list *list_of(kube_client *c, enum where w)
-{
-    switch (w) {
-    case W_READY:
-        return &c->ready;
-    case W_DELAYED:
-        return &c->delayed;
-    case W_INFLIGHT:
-        return &c->inflight;
-    default:
-        return NULL;
-    }
+    return n ? lq_entry(n, kube_req, link) : NULL;
 }
 
 static void req_detach(kube_req *r)
 {
-    struct req_list *l = list_of(r->c, r->where);
-
-    if (l)
-        list_unlink(l, r);
+    lq_remove(&r->link);
     r->where = W_NONE;
-}
-
-/* ---- the token bucket ---- */
-
-void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now_ms)
-{
-    b->qps = qps;
-    b->burst = burst ? burst : 1;
-    b->tokens = b->burst;
-    b->last_ms = now_ms;
-}
-
-uint64_t kube_bucket_take(struct kube_bucket *b, uint64_t now_ms)
-{
-    double need;
-
-    if (b->qps <= 0)
-        return 0;
-    if (now_ms > b->last_ms) {
-        b->tokens += (double)(now_ms - b->last_ms) * b->qps / 1000.0;
-        if (b->tokens > b->burst)
-            b->tokens = b->burst;
-        b->last_ms = now_ms;
-    }
-    if (b->tokens >= 1.0) {
-        b->tokens -= 1.0;
-        return 0;
-    }
-    need = (1.0 - b->tokens) * 1000.0 / b->qps;
-    return need < 1.0 ? 1 : (uint64_t)need + 1;
 }
 
 uint64_t kube_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempt, double jitter,
                          uint32_t rnd)
 {
-    uint64_t d = base_ms;
-
-    for (unsigned i = 0; i < attempt && d < max_ms; i++)
-        d = d > UINT64_MAX / 2 ? UINT64_MAX : d * 2;
-    if (d > max_ms)
-        d = max_ms;
-    if (jitter < 0)
-        jitter = 0;
-    if (jitter > 1)
-        jitter = 1;
-    return d - (uint64_t)((double)d * jitter * ((double)rnd / 4294967296.0));
+    return vmg_backoff_jitter(vmg_backoff_ms(base_ms, max_ms, attempt), jitter, rnd);
 }
 
 int kube_parse_retry_after(const char *value, time_t now, unsigned *ret_s)
@@ -548,9 +462,7 @@ static void req_free(kube_req *r)
     free(r->path);
     free(r->content_type);
     /* A body may carry a secret (a TokenReview carries a bearer token). */
-    if (r->body)
-        OPENSSL_cleanse(r->body, r->body_len);
-    free(r->body);
+    vmg_wipe_free(r->body, r->body_len);
     free(r->cont);
     cJSON_Delete(r->acc);
     json_arena_free(r->arena);
@@ -607,36 +519,20 @@ static void finish_err(kube_req *r, int err, const char *message)
 
 static void insert_delayed(kube_client *c, kube_req *r)
 {
-    kube_req *p = c->delayed.tail;
+    struct lq *p = lq_tail(&c->delayed);
 
     /* Sorted by due time; equal times keep their order. */
-    while (p && p->due_ms > r->due_ms)
-        p = p->prev;
+    while (p && lq_entry(p, kube_req, link)->due_ms > r->due_ms)
+        p = lq_prev(&c->delayed, p);
     r->where = W_DELAYED;
-    if (!p) {
-        r->prev = NULL;
-        r->next = c->delayed.head;
-        if (c->delayed.head)
-            c->delayed.head->prev = r;
-        else
-            c->delayed.tail = r;
-        c->delayed.head = r;
-    } else {
-        r->prev = p;
-        r->next = p->next;
-        if (p->next)
-            p->next->prev = r;
-        else
-            c->delayed.tail = r;
-        p->next = r;
-    }
-    arm(c, c->delayed.head->due_ms);
+    lq_insert_after(p ? p : &c->delayed, &r->link);
+    arm(c, first(&c->delayed)->due_ms);
 }
 
 static void make_ready(kube_client *c, kube_req *r)
 {
     r->where = W_READY;
-    list_push(&c->ready, r);
+    lq_insert_tail(&c->ready, &r->link);
     arm(c, uv_now(c->loop));
 }
 
@@ -662,7 +558,8 @@ static uint64_t backoff(kube_req *r)
 {
     kube_client *c = r->c;
 
-    return kube_backoff_ms(c->backoff_base_ms, c->backoff_max_ms, r->retried, 0.5, next_rnd(c));
+    return kube_backoff_ms(c->backoff_base_ms, c->backoff_max_ms, r->retried, 0.5,
+                           vmg_xorshift32(&c->rnd));
 }
 
 /* ---- sending ---- */
@@ -817,7 +714,7 @@ static int send_req(kube_req *r, const char **errmsg)
     r->attempts++;
     r->hdrs = h;
     r->where = W_INFLIGHT;
-    list_push(&c->inflight, r);
+    lq_insert_tail(&c->inflight, &r->link);
     err = vmg_http_start(c->http, easy, c->max_response, r->on_line ? on_stream_line : NULL,
                          on_done, r, &r->xfer);
     easy = NULL; /* taken over in every case */
@@ -857,8 +754,8 @@ static int start_refresh(kube_client *c)
 
 static void fail_ready(kube_client *c, int err, const char *msg)
 {
-    while (c->ready.head)
-        finish_err(c->ready.head, err, msg);
+    while (!lq_empty(&c->ready))
+        finish_err(first(&c->ready), err, msg);
 }
 
 static void on_refreshed(void *data, int err, const char *msg)
@@ -887,14 +784,14 @@ static void pump(kube_client *c)
 {
     uint64_t now = uv_now(c->loop);
 
-    while (c->delayed.head && c->delayed.head->due_ms <= now) {
-        kube_req *r = c->delayed.head;
+    while (first(&c->delayed) && first(&c->delayed)->due_ms <= now) {
+        kube_req *r = first(&c->delayed);
 
         req_detach(r);
         r->where = W_READY;
-        list_push(&c->ready, r);
+        lq_insert_tail(&c->ready, &r->link);
     }
-    if (c->ready.head && !c->refresh && kcfg_has_exec(c->cfg) &&
+    if (!lq_empty(&c->ready) && !c->refresh && kcfg_has_exec(c->cfg) &&
         kcfg_needs_refresh(c->cfg, time(NULL)) &&
         (!c->refreshed || c->invalidated || now - c->last_refresh_ms >= MIN_REFRESH_INTERVAL_MS)) {
         int err;
@@ -905,9 +802,9 @@ static void pump(kube_client *c)
         if (err < 0)
             fail_ready(c, err, "cannot run the exec credential plugin");
     }
-    while (c->ready.head && !c->refresh && !c->closing) {
-        kube_req *r = c->ready.head;
-        uint64_t wait = kube_bucket_take(&c->bucket, now);
+    while (!lq_empty(&c->ready) && !c->refresh && !c->closing) {
+        kube_req *r = first(&c->ready);
+        uint64_t wait = vmg_bucket_take(&c->bucket, now);
         const char *msg;
         int err;
 
@@ -921,8 +818,8 @@ static void pump(kube_client *c)
         if (err < 0)
             finish_err(r, err, msg);
     }
-    if (c->delayed.head)
-        arm(c, c->delayed.head->due_ms);
+    if (!lq_empty(&c->delayed))
+        arm(c, first(&c->delayed)->due_ms);
 }
 
 static void pump_cb(uv_timer_t *t)
@@ -1145,6 +1042,9 @@ int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kub
     c->loop = loop;
     c->http = http;
     c->cfg = cfg;
+    lq_init(&c->ready);
+    lq_init(&c->delayed);
+    lq_init(&c->inflight);
     if (o.user_agent)
         copy_str(c->ua, sizeof(c->ua), o.user_agent);
     else
@@ -1162,8 +1062,8 @@ int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kub
     c->max_queued = o.max_queued ? o.max_queued : KUBE_DEFAULT_MAX_QUEUED;
     c->observe = o.observe;
     c->observe_data = o.observe_data;
-    kube_bucket_init(&c->bucket, o.qps == 0 ? KUBE_DEFAULT_QPS : o.qps,
-                     o.burst ? o.burst : KUBE_DEFAULT_BURST, uv_now(loop));
+    vmg_bucket_init(&c->bucket, o.qps == 0 ? KUBE_DEFAULT_QPS : o.qps,
+                    o.burst ? o.burst : KUBE_DEFAULT_BURST, uv_now(loop));
     c->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
     c->timer_due = UINT64_MAX;
 
@@ -1214,9 +1114,9 @@ void kube_client_close(kube_client *c, void (*closed)(void *data), void *data)
         c->refresh = NULL;
     }
     for (;;) {
-        kube_req *r = c->inflight.head ? c->inflight.head
-                      : c->ready.head  ? c->ready.head
-                                       : c->delayed.head;
+        kube_req *r = first(&c->inflight) ? first(&c->inflight)
+                      : first(&c->ready)  ? first(&c->ready)
+                                          : first(&c->delayed);
 
         if (!r)
             break;

@@ -323,14 +323,4 @@ int kube_parse_retry_after(const char *value, time_t now, unsigned *ret_s);
 uint64_t kube_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempt, double jitter,
                          uint32_t rnd);
 
-/* The client's token bucket, exposed for tests: kube_bucket_take takes a
- * token at now_ms and returns 0, or returns the milliseconds until one is
- * due (taking nothing). qps <= 0 means no limit. */
-struct kube_bucket {
-    double qps, burst, tokens;
-    uint64_t last_ms;
-};
-void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now_ms);
-uint64_t kube_bucket_take(struct kube_bucket *b, uint64_t now_ms);
-
 #endif

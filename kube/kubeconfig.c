@@ -19,6 +19,7 @@
 #include "kube/cred.h"
 #include "kube/exec.h"
 #include "kube/kfile.h"
+#include "lib/buf.h"
 #include "lib/err.h"
 
 #define MAX_PEM_BYTES (1u << 20)    /* a CA bundle, certificate or key */
@@ -428,7 +429,7 @@ static int refresh_file_token(kcfg *c, int force)
     while (start < len && isspace((unsigned char)buf[start]))
         start++;
     if (!kcred_token_ok(buf + start, len - start)) {
-        kcred_free(buf, len);
+        vmg_wipe_free(buf, len);
         return VMG_EPARSE;
     }
     if (start > 0)
@@ -914,7 +915,7 @@ int kcfg_apply(kcfg *c, CURL *easy, struct curl_slist **headers)
             return -ENOMEM;
         snprintf(h, n, "Authorization: Bearer %s", token);
         l = curl_slist_append(*headers, h);
-        kcred_free(h, n);
+        vmg_wipe_free(h, n);
         if (!l)
             return -ENOMEM;
         *headers = l;
@@ -1036,7 +1037,7 @@ void kcfg_free(kcfg *c)
     curl_slist_free_all(c->connect_to);
     free(c->ca);
     free(c->cert);
-    kcred_free(c->key, c->key_len);
+    vmg_wipe_free(c->key, c->key_len);
     kcred_free_str(c->token);
     free(c->token_file);
     kcred_free_str(c->file_token);
@@ -1093,8 +1094,8 @@ int kcfg_testing_parse_cred(const char *out, size_t len, const char *api_version
 void kcfg_testing_cred_clear(struct kcfg_testing_cred *cr)
 {
     kcred_free_str(cr->token);
-    kcred_free(cr->cert, cr->cert_len);
-    kcred_free(cr->key, cr->key_len);
+    vmg_wipe_free(cr->cert, cr->cert_len);
+    vmg_wipe_free(cr->key, cr->key_len);
     memset(cr, 0, sizeof(*cr));
 }
 #endif
