@@ -561,6 +561,25 @@ static char *join_paths(const struct kset *s)
     return out;
 }
 
+/* find_for_context finds the cluster or user (kind) called name that the
+ * context ctx_name of file cf names, in the list "<kind>s" of the files.
+ * Returns 1, or an error (VMG_ECONFIG when it is not defined). */
+static int find_for_context(struct kset *s, const struct kfile *cf, const char *ctx_name,
+                            const char *kind, const char *name, struct kfile **ret_f,
+                            yaml_node_t **ret_body, char *errbuf, size_t errlen)
+{
+    char list[16];
+    int r;
+
+    snprintf(list, sizeof(list), "%ss", kind);
+    r = kset_find(s, list, kind, name, ret_f, ret_body, errbuf, errlen);
+    if (r == 0)
+        r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
+                       "kubeconfig %s: context \"%s\" names %s \"%s\", which is not defined",
+                       cf->path, ctx_name, kind, name);
+    return r;
+}
+
 static int load_from_files(kcfg *c, struct kset *s, const char *want, char *errbuf, size_t errlen)
 {
     struct kfile *cf, *f;
@@ -607,22 +626,14 @@ static int load_from_files(kcfg *c, struct kset *s, const char *want, char *errb
                        "kubeconfig %s: context \"%s\" names no cluster", cf->path, ctx_name);
         goto out;
     }
-    r = kset_find(s, "clusters", "cluster", cluster, &f, &body, errbuf, errlen);
-    if (r == 0)
-        r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
-                       "kubeconfig %s: context \"%s\" names cluster \"%s\", which is not defined",
-                       cf->path, ctx_name, cluster);
+    r = find_for_context(s, cf, ctx_name, "cluster", cluster, &f, &body, errbuf, errlen);
     if (r < 0)
         goto out;
     r = load_cluster(c, f, body, cluster, errbuf, errlen);
     if (r < 0)
         goto out;
     if (user && user[0]) {
-        r = kset_find(s, "users", "user", user, &f, &body, errbuf, errlen);
-        if (r == 0)
-            r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
-                           "kubeconfig %s: context \"%s\" names user \"%s\", which is not defined",
-                           cf->path, ctx_name, user);
+        r = find_for_context(s, cf, ctx_name, "user", user, &f, &body, errbuf, errlen);
         if (r < 0)
             goto out;
         r = load_user(c, f, body, user, errbuf, errlen);
