@@ -46,7 +46,7 @@ int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, s
 {
     struct stat st;
     struct vmg_buf b;
-    size_t want, len;
+    size_t size, len;
     char *out;
     int r = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -63,11 +63,13 @@ int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, s
         r = -EISDIR;
         goto out;
     }
-    want = st.st_size > 0 && (size_t)st.st_size < max ? (size_t)st.st_size + 1 : 4096;
+    /* The size stat gives, and one byte to see the end: one allocation for
+     * a file that does not change while it is read. */
+    size = st.st_size > 0 && (size_t)st.st_size < max ? (size_t)st.st_size + 1 : 0;
     for (;;) {
-        size_t room;
+        size_t room, have = vmg_buf_len(&b);
         ssize_t n;
-        char *p = vmg_buf_prepare(&b, want, &room);
+        char *p = vmg_buf_prepare(&b, size > have ? size - have : 0, &room);
         if (!p) {
             r = vmg_buf_err(&b);
             goto out;
