@@ -268,6 +268,10 @@ void kube_cancel(kube_req *r);
 
 /* ---- paths ---- */
 
+/* kube_copy_str copies src (NULL: "") into dst, of size bytes, cut where
+ * it does not fit but never inside a UTF-8 sequence. */
+void kube_copy_str(char *dst, size_t size, const char *src);
+
 /* kube_path writes the path of a resource to buf:
  *   group "" (core):  /api/<version>[/namespaces/<ns>]/<plural>[/<name>[/<sub>]]
  *   else:             /apis/<group>/<version>[/namespaces/<ns>]/<plural>[/<name>[/<sub>]]
