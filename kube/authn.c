@@ -14,7 +14,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "lib/clock.h"
+#include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/queue.h"
 
 #define TR_PATH "/apis/authentication.k8s.io/v1/tokenreviews"
 #define SAR_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
@@ -39,7 +42,7 @@ struct cache {
 struct review;
 
 struct authn_wait {
-    struct authn_wait *next, **pprev; /* in its review's waiters */
+    struct lq link; /* in its review's waiters */
     struct review *rv;
     authn_cb cb;
     void *data;
@@ -47,7 +50,7 @@ struct authn_wait {
 
 /* One review of one token, shared by every check of that token. */
 struct review {
-    struct review *next, **pprev; /* in a->queued or a->active */
+    struct lq link; /* in a->queued or a->active */
     authn *a;
     char key[65];
     char *token; /* while queued: a copy, wiped when sent or dropped */
@@ -55,7 +58,7 @@ struct review {
     bool active;
     bool refresh; /* of an allowed token past its time: nobody waits */
     kube_req *req;
-    struct authn_wait *waiters;
+    struct lq waiters; /* of authn_wait.link, the latest first */
 };
 
 struct authn {
@@ -64,19 +67,10 @@ struct authn {
     char path[256];
     char verb[32];
     struct cache allowed, denied;
-    struct review *active, **active_tail;
-    struct review *queued, **queued_tail;
+    struct lq active, queued; /* of review.link, in order */
     unsigned n_active, n_queued, n_waiters;
     bool freeing;
 };
-
-static uint64_t mono_ms(void *data)
-{
-    struct timespec ts;
-    (void)data;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static uint64_t now(authn *a)
 {
@@ -182,9 +176,9 @@ int authn_new(kube_client *kc, const struct authn_opts *o, authn **ret)
     if (!a->o.max_waiters)
         a->o.max_waiters = 256;
     if (!a->o.now_ms)
-        a->o.now_ms = mono_ms;
-    a->active_tail = &a->active;
-    a->queued_tail = &a->queued;
+        a->o.now_ms = vmg_clock_mono_ms;
+    lq_init(&a->active);
+    lq_init(&a->queued);
     /* An allowed token past its time is still served for as long again
      * while its review runs (see authn_check). */
     if (cache_init(&a->allowed, a->o.max_entries, a->o.allow_ttl_ms, a->o.allow_ttl_ms) < 0 ||
@@ -199,26 +193,18 @@ int authn_new(kube_client *kc, const struct authn_opts *o, authn **ret)
 
 /* ---- reviews ---- */
 
-static void rv_link(struct review *rv, struct review ***tail)
+/* first_review is the first review of list, or NULL. */
+static struct review *first_review(const struct lq *list)
 {
-    rv->next = NULL;
-    rv->pprev = *tail;
-    **tail = rv;
-    *tail = &rv->next;
+    struct lq *n = lq_head(list);
+    return n ? lq_entry(n, struct review, link) : NULL;
 }
 
 static void rv_unlink(struct review *rv)
 {
     authn *a = rv->a;
-    struct review ***tail = rv->active ? &a->active_tail : &a->queued_tail;
 
-    *rv->pprev = rv->next;
-    if (rv->next)
-        rv->next->pprev = rv->pprev;
-    else
-        *tail = rv->pprev;
-    rv->next = NULL;
-    rv->pprev = NULL;
+    lq_remove(&rv->link);
     if (rv->active)
         a->n_active--;
     else
@@ -227,11 +213,8 @@ static void rv_unlink(struct review *rv)
 
 static void drop_token(struct review *rv)
 {
-    if (rv->token) {
-        OPENSSL_cleanse(rv->token, rv->token_len);
-        free(rv->token);
-        rv->token = NULL;
-    }
+    vmg_wipe_free(rv->token, rv->token_len);
+    rv->token = NULL;
 }
 
 /* wipe_json wipes every string of a tree (a TokenReview's answer echoes
@@ -254,17 +237,18 @@ static void pump(authn *a);
 static void finish(struct review *rv, int status, const char *msg, bool cache)
 {
     authn *a = rv->a;
-    struct authn_wait *w, *list = rv->waiters;
+    struct authn_wait *w;
+    struct lq list, *n;
 
+    lq_move(&rv->waiters, &list); /* taken aside: rv is gone before they are called */
     rv_unlink(rv);
     drop_token(rv);
     if (cache && status != 200)
         cache_del(&a->allowed, rv->key); /* no longer allowed, grace or not */
     if (cache)
         cache_put(status == 200 ? &a->allowed : &a->denied, rv->key, status, now(a));
-    rv->waiters = NULL;
-    while ((w = list) != NULL) {
-        list = w->next;
+    while ((n = lq_pop_head(&list)) != NULL) {
+        w = lq_entry(n, struct authn_wait, link);
         a->n_waiters--;
         w->cb(w->data, status, msg);
         free(w);
@@ -394,7 +378,7 @@ static int start(struct review *rv)
     rv_unlink(rv);
     rv->active = true;
     a->n_active++;
-    rv_link(rv, &a->active_tail);
+    lq_insert_tail(&a->active, &rv->link);
     /* The token holds no character JSON must escape (see token_ok): it
      * goes in as it is, into a buffer made to measure, wiped after. */
     if (body) {
@@ -402,8 +386,7 @@ static int start(struct review *rv)
         memcpy(body + sizeof(head) - 1, rv->token, rv->token_len);
         memcpy(body + sizeof(head) - 1 + rv->token_len, tail, sizeof(tail));
         rc = post(rv, TR_PATH, body, len, tr_done);
-        OPENSSL_cleanse(body, len);
-        free(body);
+        vmg_wipe_free(body, len);
     }
     drop_token(rv);
     if (rc < 0) {
@@ -427,10 +410,16 @@ static bool may_start(const authn *a, const struct review *rv)
  * first when only the kept place is free. */
 static void pump(authn *a)
 {
-    while (!a->freeing && a->queued) {
-        struct review *rv = a->queued;
-        while (rv && !may_start(a, rv))
-            rv = rv->next;
+    while (!a->freeing && !lq_empty(&a->queued)) {
+        struct review *rv = NULL;
+        struct lq *n;
+        lq_foreach(n, &a->queued)
+        {
+            if (may_start(a, lq_entry(n, struct review, link))) {
+                rv = lq_entry(n, struct review, link);
+                break;
+            }
+        }
         if (!rv)
             break;
         start(rv);
@@ -455,8 +444,9 @@ static struct review *new_review(authn *a, const char *key, const char *tok, siz
     memcpy(rv->token, tok, len);
     rv->token[len] = '\0';
     rv->token_len = len;
+    lq_init(&rv->waiters);
     a->n_queued++;
-    rv_link(rv, &a->queued_tail);
+    lq_insert_tail(&a->queued, &rv->link);
     return rv;
 }
 
@@ -487,11 +477,15 @@ static int hash_token(const char *tok, size_t len, char out[65])
     return 0;
 }
 
-static struct review *find_review(struct review *list, const char *key)
+static struct review *find_review(const struct lq *list, const char *key)
 {
-    for (; list; list = list->next)
-        if (strcmp(list->key, key) == 0)
-            return list;
+    const struct lq *n;
+    lq_foreach(n, list)
+    {
+        struct review *rv = lq_entry(n, struct review, link);
+        if (strcmp(rv->key, key) == 0)
+            return rv;
+    }
     return NULL;
 }
 
@@ -527,7 +521,7 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     if (cache_stale(&a->allowed, key, t)) {
         /* Allowed a while ago: still allowed while one review (with its
          * own place, whatever the flood) asks again; a denial ends it. */
-        if (!find_review(a->active, key) && !find_review(a->queued, key) &&
+        if (!find_review(&a->active, key) && !find_review(&a->queued, key) &&
             new_review(a, key, tok, len, true))
             pump(a);
         cb(data, 200, "allowed");
@@ -542,9 +536,9 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
         cb(data, 503, "too many scrapes waiting for a review");
         return NULL;
     }
-    rv = find_review(a->active, key);
+    rv = find_review(&a->active, key);
     if (!rv)
-        rv = find_review(a->queued, key);
+        rv = find_review(&a->queued, key);
     if (!rv) {
         struct review probe = {.refresh = false};
         if (!may_start(a, &probe) && a->n_queued >= a->o.max_queued) {
@@ -559,7 +553,7 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     }
     w = calloc(1, sizeof(*w));
     if (!w) {
-        if (!rv->waiters) {
+        if (lq_empty(&rv->waiters)) {
             rv_unlink(rv);
             drop_token(rv);
             free(rv);
@@ -570,11 +564,7 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     w->rv = rv;
     w->cb = cb;
     w->data = data;
-    w->next = rv->waiters;
-    if (w->next)
-        w->next->pprev = &w->next;
-    w->pprev = &rv->waiters;
-    rv->waiters = w;
+    lq_insert_head(&rv->waiters, &w->link);
     a->n_waiters++;
     /* A review that cannot be sent calls w back now: w is no handle then. */
     if (!rv->active && may_start(a, rv) && start(rv) < 0)
@@ -591,13 +581,11 @@ void authn_cancel(authn_wait *w)
         return;
     rv = w->rv;
     a = rv->a;
-    *w->pprev = w->next;
-    if (w->next)
-        w->next->pprev = w->pprev;
+    lq_remove(&w->link);
     a->n_waiters--;
     w->cb(w->data, 503, "canceled: the client went away");
     free(w);
-    if (rv->waiters)
+    if (!lq_empty(&rv->waiters))
         return;
     /* Nobody waits for rv any more. */
     if (rv->active && rv->req) {
@@ -632,13 +620,13 @@ void authn_free(authn *a)
     if (!a)
         return;
     a->freeing = true;
-    while (a->queued)
-        finish(a->queued, 503, "shutting down", false);
-    while (a->active) {
-        struct review *rv = a->active;
+    while (!lq_empty(&a->queued))
+        finish(first_review(&a->queued), 503, "shutting down", false);
+    while (!lq_empty(&a->active)) {
+        struct review *rv = first_review(&a->active);
         if (rv->req)
             kube_cancel(rv->req); /* runs its callback, which finishes rv */
-        if (a->active == rv)
+        if (first_review(&a->active) == rv)
             finish(rv, 503, "shutting down", false);
     }
     free(a->allowed.e);

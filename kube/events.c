@@ -25,6 +25,7 @@
 #include "kube/kube.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/queue.h"
 #include "lib/log.h"
 #include "lib/str.h"
 
@@ -34,15 +35,15 @@
 /* LRU */
 
 struct lru_node {
-    struct lru_node *prev, *next; /* recency: head.next is the most recent */
-    struct lru_node *hnext;       /* hash chain */
+    struct lq link;         /* in the recency order */
+    struct lru_node *hnext; /* hash chain */
     uint64_t hash;
     uint64_t used_ms; /* when last added or found: the recency order */
     char *key;
 };
 
 struct lru {
-    struct lru_node head; /* sentinel of the recency list */
+    struct lq order; /* of lru_node.link, the most recent first */
     struct lru_node **table;
     size_t nbuckets; /* a power of 2 */
     size_t count, cap;
@@ -69,7 +70,7 @@ static int lru_init(struct lru *l, size_t cap, void (*evict)(void *, struct lru_
     if (!l->table)
         return -ENOMEM;
     l->nbuckets = n;
-    l->head.prev = l->head.next = &l->head;
+    lq_init(&l->order);
     l->count = 0;
     l->cap = cap;
     l->evict = evict;
@@ -83,17 +84,15 @@ static void lru_unlink(struct lru *l, struct lru_node *n)
     while (*pp != n)
         pp = &(*pp)->hnext;
     *pp = n->hnext;
-    n->prev->next = n->next;
-    n->next->prev = n->prev;
+    lq_remove(&n->link);
     l->count--;
 }
 
-static void lru_push_front(struct lru *l, struct lru_node *n)
+/* lru_oldest is the least recent entry, or NULL. */
+static struct lru_node *lru_oldest(const struct lru *l)
 {
-    n->next = l->head.next;
-    n->prev = &l->head;
-    l->head.next->prev = n;
-    l->head.next = n;
+    struct lq *n = lq_tail(&l->order);
+    return n ? lq_entry(n, struct lru_node, link) : NULL;
 }
 
 /* Finds key and makes it the most recent, used at now. */
@@ -102,9 +101,8 @@ static struct lru_node *lru_get(struct lru *l, const char *key, uint64_t hash, u
     struct lru_node *n = l->table[hash & (l->nbuckets - 1)];
     for (; n; n = n->hnext) {
         if (n->hash == hash && strcmp(n->key, key) == 0) {
-            n->prev->next = n->next;
-            n->next->prev = n->prev;
-            lru_push_front(l, n);
+            lq_remove(&n->link);
+            lq_insert_head(&l->order, &n->link);
             n->used_ms = now;
             return n;
         }
@@ -117,14 +115,14 @@ static struct lru_node *lru_get(struct lru *l, const char *key, uint64_t hash, u
 static void lru_add(struct lru *l, struct lru_node *n, uint64_t now)
 {
     if (l->count >= l->cap) {
-        struct lru_node *old = l->head.prev;
+        struct lru_node *old = lru_oldest(l);
         lru_unlink(l, old);
         l->evict(l->ctx, old);
     }
     size_t b = n->hash & (l->nbuckets - 1);
     n->hnext = l->table[b];
     l->table[b] = n;
-    lru_push_front(l, n);
+    lq_insert_head(&l->order, &n->link);
     n->used_ms = now;
     l->count++;
 }
@@ -133,8 +131,8 @@ static void lru_add(struct lru *l, struct lru_node *n, uint64_t now)
  * the least recent ones, at the tail. */
 static void lru_expire(struct lru *l, uint64_t now, uint64_t ttl_ms)
 {
-    while (l->head.prev != &l->head) {
-        struct lru_node *n = l->head.prev;
+    struct lru_node *n;
+    while ((n = lru_oldest(l)) != NULL) {
         if (now < n->used_ms || now - n->used_ms <= ttl_ms)
             break;
         lru_unlink(l, n);
@@ -172,15 +170,15 @@ static bool key_field_is(const char *key, size_t i, const char *want)
 static size_t lru_forget(struct lru *l, const char *ns, const char *name)
 {
     size_t n = 0;
-    struct lru_node *e = l->head.next;
-    while (e != &l->head) {
-        struct lru_node *next = e->next;
+    struct lq *pos, *tmp;
+    lq_foreach_safe(pos, tmp, &l->order)
+    {
+        struct lru_node *e = lq_entry(pos, struct lru_node, link);
         if (key_field_is(e->key, 2, ns) && key_field_is(e->key, 3, name)) {
             lru_unlink(l, e);
             l->evict(l->ctx, e);
             n++;
         }
-        e = next;
     }
     return n;
 }
@@ -190,8 +188,8 @@ static void lru_clear(struct lru *l)
 {
     if (!l->table)
         return;
-    while (l->head.next != &l->head) {
-        struct lru_node *n = l->head.next;
+    while (!lq_empty(&l->order)) {
+        struct lru_node *n = lq_entry(lq_head(&l->order), struct lru_node, link);
         lru_unlink(l, n);
         l->evict(l->ctx, n);
     }
@@ -221,7 +219,7 @@ struct entry {
 enum wkind { W_CREATE = 1, W_PATCH };
 
 struct write {
-    struct write *next;
+    struct lq link;      /* in the events' queue */
     struct entry *entry; /* whose repeats it absorbs; NULL once sent or evicted */
     enum wkind kind;
     cJSON *event; /* the whole Event, count and lastTimestamp current */
@@ -255,7 +253,7 @@ struct events {
     void *drop_data;
 
     struct lru buckets, recent;
-    struct write *head, *tail; /* queued writes; head may be in flight */
+    struct lq writes; /* of write.link; the head may be in flight */
     size_t pending;
     struct op *op; /* the head's request in flight */
     void *req;
@@ -317,6 +315,7 @@ int events_new(uv_loop_t *loop, const struct events_options *o, events **ret)
     if (!ev)
         return -ENOMEM;
     ev->loop = loop;
+    lq_init(&ev->writes);
     snprintf(ev->component, sizeof(ev->component), "%s",
              o->component && o->component[0] ? o->component : EVENTS_COMPONENT);
     if (o->instance) {
@@ -623,13 +622,16 @@ static int bump(cJSON *event, int64_t count, const char *last_ts)
     return 0;
 }
 
+/* head_write is the first queued write, or NULL. */
+static struct write *head_write(const struct events *ev)
+{
+    struct lq *n = lq_head(&ev->writes);
+    return n ? lq_entry(n, struct write, link) : NULL;
+}
+
 static void enqueue(struct events *ev, struct write *w)
 {
-    if (ev->tail)
-        ev->tail->next = w;
-    else
-        ev->head = w;
-    ev->tail = w;
+    lq_insert_tail(&ev->writes, &w->link);
     ev->pending++;
     arm(ev);
 }
@@ -790,17 +792,15 @@ static void write_object(const struct write *w, struct events_object *obj, const
 /* Pops the head (done with, whatever the outcome). */
 static void pop_head(struct events *ev)
 {
-    struct write *w = ev->head;
-    ev->head = w->next;
-    if (!ev->head)
-        ev->tail = NULL;
+    struct write *w = head_write(ev);
+    lq_remove(&w->link);
     ev->pending--;
     free_write(w);
 }
 
 static void fail_head(struct events *ev, int err, const char *msg)
 {
-    struct write *w = ev->head;
+    struct write *w = head_write(ev);
     struct events_object obj;
     const char *reason;
     write_object(w, &obj, &reason);
@@ -813,7 +813,7 @@ static void fail_head(struct events *ev, int err, const char *msg)
 /* Starts the head's request. */
 static void send_head(struct events *ev)
 {
-    struct write *w = ev->head;
+    struct write *w = head_write(ev);
     cJSON *patch = NULL;
     struct op *op = malloc(sizeof(*op));
     int r;
@@ -866,7 +866,7 @@ static void on_done(void *data, int err, unsigned retry_after_s, const char *msg
         return;
     ev->op = NULL;
     ev->req = NULL;
-    struct write *w = ev->head;
+    struct write *w = head_write(ev);
     if (!err) {
         if (w->kind == W_CREATE)
             ev->st.created++;
@@ -902,9 +902,9 @@ static void pump(struct events *ev)
 {
     if (ev->closing)
         return;
-    if (!ev->op && ev->head && now_ms(ev) >= ev->head->not_before)
+    if (!ev->op && head_write(ev) && now_ms(ev) >= head_write(ev)->not_before)
         send_head(ev);
-    if (ev->flush_due && !ev->head && !ev->op) {
+    if (ev->flush_due && !head_write(ev) && !ev->op) {
         ev->flush_due = false;
         void (*cb)(void *) = ev->flush_cb;
         ev->flush_cb = NULL;
@@ -928,10 +928,10 @@ static void arm(struct events *ev)
     uint64_t now = now_ms(ev);
     if (ev->closing)
         return;
-    if (!ev->op && ev->head) {
-        uint64_t at = ev->head->not_before;
+    if (!ev->op && head_write(ev)) {
+        uint64_t at = head_write(ev)->not_before;
         uv_timer_start(&ev->timer, on_timer, at > now ? at - now : 0, 0);
-    } else if (ev->flush_due && !ev->head && !ev->op) {
+    } else if (ev->flush_due && !head_write(ev) && !ev->op) {
         uv_timer_start(&ev->timer, on_timer, 0, 0);
     } else {
         uv_timer_stop(&ev->timer);
@@ -996,7 +996,7 @@ void events_close(events *ev, void (*closed)(void *data), void *data)
         op->ev = NULL;
         ev->io->cancel(ev->io_ctx, req);
     }
-    while (ev->head)
+    while (head_write(ev))
         pop_head(ev);
     lru_clear(&ev->recent);
     lru_clear(&ev->buckets);
@@ -1028,24 +1028,13 @@ static int kube_send(void *ctx, const char *method, const char *ns, const char *
     int r = kube_path(path, sizeof(path), "", "v1", ns, "events", name, NULL);
     if (r < 0)
         return r;
-    char *text = cJSON_PrintUnformatted(body);
     struct kreq *k = malloc(sizeof(*k));
-    if (!text || !k) {
-        free(text);
-        free(k);
+    if (!k)
         return -ENOMEM;
-    }
     k->done = done;
     k->data = data;
-    struct kube_req_opts o = {
-        .timeout_ms =
-            timeout_ms > UINT32_MAX ? UINT32_MAX : (unsigned)(timeout_ms ? timeout_ms : 1),
-        .retries = -1,
-    };
     kube_req *req = NULL;
-    r = kube_request_ex(ctx, method, path, content_type, text, strlen(text), &o, kube_done, k,
-                        &req);
-    free(text);
+    r = kube_send_once(ctx, method, path, content_type, body, timeout_ms, kube_done, k, &req);
     if (r < 0) {
         free(k);
         return r;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/backoff.h"
 #include "lib/err.h"
 
 #define INITIAL_BUCKETS 64u
@@ -93,17 +94,6 @@ static uint32_t hash_key(uint32_t seed, const char *s)
     }
     h ^= h >> 29;
     return (uint32_t)(h ^ (h >> 32));
-}
-
-static uint32_t next_rnd(struct informer *inf)
-{
-    uint32_t x = inf->rnd;
-
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    inf->rnd = x;
-    return x;
 }
 
 static struct ent *lookup(const struct informer *inf, const char *key, uint32_t h,
@@ -556,7 +546,7 @@ static void wait_then(struct informer *inf, enum next next, uint64_t delay_ms)
 static uint64_t next_backoff(struct informer *inf, unsigned retry_after_s)
 {
     uint64_t d = kube_backoff_ms(inf->backoff_base_ms, inf->backoff_max_ms, inf->failures, 0.25,
-                                 next_rnd(inf));
+                                 vmg_xorshift32(&inf->rnd));
 
     if (inf->failures < 32)
         inf->failures++;
@@ -654,6 +644,18 @@ static void on_list_done(void *data, const struct kube_result *res)
 
 static void start_stream(struct informer *inf);
 
+/* start_failed is what follows a request that could not even be sent: a
+ * note and a retry of next after a backoff. */
+static void start_failed(struct informer *inf, const char *op, enum next next, int r)
+{
+    struct kube_result res = {.err = r, .message = vmg_strerror(r), .reason = ""};
+    uint64_t d = next_backoff(inf, 0);
+
+    inf->req = NULL;
+    note_error(inf, op, &res, d);
+    wait_then(inf, next, d);
+}
+
 static void start_list(struct informer *inf)
 {
     int r;
@@ -665,14 +667,8 @@ static void start_list(struct informer *inf)
     list_begin(inf);
     inf->state = ST_LISTING;
     r = kube_list(inf->kc, inf->list_path, inf->page_size, on_page, on_list_done, inf, &inf->req);
-    if (r < 0) {
-        struct kube_result res = {.err = r, .message = vmg_strerror(r), .reason = ""};
-        uint64_t d = next_backoff(inf, 0);
-
-        inf->req = NULL;
-        note_error(inf, "list", &res, d);
-        wait_then(inf, NEXT_LIST, d);
-    }
+    if (r < 0)
+        start_failed(inf, "list", NEXT_LIST, r);
 }
 
 static int on_watch_line(void *data, const char *line, size_t len)
@@ -788,33 +784,39 @@ static void on_watch_done(void *data, const struct kube_result *res)
         wait_then(inf, NEXT_WATCH, d);
 }
 
-static void start_watch(struct informer *inf)
+/* open_watch sends the watch request: from inf->rv, or with stream one
+ * that first sends every object (see start_stream). Its timeout is drawn
+ * in [watch_min_s, watch_max_s], so that watches do not all end at once. */
+static int open_watch(struct informer *inf, bool stream)
 {
     char path[KUBE_PATH_MAX + 1], tos[16];
     unsigned span = inf->watch_max_s - inf->watch_min_s;
-    unsigned secs = inf->watch_min_s + (span ? next_rnd(inf) % (span + 1) : 0);
-    int r;
+    unsigned secs = inf->watch_min_s + (span ? vmg_xorshift32(&inf->rnd) % (span + 1) : 0);
 
     memcpy(path, inf->watch_base, sizeof(path));
     snprintf(tos, sizeof(tos), "%u", secs);
-    if ((inf->rv[0] && kube_query_add(path, sizeof(path), "resourceVersion", inf->rv) < 0) ||
-        kube_query_add(path, sizeof(path), "timeoutSeconds", tos) < 0) {
-        r = VMG_ETOOBIG;
-    } else {
-        inf->state = ST_WATCHING;
-        inf->watch_start_ms = uv_now(inf->loop);
-        inf->watch_events = 0;
-        memset(&inf->watch_status, 0, sizeof(inf->watch_status));
-        r = kube_watch(inf->kc, path, (secs + WATCH_TIMEOUT_MARGIN_S) * 1000u, on_watch_line,
-                       on_watch_done, inf, &inf->req);
-    }
-    if (r < 0) {
-        struct kube_result res = {.err = r, .message = vmg_strerror(r), .reason = ""};
-        uint64_t d = next_backoff(inf, 0);
+    if (stream ? kube_query_add(path, sizeof(path), "sendInitialEvents", "true") < 0 ||
+                     kube_query_add(path, sizeof(path), "resourceVersionMatch", "NotOlderThan") < 0
+               : inf->rv[0] && kube_query_add(path, sizeof(path), "resourceVersion", inf->rv) < 0)
+        return VMG_ETOOBIG;
+    if (kube_query_add(path, sizeof(path), "timeoutSeconds", tos) < 0)
+        return VMG_ETOOBIG;
+    inf->state = stream ? ST_LISTING : ST_WATCHING;
+    if (stream)
+        inf->streaming = true;
+    inf->watch_start_ms = uv_now(inf->loop);
+    inf->watch_events = 0;
+    memset(&inf->watch_status, 0, sizeof(inf->watch_status));
+    return kube_watch(inf->kc, path, (secs + WATCH_TIMEOUT_MARGIN_S) * 1000u, on_watch_line,
+                      on_watch_done, inf, &inf->req);
+}
 
-        inf->req = NULL;
-        note_error(inf, "watch", &res, d);
-        wait_then(inf, NEXT_WATCH, d);
+static void start_watch(struct informer *inf)
+{
+    int r = open_watch(inf, false);
+
+    if (r < 0) {
+        start_failed(inf, "watch", NEXT_WATCH, r);
         return;
     }
     inf->stats.watches++;
@@ -831,35 +833,13 @@ static void start_watch(struct informer *inf)
  * faster than pages and without a page's peak of memory. */
 static void start_stream(struct informer *inf)
 {
-    char path[KUBE_PATH_MAX + 1], tos[16];
-    unsigned span = inf->watch_max_s - inf->watch_min_s;
-    unsigned secs = inf->watch_min_s + (span ? next_rnd(inf) % (span + 1) : 0);
     int r;
 
     list_begin(inf);
-    memcpy(path, inf->watch_base, sizeof(path));
-    snprintf(tos, sizeof(tos), "%u", secs);
-    if (kube_query_add(path, sizeof(path), "sendInitialEvents", "true") < 0 ||
-        kube_query_add(path, sizeof(path), "resourceVersionMatch", "NotOlderThan") < 0 ||
-        kube_query_add(path, sizeof(path), "timeoutSeconds", tos) < 0) {
-        r = VMG_ETOOBIG;
-    } else {
-        inf->state = ST_LISTING;
-        inf->streaming = true;
-        inf->watch_start_ms = uv_now(inf->loop);
-        inf->watch_events = 0;
-        memset(&inf->watch_status, 0, sizeof(inf->watch_status));
-        r = kube_watch(inf->kc, path, (secs + WATCH_TIMEOUT_MARGIN_S) * 1000u, on_watch_line,
-                       on_watch_done, inf, &inf->req);
-    }
+    r = open_watch(inf, true);
     if (r < 0) {
-        struct kube_result res = {.err = r, .message = vmg_strerror(r), .reason = ""};
-        uint64_t d = next_backoff(inf, 0);
-
         inf->streaming = false;
-        inf->req = NULL;
-        note_error(inf, "stream", &res, d);
-        wait_then(inf, NEXT_LIST, d);
+        start_failed(inf, "stream", NEXT_LIST, r);
         return;
     }
     inf->stats.watches++;

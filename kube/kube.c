@@ -10,7 +10,6 @@
  * from inside the call that queued a request. */
 #include "kube/kube.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +21,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include <openssl/crypto.h>
-
+#include "lib/backoff.h"
+#include "lib/bucket.h"
+#include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/jsonarena.h"
+#include "lib/queue.h"
 
 #ifndef VMG_VERSION
 #define VMG_VERSION "dev"
@@ -37,10 +38,6 @@
 #define HOST_MAX 300
 
 enum where { W_NONE = 0, W_READY, W_DELAYED, W_INFLIGHT, W_DONE };
-
-struct req_list {
-    kube_req *head, *tail;
-};
 
 /* The context of one exec refresh: detached from the client when the
  * client closes first, freed by the refresh's callback. */
@@ -63,11 +60,11 @@ struct kube_client {
     kube_observer observe;
     void *observe_data;
 
-    struct kube_bucket bucket;
+    struct vmg_bucket bucket;
     uint32_t rnd; /* xorshift32 state, for jitter */
 
-    struct req_list ready, delayed, inflight;
-    size_t pending; /* requests not yet called back */
+    struct lq ready, delayed, inflight; /* of kube_req.link; delayed by due_ms */
+    size_t pending;                     /* requests not yet called back */
 
     uv_timer_t timer;
     uint64_t timer_due; /* when the armed timer fires; UINT64_MAX: not armed */
@@ -85,7 +82,7 @@ struct kube_client {
 
 struct kube_req {
     kube_client *c;
-    kube_req *prev, *next;
+    struct lq link; /* in the list where says */
     enum where where;
     char method[8];
     char *path; /* as given */
@@ -127,25 +124,6 @@ struct kube_req {
 
 /* ---- small helpers ---- */
 
-static void copy_str(char *dst, size_t size, const char *src)
-{
-    size_t n;
-
-    if (!size)
-        return;
-    if (!src)
-        src = "";
-    n = strlen(src);
-    if (n >= size) {
-        n = size - 1;
-        /* Do not cut a UTF-8 sequence in two. */
-        while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
-            n--;
-    }
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 static char *dup_n(const char *s, size_t n)
 {
     char *p = malloc(n + 1);
@@ -158,17 +136,6 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
-static uint32_t next_rnd(kube_client *c)
-{
-    uint32_t x = c->rnd;
-
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    c->rnd = x;
-    return x;
-}
-
 static bool idempotent(const char *method)
 {
     return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
@@ -176,326 +143,24 @@ static bool idempotent(const char *method)
            strcmp(method, "OPTIONS") == 0;
 }
 
-static void list_push(struct req_list *l, kube_req *r)
+/* first is the first request of list q, or NULL. */
+static kube_req *first(const struct lq *q)
 {
-    r->prev = l->tail;
-    r->next = NULL;
-    if (l->tail)
-        l->tail->next = r;
-    else
-        l->head = r;
-    l->tail = r;
-}
+    struct lq *n = lq_head(q);
 
-static void list_unlink(struct req_list *l, kube_req *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        l->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        l->tail = r->prev;
-    r->prev = r->next = NULL;
-}
-
-static struct req_list *list_of(kube_client *c, enum where w)
-{
-    switch (w) {
-    case W_READY:
-        return &c->ready;
-    case W_DELAYED:
-        return &c->delayed;
-    case W_INFLIGHT:
-        return &c->inflight;
-    default:
-        return NULL;
-    }
+    return n ? lq_entry(n, kube_req, link) : NULL;
 }
 
 static void req_detach(kube_req *r)
 {
-    struct req_list *l = list_of(r->c, r->where);
-
-    if (l)
-        list_unlink(l, r);
+    lq_remove(&r->link);
     r->where = W_NONE;
-}
-
-/* ---- the token bucket ---- */
-
-void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now_ms)
-{
-    b->qps = qps;
-    b->burst = burst ? burst : 1;
-    b->tokens = b->burst;
-    b->last_ms = now_ms;
-}
-
-uint64_t kube_bucket_take(struct kube_bucket *b, uint64_t now_ms)
-{
-    double need;
-
-    if (b->qps <= 0)
-        return 0;
-    if (now_ms > b->last_ms) {
-        b->tokens += (double)(now_ms - b->last_ms) * b->qps / 1000.0;
-        if (b->tokens > b->burst)
-            b->tokens = b->burst;
-        b->last_ms = now_ms;
-    }
-    if (b->tokens >= 1.0) {
-        b->tokens -= 1.0;
-        return 0;
-    }
-    need = (1.0 - b->tokens) * 1000.0 / b->qps;
-    return need < 1.0 ? 1 : (uint64_t)need + 1;
 }
 
 uint64_t kube_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempt, double jitter,
                          uint32_t rnd)
 {
-    uint64_t d = base_ms;
-
-    for (unsigned i = 0; i < attempt && d < max_ms; i++)
-        d = d > UINT64_MAX / 2 ? UINT64_MAX : d * 2;
-    if (d > max_ms)
-        d = max_ms;
-    if (jitter < 0)
-        jitter = 0;
-    if (jitter > 1)
-        jitter = 1;
-    return d - (uint64_t)((double)d * jitter * ((double)rnd / 4294967296.0));
-}
-
-int kube_parse_retry_after(const char *value, time_t now, unsigned *ret_s)
-{
-    const char *p = value, *end;
-    unsigned long long v = 0;
-    size_t n;
-
-    if (!value || !ret_s)
-        return -EINVAL;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    end = p + strlen(p);
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    n = (size_t)(end - p);
-    if (n == 0)
-        return -EINVAL;
-    if (isdigit((unsigned char)*p)) {
-        for (const char *q = p; q < end; q++) {
-            if (!isdigit((unsigned char)*q))
-                return -EINVAL;
-            if (v < 1000000)
-                v = v * 10 + (unsigned)(*q - '0');
-        }
-        *ret_s = v > KUBE_RETRY_AFTER_MAX_S ? KUBE_RETRY_AFTER_MAX_S : (unsigned)v;
-        return 0;
-    }
-    if (!isalpha((unsigned char)*p) || n > 64)
-        return -EINVAL;
-    {
-        char buf[65];
-        time_t t;
-
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-        t = curl_getdate(buf, NULL);
-        if (t == -1)
-            return -EINVAL;
-        if (t <= now)
-            *ret_s = 0;
-        else if (t - now > KUBE_RETRY_AFTER_MAX_S)
-            *ret_s = KUBE_RETRY_AFTER_MAX_S;
-        else
-            *ret_s = (unsigned)(t - now);
-    }
-    return 0;
-}
-
-/* ---- Status ---- */
-
-struct reason_map {
-    const char *reason;
-    int code;
-    int err;
-};
-
-static const struct reason_map reasons[] = {
-    {"BadRequest", 400, -EINVAL},
-    {"Unauthorized", 401, VMG_EAUTH},
-    {"Forbidden", 403, VMG_EFORBIDDEN},
-    {"NotFound", 404, VMG_ENOTFOUND},
-    {"MethodNotAllowed", 405, -EOPNOTSUPP},
-    {"NotAcceptable", 406, -EOPNOTSUPP},
-    {"Conflict", 409, VMG_ECONFLICT},
-    {"AlreadyExists", 409, VMG_ECONFLICT},
-    {"Gone", 410, VMG_EGONE},
-    {"Expired", 410, VMG_EGONE},
-    {"RequestEntityTooLarge", 413, VMG_ETOOBIG},
-    {"UnsupportedMediaType", 415, -EOPNOTSUPP},
-    {"Invalid", 422, -EINVAL},
-    {"TooManyRequests", 429, VMG_ETHROTTLED},
-    {"InternalError", 500, VMG_EHTTP},
-    {"ServerTimeout", 500, -ETIMEDOUT},
-    {"ServiceUnavailable", 503, -EAGAIN},
-    {"Timeout", 504, -ETIMEDOUT},
-};
-
-#define N_REASONS (sizeof(reasons) / sizeof(reasons[0]))
-
-int kube_status_err(const char *reason, long code)
-{
-    if (reason && *reason) {
-        for (size_t i = 0; i < N_REASONS; i++)
-            if (strcmp(reasons[i].reason, reason) == 0)
-                return reasons[i].err;
-    }
-    if (code >= 200 && code < 300)
-        return 0;
-    /* The first entry of a code is its usual reason. */
-    for (size_t i = 0; i < N_REASONS; i++)
-        if (reasons[i].code == code)
-            return reasons[i].err;
-    return VMG_EHTTP;
-}
-
-static const char *default_reason(long code)
-{
-    for (size_t i = 0; i < N_REASONS; i++)
-        if (reasons[i].code == code)
-            return reasons[i].reason;
-    return "";
-}
-
-static const char *json_str(const cJSON *obj, const char *name)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
-}
-
-int kube_status_decode(const cJSON *obj, long http_status, struct kube_status *ret)
-{
-    const char *kind, *st = NULL;
-
-    memset(ret, 0, sizeof(*ret));
-    ret->code = (int)http_status;
-    kind = cJSON_IsObject(obj) ? json_str(obj, "kind") : NULL;
-    if (kind && strcmp(kind, "Status") == 0) {
-        const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
-        const cJSON *details = cJSON_GetObjectItemCaseSensitive(obj, "details");
-
-        st = json_str(obj, "status");
-        if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
-            ret->code = (int)code->valuedouble;
-        copy_str(ret->reason, sizeof(ret->reason), json_str(obj, "reason"));
-        copy_str(ret->message, sizeof(ret->message), json_str(obj, "message"));
-        if (cJSON_IsObject(details)) {
-            const cJSON *causes = cJSON_GetObjectItemCaseSensitive(details, "causes");
-            const cJSON *ra = cJSON_GetObjectItemCaseSensitive(details, "retryAfterSeconds");
-
-            if (cJSON_IsArray(causes)) {
-                int n = cJSON_GetArraySize(causes);
-                const cJSON *first = cJSON_GetArrayItem(causes, 0);
-
-                ret->n_causes = n > 0 ? (unsigned)n : 0;
-                if (cJSON_IsObject(first))
-                    copy_str(ret->cause_field, sizeof(ret->cause_field), json_str(first, "field"));
-            }
-            if (cJSON_IsNumber(ra) && ra->valuedouble > 0)
-                ret->retry_after_s = ra->valuedouble > KUBE_RETRY_AFTER_MAX_S
-                                         ? KUBE_RETRY_AFTER_MAX_S
-                                         : (unsigned)ra->valuedouble;
-        }
-    }
-    if (!ret->reason[0])
-        copy_str(ret->reason, sizeof(ret->reason), default_reason(ret->code));
-    if (st && strcmp(st, "Success") == 0)
-        ret->err = 0;
-    else
-        ret->err = kube_status_err(ret->reason, ret->code);
-    /* A Failure never counts as success, whatever its code says. */
-    if (ret->err == 0 && ((st && strcmp(st, "Failure") == 0) || http_status >= 300))
-        ret->err = VMG_EHTTP;
-    return ret->err;
-}
-
-/* ---- paths ---- */
-
-static bool segment_ok(const char *s)
-{
-    if (!s || !*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-        return false;
-    for (const char *p = s; *p; p++) {
-        unsigned char ch = (unsigned char)*p;
-
-        if (!isalnum(ch) && ch != '.' && ch != '-' && ch != '_' && ch != ':')
-            return false;
-    }
-    return true;
-}
-
-int kube_path(char *buf, size_t len, const char *group, const char *version, const char *ns,
-              const char *plural, const char *name, const char *sub)
-{
-    int n;
-    bool has_ns = ns && *ns, has_name = name && *name, has_sub = sub && *sub;
-    bool core = !group || !*group;
-
-    if (!buf || !segment_ok(version) || !segment_ok(plural) || (!core && !segment_ok(group)) ||
-        (has_ns && !segment_ok(ns)) || (has_name && !segment_ok(name)) ||
-        (has_sub && (!has_name || !segment_ok(sub))))
-        return -EINVAL;
-    n = snprintf(buf, len, "%s%s/%s%s%s/%s%s%s%s%s", core ? "/api" : "/apis/", core ? "" : group,
-                 version, has_ns ? "/namespaces/" : "", has_ns ? ns : "", plural,
-                 has_name ? "/" : "", has_name ? name : "", has_sub ? "/" : "", has_sub ? sub : "");
-    if (n < 0 || (size_t)n >= len) {
-        if (len)
-            buf[0] = '\0';
-        return VMG_ETOOBIG;
-    }
-    return n;
-}
-
-int kube_query_add(char *buf, size_t len, const char *key, const char *value)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n, start;
-
-    if (!buf || !key || !value)
-        return -EINVAL;
-    n = start = strnlen(buf, len);
-    if (n >= len)
-        return VMG_ETOOBIG;
-#define PUT(ch)                                                                                    \
-    do {                                                                                           \
-        if (n + 1 >= len)                                                                          \
-            goto toobig;                                                                           \
-        buf[n++] = (ch);                                                                           \
-    } while (0)
-    PUT(strchr(buf, '?') ? '&' : '?');
-    for (const char *p = key; *p; p++)
-        PUT(*p);
-    PUT('=');
-    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-        if (isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
-            PUT((char)*p);
-        } else {
-            PUT('%');
-            PUT(hex[*p >> 4]);
-            PUT(hex[*p & 15]);
-        }
-    }
-#undef PUT
-    buf[n] = '\0';
-    return (int)n;
-toobig:
-    buf[start] = '\0';
-    return VMG_ETOOBIG;
+    return vmg_backoff_jitter(vmg_backoff_ms(base_ms, max_ms, attempt), jitter, rnd);
 }
 
 /* ---- the queue and the pump ---- */
@@ -548,9 +213,7 @@ static void req_free(kube_req *r)
     free(r->path);
     free(r->content_type);
     /* A body may carry a secret (a TokenReview carries a bearer token). */
-    if (r->body)
-        OPENSSL_cleanse(r->body, r->body_len);
-    free(r->body);
+    vmg_wipe_free(r->body, r->body_len);
     free(r->cont);
     cJSON_Delete(r->acc);
     json_arena_free(r->arena);
@@ -607,36 +270,20 @@ static void finish_err(kube_req *r, int err, const char *message)
 
 static void insert_delayed(kube_client *c, kube_req *r)
 {
-    kube_req *p = c->delayed.tail;
+    struct lq *p = lq_tail(&c->delayed);
 
     /* Sorted by due time; equal times keep their order. */
-    while (p && p->due_ms > r->due_ms)
-        p = p->prev;
+    while (p && lq_entry(p, kube_req, link)->due_ms > r->due_ms)
+        p = lq_prev(&c->delayed, p);
     r->where = W_DELAYED;
-    if (!p) {
-        r->prev = NULL;
-        r->next = c->delayed.head;
-        if (c->delayed.head)
-            c->delayed.head->prev = r;
-        else
-            c->delayed.tail = r;
-        c->delayed.head = r;
-    } else {
-        r->prev = p;
-        r->next = p->next;
-        if (p->next)
-            p->next->prev = r;
-        else
-            c->delayed.tail = r;
-        p->next = r;
-    }
-    arm(c, c->delayed.head->due_ms);
+    lq_insert_after(p ? p : &c->delayed, &r->link);
+    arm(c, first(&c->delayed)->due_ms);
 }
 
 static void make_ready(kube_client *c, kube_req *r)
 {
     r->where = W_READY;
-    list_push(&c->ready, r);
+    lq_insert_tail(&c->ready, &r->link);
     arm(c, uv_now(c->loop));
 }
 
@@ -662,7 +309,8 @@ static uint64_t backoff(kube_req *r)
 {
     kube_client *c = r->c;
 
-    return kube_backoff_ms(c->backoff_base_ms, c->backoff_max_ms, r->retried, 0.5, next_rnd(c));
+    return kube_backoff_ms(c->backoff_base_ms, c->backoff_max_ms, r->retried, 0.5,
+                           vmg_xorshift32(&c->rnd));
 }
 
 /* ---- sending ---- */
@@ -817,7 +465,7 @@ static int send_req(kube_req *r, const char **errmsg)
     r->attempts++;
     r->hdrs = h;
     r->where = W_INFLIGHT;
-    list_push(&c->inflight, r);
+    lq_insert_tail(&c->inflight, &r->link);
     err = vmg_http_start(c->http, easy, c->max_response, r->on_line ? on_stream_line : NULL,
                          on_done, r, &r->xfer);
     easy = NULL; /* taken over in every case */
@@ -857,8 +505,8 @@ static int start_refresh(kube_client *c)
 
 static void fail_ready(kube_client *c, int err, const char *msg)
 {
-    while (c->ready.head)
-        finish_err(c->ready.head, err, msg);
+    while (!lq_empty(&c->ready))
+        finish_err(first(&c->ready), err, msg);
 }
 
 static void on_refreshed(void *data, int err, const char *msg)
@@ -877,7 +525,7 @@ static void on_refreshed(void *data, int err, const char *msg)
     if (err < 0) {
         char m[KUBE_MESSAGE_MAX];
 
-        copy_str(m, sizeof(m), msg ? msg : vmg_strerror(err));
+        kube_copy_str(m, sizeof(m), msg ? msg : vmg_strerror(err));
         fail_ready(c, err, m);
     }
     arm(c, uv_now(c->loop));
@@ -887,14 +535,14 @@ static void pump(kube_client *c)
 {
     uint64_t now = uv_now(c->loop);
 
-    while (c->delayed.head && c->delayed.head->due_ms <= now) {
-        kube_req *r = c->delayed.head;
+    while (first(&c->delayed) && first(&c->delayed)->due_ms <= now) {
+        kube_req *r = first(&c->delayed);
 
         req_detach(r);
         r->where = W_READY;
-        list_push(&c->ready, r);
+        lq_insert_tail(&c->ready, &r->link);
     }
-    if (c->ready.head && !c->refresh && kcfg_has_exec(c->cfg) &&
+    if (!lq_empty(&c->ready) && !c->refresh && kcfg_has_exec(c->cfg) &&
         kcfg_needs_refresh(c->cfg, time(NULL)) &&
         (!c->refreshed || c->invalidated || now - c->last_refresh_ms >= MIN_REFRESH_INTERVAL_MS)) {
         int err;
@@ -905,9 +553,9 @@ static void pump(kube_client *c)
         if (err < 0)
             fail_ready(c, err, "cannot run the exec credential plugin");
     }
-    while (c->ready.head && !c->refresh && !c->closing) {
-        kube_req *r = c->ready.head;
-        uint64_t wait = kube_bucket_take(&c->bucket, now);
+    while (!lq_empty(&c->ready) && !c->refresh && !c->closing) {
+        kube_req *r = first(&c->ready);
+        uint64_t wait = vmg_bucket_take(&c->bucket, now);
         const char *msg;
         int err;
 
@@ -921,8 +569,8 @@ static void pump(kube_client *c)
         if (err < 0)
             finish_err(r, err, msg);
     }
-    if (c->delayed.head)
-        arm(c, c->delayed.head->due_ms);
+    if (!lq_empty(&c->delayed))
+        arm(c, first(&c->delayed)->due_ms);
 }
 
 static void pump_cb(uv_timer_t *t)
@@ -968,7 +616,9 @@ static bool is_json(const struct vmg_http_result *res)
 static bool next_page(kube_req *r, struct outcome *o)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o->body, "metadata");
-    const char *cont = cJSON_IsObject(meta) ? json_str(meta, "continue") : NULL;
+    const cJSON *cv =
+        cJSON_IsObject(meta) ? cJSON_GetObjectItemCaseSensitive(meta, "continue") : NULL;
+    const char *cont = cJSON_IsString(cv) && cv->valuestring ? cv->valuestring : NULL;
     cJSON *items;
 
     r->total += o->raw_len;
@@ -1061,7 +711,7 @@ static void on_done(void *data, const struct vmg_http_result *res)
         if (res->err == VMG_ETRANSPORT && !c->closing && !r->canceling && !r->on_line && safe &&
             !cert_refused(res) && retry(r, backoff(r)))
             return;
-        copy_str(msg, sizeof(msg), res->errmsg);
+        kube_copy_str(msg, sizeof(msg), res->errmsg);
         o.err = res->err;
         o.message = msg;
         o.raw = NULL;
@@ -1145,8 +795,11 @@ int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kub
     c->loop = loop;
     c->http = http;
     c->cfg = cfg;
+    lq_init(&c->ready);
+    lq_init(&c->delayed);
+    lq_init(&c->inflight);
     if (o.user_agent)
-        copy_str(c->ua, sizeof(c->ua), o.user_agent);
+        kube_copy_str(c->ua, sizeof(c->ua), o.user_agent);
     else
         snprintf(c->ua, sizeof(c->ua), "%s/%s", KUBE_AGENT, VMG_VERSION);
     c->max_response = o.max_response ? o.max_response : KUBE_DEFAULT_MAX_RESPONSE;
@@ -1162,8 +815,8 @@ int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kub
     c->max_queued = o.max_queued ? o.max_queued : KUBE_DEFAULT_MAX_QUEUED;
     c->observe = o.observe;
     c->observe_data = o.observe_data;
-    kube_bucket_init(&c->bucket, o.qps == 0 ? KUBE_DEFAULT_QPS : o.qps,
-                     o.burst ? o.burst : KUBE_DEFAULT_BURST, uv_now(loop));
+    vmg_bucket_init(&c->bucket, o.qps == 0 ? KUBE_DEFAULT_QPS : o.qps,
+                    o.burst ? o.burst : KUBE_DEFAULT_BURST, uv_now(loop));
     c->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
     c->timer_due = UINT64_MAX;
 
@@ -1175,7 +828,7 @@ int kube_client_new(uv_loop_t *loop, vmg_http *http, kcfg *cfg, const struct kub
             if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK && port)
                 snprintf(c->host, sizeof(c->host), "%s:%s", host, port);
             else
-                copy_str(c->host, sizeof(c->host), host);
+                kube_copy_str(c->host, sizeof(c->host), host);
         }
         curl_free(host);
         curl_free(port);
@@ -1214,9 +867,9 @@ void kube_client_close(kube_client *c, void (*closed)(void *data), void *data)
         c->refresh = NULL;
     }
     for (;;) {
-        kube_req *r = c->inflight.head ? c->inflight.head
-                      : c->ready.head  ? c->ready.head
-                                       : c->delayed.head;
+        kube_req *r = first(&c->inflight) ? first(&c->inflight)
+                      : first(&c->ready)  ? first(&c->ready)
+                                          : first(&c->delayed);
 
         if (!r)
             break;
@@ -1293,7 +946,7 @@ static int submit(kube_client *c, const char *method, const char *path, const ch
     if (!r)
         return -ENOMEM;
     r->c = c;
-    copy_str(r->method, sizeof(r->method), method);
+    kube_copy_str(r->method, sizeof(r->method), method);
     r->path = dup_n(path, plen);
     if (content_type)
         r->content_type = strdup(content_type);
@@ -1339,12 +992,40 @@ int kube_get(kube_client *c, const char *path, kube_cb cb, void *data)
     return kube_request(c, "GET", path, NULL, NULL, cb, data);
 }
 
+/* encode_submit sends obj (NULL: no body) encoded as JSON of content_type. */
+static int encode_submit(kube_client *c, const char *method, const char *path,
+                         const char *content_type, const cJSON *obj, const struct kube_req_opts *o,
+                         kube_cb cb, void *data, kube_req **ret_req)
+{
+    char *text = NULL;
+    int r;
+
+    if (obj && !(text = cJSON_PrintUnformatted(obj)))
+        return -ENOMEM;
+    r = submit(c, method, path, text ? content_type : NULL, text, text ? strlen(text) : 0, o, cb,
+               data, false, 0, NULL, ret_req);
+    cJSON_free(text);
+    return r;
+}
+
+int kube_send_once(kube_client *c, const char *method, const char *path, const char *content_type,
+                   const cJSON *obj, uint64_t timeout_ms, kube_cb cb, void *data,
+                   kube_req **ret_req)
+{
+    struct kube_req_opts o = {
+        .timeout_ms =
+            timeout_ms > UINT32_MAX ? UINT32_MAX : (unsigned)(timeout_ms ? timeout_ms : 1),
+        .retries = -1,
+    };
+
+    return encode_submit(c, method, path, content_type, obj, &o, cb, data, ret_req);
+}
+
 /* send_json encodes obj and sends it with method and content type. */
 static int send_json(kube_client *c, const char *method, const char *path, const char *sub,
                      const char *content_type, const cJSON *obj, kube_cb cb, void *data)
 {
     char full[KUBE_PATH_MAX + 16];
-    char *text;
     int r;
 
     if (!c || !path || (!obj && strcmp(method, "DELETE") != 0))
@@ -1357,15 +1038,7 @@ static int send_json(kube_client *c, const char *method, const char *path, const
             return -EINVAL;
         path = full;
     }
-    if (!obj)
-        return kube_request(c, method, path, NULL, NULL, cb, data);
-    text = cJSON_PrintUnformatted(obj);
-    if (!text)
-        return -ENOMEM;
-    r = submit(c, method, path, content_type, text, strlen(text), NULL, cb, data, false, 0, NULL,
-               NULL);
-    cJSON_free(text);
-    return r;
+    return encode_submit(c, method, path, content_type, obj, NULL, cb, data, NULL);
 }
 
 int kube_create(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)

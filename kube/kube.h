@@ -210,6 +210,14 @@ int kube_request_ex(kube_client *c, const char *method, const char *path, const 
                     const char *body, size_t body_len, const struct kube_req_opts *o, kube_cb cb,
                     void *data, kube_req **ret_req);
 
+/* kube_send_once sends obj (NULL: no body) encoded as JSON of content_type,
+ * tried once (no retries: for callers that retry on their own, as leader
+ * and events do) within timeout_ms (0 counts as 1 ms; more than UINT32_MAX
+ * is cut to it). */
+int kube_send_once(kube_client *c, const char *method, const char *path, const char *content_type,
+                   const cJSON *obj, uint64_t timeout_ms, kube_cb cb, void *data,
+                   kube_req **ret_req);
+
 /* kube_request is kube_request_ex with a NUL-terminated body (or NULL) and
  * default options. */
 int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
@@ -259,6 +267,10 @@ int kube_watch(kube_client *c, const char *path, unsigned timeout_ms, kube_line_
 void kube_cancel(kube_req *r);
 
 /* ---- paths ---- */
+
+/* kube_copy_str copies src (NULL: "") into dst, of size bytes, cut where
+ * it does not fit but never inside a UTF-8 sequence. */
+void kube_copy_str(char *dst, size_t size, const char *src);
 
 /* kube_path writes the path of a resource to buf:
  *   group "" (core):  /api/<version>[/namespaces/<ns>]/<plural>[/<name>[/<sub>]]
@@ -314,15 +326,5 @@ int kube_parse_retry_after(const char *value, time_t now, unsigned *ret_s);
  * is in [d * (1 - jitter), d]. */
 uint64_t kube_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned attempt, double jitter,
                          uint32_t rnd);
-
-/* The client's token bucket, exposed for tests: kube_bucket_take takes a
- * token at now_ms and returns 0, or returns the milliseconds until one is
- * due (taking nothing). qps <= 0 means no limit. */
-struct kube_bucket {
-    double qps, burst, tokens;
-    uint64_t last_ms;
-};
-void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now_ms);
-uint64_t kube_bucket_take(struct kube_bucket *b, uint64_t now_ms);
 
 #endif

@@ -938,31 +938,16 @@ static int kube_send(void *ctx, const char *method, const char *ns, const char *
                      void **ret_req)
 {
     char path[KUBE_PATH_MAX];
-    char *text = NULL;
     int r = kube_path(path, sizeof(path), "coordination.k8s.io", "v1", ns, "leases", name, NULL);
     if (r < 0)
         return r;
-    if (body) {
-        text = cJSON_PrintUnformatted(body);
-        if (!text)
-            return -ENOMEM;
-    }
     struct kreq *k = malloc(sizeof(*k));
-    if (!k) {
-        free(text);
+    if (!k)
         return -ENOMEM;
-    }
     k->done = done;
     k->data = data;
-    struct kube_req_opts o = {
-        .timeout_ms =
-            timeout_ms > UINT32_MAX ? UINT32_MAX : (unsigned)(timeout_ms ? timeout_ms : 1),
-        .retries = -1,
-    };
     kube_req *req = NULL;
-    r = kube_request_ex(ctx, method, path, text ? "application/json" : NULL, text,
-                        text ? strlen(text) : 0, &o, kube_done, k, &req);
-    free(text);
+    r = kube_send_once(ctx, method, path, "application/json", body, timeout_ms, kube_done, k, &req);
     if (r < 0) {
         free(k);
         return r;

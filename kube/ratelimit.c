@@ -1,14 +1,16 @@
-/* ratelimit.c: per-key exponential backoff combined with a token bucket.
+/* ratelimit.c: per-key exponential backoff (lib/backoff) combined with a
+ * token bucket (lib/bucket) for all keys.
  *
  * Failure counts live in a lib/keytab table keyed by string, bounded by
  * max_keys. */
 #include "kube/ratelimit.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/backoff.h"
+#include "lib/bucket.h"
 #include "lib/err.h"
 #include "lib/keytab.h"
 
@@ -20,9 +22,8 @@ struct failure {
 
 struct rl {
     struct rl_options o;
-    struct keytab failures; /* struct failure by key, at most max_keys */
-    double tokens;          /* may go negative: tokens reserved ahead of time */
-    uint64_t last_ms;       /* when tokens was last brought up to date */
+    struct keytab failures;   /* struct failure by key, at most max_keys */
+    struct vmg_bucket bucket; /* for all keys; tokens reserved ahead of time */
 };
 
 /* lookup finds key (len bytes); its hash goes to *ret_hash, for adding it. */
@@ -59,9 +60,7 @@ int rl_new(const struct rl_options *o, struct rl **ret)
     keytab_init(&l->failures);
     if (l->o.max_keys == 0)
         l->o.max_keys = RL_DEFAULT_MAX_KEYS;
-    l->tokens = o->burst;
-    if (o->qps > 0)
-        l->last_ms = o->now_ms(o->clock_data);
+    vmg_bucket_init(&l->bucket, o->qps, o->burst, o->qps > 0 ? o->now_ms(o->clock_data) : 0);
     *ret = l;
     return 0;
 }
@@ -72,38 +71,6 @@ void rl_free(struct rl *l)
         return;
     keytab_release(&l->failures, free_failure);
     free(l);
-}
-
-/* backoff returns base * 2^exp, capped at max, without overflow. */
-static uint64_t backoff(uint64_t base, uint64_t max, uint32_t exp)
-{
-    if (base == 0)
-        return 0;
-    if (exp >= 64 || base > (max >> exp))
-        return max;
-    return base << exp;
-}
-
-/* bucket_reserve takes one token, possibly one not yet refilled, and returns
- * how long to wait until it is there. */
-static uint64_t bucket_reserve(struct rl *l)
-{
-    if (l->o.qps <= 0)
-        return 0;
-    uint64_t now = l->o.now_ms(l->o.clock_data);
-    if (now > l->last_ms) {
-        l->tokens += (double)(now - l->last_ms) * l->o.qps / 1000.0;
-        if (l->tokens > l->o.burst)
-            l->tokens = l->o.burst;
-    }
-    l->last_ms = now; /* a clock that goes back refills nothing */
-    l->tokens -= 1.0;
-    if (l->tokens >= 0)
-        return 0;
-    double ms = ceil(-l->tokens * 1000.0 / l->o.qps - 1e-6);
-    if (ms >= 1e15) /* about 30,000 years: far enough, and no overflow */
-        return (uint64_t)1e15;
-    return ms > 0 ? (uint64_t)ms : 0;
 }
 
 int rl_when(struct rl *l, const char *key, uint64_t *ret_delay_ms)
@@ -128,10 +95,10 @@ int rl_when(struct rl *l, const char *key, uint64_t *ret_delay_ms)
         f->node.hash = h;
         keytab_insert(&l->failures, &f->node);
     }
-    uint64_t d = backoff(l->o.base_delay_ms, l->o.max_delay_ms, f->count);
+    uint64_t d = vmg_backoff_ms(l->o.base_delay_ms, l->o.max_delay_ms, f->count);
     if (f->count < UINT32_MAX)
         f->count++;
-    uint64_t b = bucket_reserve(l);
+    uint64_t b = l->o.qps > 0 ? vmg_bucket_reserve(&l->bucket, l->o.now_ms(l->o.clock_data)) : 0;
     *ret_delay_ms = b > d ? b : d;
     return 0;
 }

@@ -17,19 +17,20 @@
 
 #include "lib/err.h"
 #include "lib/keytab.h"
+#include "lib/queue.h"
 
 #define HEAP_MIN_CAP 16
 #define NOT_WAITING SIZE_MAX
 
 struct item {
     struct keytab_node node;
-    struct item *qnext;         /* FIFO link while queued */
-    struct item *pprev, *pnext; /* processing list links while processing */
-    uint64_t add_ms;            /* when it became dirty */
-    uint64_t start_ms;          /* when it was handed out */
-    uint64_t ready_ms;          /* its deadline while waiting */
-    uint64_t seq;               /* orders equal deadlines by arrival */
-    size_t heap_idx;            /* NOT_WAITING unless in the heap */
+    struct lq qlink;   /* in the FIFO while queued */
+    struct lq plink;   /* in the processing list while processing */
+    uint64_t add_ms;   /* when it became dirty */
+    uint64_t start_ms; /* when it was handed out */
+    uint64_t ready_ms; /* its deadline while waiting */
+    uint64_t seq;      /* orders equal deadlines by arrival */
+    size_t heap_idx;   /* NOT_WAITING unless in the heap */
     bool dirty;
     bool processing;
     char key[]; /* NUL-terminated copy */
@@ -54,10 +55,10 @@ struct wq {
 
     struct keytab items; /* struct item by key, at most max_keys */
 
-    struct item *head, *tail; /* the FIFO of ready keys */
+    struct lq fifo; /* of item.qlink: the ready keys */
     size_t depth;
 
-    struct item *active_head; /* the processing list */
+    struct lq processing; /* of item.plink, the latest first */
     size_t active;
 
     struct item **heap; /* waiting keys, earliest deadline first */
@@ -217,12 +218,7 @@ static struct item *heap_pop(struct wq *q)
 
 static void push_fifo(struct wq *q, struct item *it)
 {
-    it->qnext = NULL;
-    if (q->tail)
-        q->tail->qnext = it;
-    else
-        q->head = it;
-    q->tail = it;
+    lq_insert_tail(&q->fifo, &it->qlink);
     q->depth++;
 }
 
@@ -240,20 +236,12 @@ static void mark_dirty(struct wq *q, struct item *it)
 /* take moves the FIFO's head to the processing set. */
 static struct item *take(struct wq *q)
 {
-    struct item *it = q->head;
-    q->head = it->qnext;
-    if (!q->head)
-        q->tail = NULL;
-    it->qnext = NULL;
+    struct item *it = lq_entry(lq_pop_head(&q->fifo), struct item, qlink);
     q->depth--;
     it->dirty = false;
     it->processing = true;
     it->start_ms = now(q);
-    it->pprev = NULL;
-    it->pnext = q->active_head;
-    if (q->active_head)
-        q->active_head->pprev = it;
-    q->active_head = it;
+    lq_insert_head(&q->processing, &it->plink);
     q->active++;
     observe(q, WQ_QUEUE_DURATION, it->add_ms, it->start_ms);
     return it;
@@ -261,7 +249,7 @@ static struct item *take(struct wq *q)
 
 static bool can_dispatch(const struct wq *q)
 {
-    return !q->shut && q->handler && q->head && q->active < q->max_active;
+    return !q->shut && q->handler && !lq_empty(&q->fifo) && q->active < q->max_active;
 }
 
 static void on_idle(uv_idle_t *h);
@@ -349,6 +337,8 @@ int wq_new(uv_loop_t *loop, const struct wq_options *o, struct wq **ret)
     if (!q)
         return -ENOMEM;
     q->loop = loop;
+    lq_init(&q->fifo);
+    lq_init(&q->processing);
     keytab_init(&q->items);
     if (o->name)
         memcpy(q->name, o->name, strlen(o->name) + 1);
@@ -477,13 +467,7 @@ int wq_done(struct wq *q, const char *key)
     struct item *it = lookup(q, key, (size_t)len, NULL);
     if (!it || !it->processing)
         return -ENOENT;
-    if (it->pprev)
-        it->pprev->pnext = it->pnext;
-    else
-        q->active_head = it->pnext;
-    if (it->pnext)
-        it->pnext->pprev = it->pprev;
-    it->pprev = it->pnext = NULL;
+    lq_remove(&it->plink);
     it->processing = false;
     q->active--;
     observe(q, WQ_WORK_DURATION, it->start_ms, now(q));
@@ -501,7 +485,7 @@ int wq_get(struct wq *q, const char **ret_key)
         return -ESHUTDOWN;
     move_due(q);
     arm_timer(q);
-    if (!q->head || q->active >= q->max_active)
+    if (lq_empty(&q->fifo) || q->active >= q->max_active)
         return -EAGAIN;
     *ret_key = take(q)->key;
     return 0;
@@ -580,7 +564,10 @@ void wq_get_stats(const struct wq *q, struct wq_stats *ret)
     ret->rejected_total = q->rejected_total;
     uint64_t t = now(q);
     uint64_t longest = 0;
-    for (const struct item *it = q->active_head; it; it = it->pnext) {
+    const struct lq *n;
+    lq_foreach(n, &q->processing)
+    {
+        const struct item *it = lq_entry(n, struct item, plink);
         uint64_t ran = t > it->start_ms ? t - it->start_ms : 0;
         ret->unfinished_work_seconds += (double)ran / 1000.0;
         if (ran > longest)
