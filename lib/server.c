@@ -36,6 +36,7 @@
 #define READ_CHUNK (64 * 1024)
 #define LINGER_MS 2000            /* how long a closing connection drains input */
 #define LINGER_BYTES (256 * 1024) /* and how much of it, at most */
+#define SILENT_GRACE_MS 500       /* a new connection's time to send before it is the first to go */
 
 /* What the connection's one timer bounds: a request, the wait between two,
  * unsent output over the bound (the client does not read), the drain
@@ -101,7 +102,9 @@ struct conn {
     BIO *rbio;
     BIO *wbio;
     int handshake_done;
-    char *in; /* plaintext received, not parsed yet */
+    int got_bytes; /* something was read from the socket since the accept */
+    uint64_t seq;  /* the order of the accept */
+    char *in;      /* plaintext received, not parsed yet */
     size_t in_len;
     size_t in_cap;
     vmg_server_req *req;    /* being parsed; owned by the connection */
@@ -132,8 +135,9 @@ struct vmg_server {
     uint64_t header_timeout_ms;
     uint64_t idle_timeout_ms;
     uint64_t max_conn_age_ms;
-    size_t buffered; /* input buffers and unsent output of every connection */
-    int over_budget; /* buffered went above max_buffered: some reads stopped */
+    size_t buffered;   /* input buffers and unsent output of every connection */
+    uint64_t accepted; /* connections accepted, for conn.seq */
+    int over_budget;   /* buffered went above max_buffered: some reads stopped */
     int resuming;
     struct vmg_server_stats stats;
     vmg_server_handler handler;
@@ -861,6 +865,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         goto out;
+    c->got_bytes = 1;
     if (c->lingering) {
         /* Drained and dropped, up to a bound: a client that keeps sending
          * to a closing connection is cut off. */
@@ -1014,11 +1019,26 @@ static int evictable(const struct conn *c)
     return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN;
 }
 
+/* unread_input: c was accepted and never read from, and bytes of it wait in
+ * the kernel. In a burst of new connections, libuv accepts them all before
+ * it reads from any: a probe's request that has already arrived must not
+ * make its connection look silent. */
+static int unread_input(const struct conn *c)
+{
+    uv_os_fd_t fd;
+    char b;
+
+    if (!c->reading || c->got_bytes || uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return 0;
+    return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 /* incomplete: c's request is on its way and has not reached the handler:
  * 1 when it has begun and is not complete (a peer that sends part of a
  * request and stops holds a slot with it), 2 when nothing of it has come
  * since the accept (nothing sent yet, or a TLS handshake); *since is when
- * it began, or the accept. 0 otherwise. */
+ * it began, or the accept. 0 otherwise, as for a connection whose first
+ * bytes have arrived and are about to be read. */
 static int incomplete(const struct conn *c, uint64_t *since)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active)
@@ -1028,22 +1048,25 @@ static int incomplete(const struct conn *c, uint64_t *since)
         return c->req->complete ? 0 : 1;
     }
     *since = c->born;
-    return c->mode == T_REQUEST || c->mode == T_HEADERS ? 2 : 0;
+    if (c->mode != T_REQUEST && c->mode != T_HEADERS)
+        return 0;
+    return unread_input(c) ? 0 : 2;
 }
 
 /* oldest_idle returns the connection to give way, of peer host when host
  * is not NULL, other than except, or NULL: the evictable one idle the
  * longest; failing that, the one whose incomplete request began the
- * longest ago; failing that, the one accepted the longest ago that has
- * sent nothing yet. A connection just accepted (whose request has not
- * been read yet, such as a probe's among a peer's reconnecting partial
- * requests) goes last. A connection whose request is with the handler
- * never gives way. */
+ * longest ago; failing that, one that has sent nothing yet: the one
+ * accepted the longest ago among those silent for SILENT_GRACE_MS or more,
+ * or else the one accepted last. A burst of silent connections thus makes
+ * its own members give way, not a probe accepted just before it that has
+ * yet to send its request, while silent connections that hold their slots
+ * still give way oldest first. A connection whose request is with the
+ * handler never gives way. */
 static struct conn *oldest_idle(vmg_server *s, const char *host, const struct conn *except)
 {
-    struct conn *best = NULL, *partial[3] = {NULL, NULL, NULL};
-    uint64_t oldest[3] = {0, 0, 0}, since = 0;
-    int k;
+    struct conn *best = NULL, *partial = NULL, *silent_old = NULL, *silent_new = NULL;
+    uint64_t oldest = 0, since = 0, now = uv_now(s->loop);
 
     for (struct conn *c = s->conns; c; c = c->next) {
         if (c == except || (host && strcmp(c->host, host) != 0))
@@ -1051,12 +1074,32 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
         if (evictable(c)) {
             if (!best || c->idle_since < best->idle_since)
                 best = c;
-        } else if ((k = incomplete(c, &since)) > 0 && (!partial[k] || since < oldest[k])) {
-            partial[k] = c;
-            oldest[k] = since;
+            continue;
+        }
+        switch (incomplete(c, &since)) {
+        case 1:
+            if (!partial || since < oldest) {
+                partial = c;
+                oldest = since;
+            }
+            break;
+        case 2:
+            if (now - c->born >= SILENT_GRACE_MS) {
+                if (!silent_old || c->seq < silent_old->seq)
+                    silent_old = c;
+            } else if (!silent_new || c->seq > silent_new->seq) {
+                silent_new = c;
+            }
+            break;
+        default:
+            break;
         }
     }
-    return best ? best : partial[1] ? partial[1] : partial[2];
+    if (best)
+        return best;
+    if (partial)
+        return partial;
+    return silent_old ? silent_old : silent_new;
 }
 
 static size_t peer_conns(vmg_server *s, const char *host)
@@ -1133,6 +1176,7 @@ static void on_connection(uv_stream_t *server, int status)
     s->nconns++;
     s->open++;
     c->born = c->idle_since = uv_now(s->loop);
+    c->seq = ++s->accepted;
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;

@@ -41,10 +41,13 @@
  *   takes the place of the oldest idle one (of that peer, for the per-peer
  *   limit): idle is between requests, or not reading its answers. When
  *   none is idle, the one whose request, begun but incomplete (not handed
- *   to the handler), began the longest ago gives way, and failing that the
- *   oldest that has sent nothing since the accept: a peer that sends parts
- *   of requests cannot hold slots against a complete one, and a connection
- *   just accepted, whose request is not read yet, is the last to go. One
+ *   to the handler), began the longest ago gives way, and failing that one
+ *   that has sent nothing since the accept: the oldest of those silent for
+ *   half a second or more, or else the newest. A peer that sends parts of
+ *   requests cannot hold slots against a complete one, silent connections
+ *   that hold slots go oldest first, and a burst of new silent ones gives
+ *   way among itself, not a probe accepted just before it that is about to
+ *   send (or has sent: bytes waiting to be read are not silence). One
  *   whose request is with the handler is never evicted; when nothing can
  *   give way, the new connection is closed at once.
  * - Memory: input buffers and unsent output of all connections together

@@ -144,11 +144,13 @@ async def idle(addr, n, seconds):
 async def probe(addr, seconds, ivl):
     host, port = hostport(addr)
     deadline = time.monotonic() + seconds
-    times, failed = [], 0
+    times, failed, why = [], 0, {}
     while running(deadline):
         t0 = time.monotonic()
+        stage = "connect"
         try:
             r, w = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+            stage = "answer"
             w.write(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n"
                     "Connection: close\r\n\r\n".encode())
             await w.drain()
@@ -158,14 +160,19 @@ async def probe(addr, seconds, ivl):
                 times.append(time.monotonic() - t0)
             else:
                 failed += 1
-        except Exception:
+                k = f"{stage}:" + (line.split(b" ")[1].decode() if line else "eof")
+                why[k] = why.get(k, 0) + 1
+        except Exception as e:
             failed += 1
+            k = f"{stage}:{type(e).__name__}"
+            why[k] = why.get(k, 0) + 1
         await asyncio.sleep(max(0, ivl - (time.monotonic() - t0)))
     times.sort()
     worst = times[-1] if times else float("inf")
     p50 = times[len(times) // 2] if times else float("inf")
     print(f"probe: {len(times)} answered, {failed} failed; "
-          f"median {p50 * 1000:.1f} ms, worst {worst * 1000:.1f} ms")
+          f"median {p50 * 1000:.1f} ms, worst {worst * 1000:.1f} ms"
+          + "".join(f"; {k} x{v}" for k, v in sorted(why.items())))
     # The figure flood.sh reads: the worst answer in ms, or -1 if any failed.
     print(f"probe-worst-ms {-1 if failed else round(worst * 1000, 1)}")
 

@@ -1416,6 +1416,51 @@ static void test_evict_partial_before_silent(void **state)
     assert_int_equal(f.stats.evicted, 1);
 }
 
+/* client_burst_after_probe: a probe connects and has not sent its request
+ * yet when a burst of connections that send nothing comes from the same
+ * peer, beyond its cap: the burst's own members give way to each other,
+ * newest first, and the probe, the oldest of them all, is answered once
+ * it speaks; so is the newest of the burst. */
+static void client_burst_after_probe(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    int probe = raw_connect(f->port), silent[6];
+    size_t i;
+
+    usleep(20 * 1000); /* accepted, not yet speaking */
+    for (i = 0; i < 6; i++)
+        silent[i] = raw_connect(f->port);
+    usleep(50 * 1000); /* the burst is accepted */
+    send_all(probe, req, strlen(req));
+    raw_response(f, probe, &rb);
+    rb.len = 0;
+    send_all(silent[5], req, strlen(req));
+    raw_response(f, silent[5], &rb);
+    for (i = 0; i < 3; i++) /* the ones that gave way */
+        f->flags[i] = wait_closed(silent[2 + i]) >= 0;
+    close(probe);
+    for (i = 0; i < 6; i++)
+        close(silent[i]);
+}
+
+static void test_evict_burst_keeps_probe(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 16;
+    f.opts.max_conns_per_peer = 4;
+    f.opts.request_timeout_ms = 30000;
+    fx_run(&f, client_burst_after_probe);
+    assert_int_equal(f.r[0].status, 200); /* the probe */
+    assert_int_equal(f.r[1].status, 200); /* the newest of the burst */
+    assert_true(f.flags[0] && f.flags[1] && f.flags[2]);
+    assert_int_equal(f.stats.evicted, 3);
+    assert_int_equal(f.stats.refused, 0);
+}
+
 /* client_header_deadline: headers that do not complete in time close the
  * connection at the header timeout, well before the request timeout; a
  * request whose headers came in time is not cut at it. */
@@ -1881,6 +1926,7 @@ int main(void)
         cmocka_unit_test(test_per_peer_cap),
         cmocka_unit_test(test_evict_partial_requests),
         cmocka_unit_test(test_evict_partial_before_silent),
+        cmocka_unit_test(test_evict_burst_keeps_probe),
         cmocka_unit_test(test_header_deadline),
         cmocka_unit_test(test_pipelined_flood_bounded),
         cmocka_unit_test(test_total_budget),
