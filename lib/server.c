@@ -1,9 +1,9 @@
 /* server.c: the HTTP/1.1 (and TLS) server on libuv (see server.h).
  *
  * Each connection keeps the plaintext it has received but not parsed yet in
- * a buffer. TLS connections first pass what arrives through OpenSSL (the
- * read BIO), and everything OpenSSL wants to send (the write BIO) is written
- * to the socket after each call. The parser is paused at the end of every
+ * a buffer. TLS connections first pass what arrives through their lib/tls
+ * engine, and every byte of ciphertext it produces is written to the socket
+ * at once. The parser is paused at the end of every
  * request, which is then handed to the handler; the rest of the buffer is
  * parsed once the response is written. Reading goes on meanwhile, so that a
  * client leaving is noticed, up to a bound on the buffer.
@@ -25,13 +25,11 @@
 #include <unistd.h>
 
 #include <http_parser.h>
-#include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/ssl.h>
 
+#include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/queue.h"
+#include "lib/tls.h"
 
 #define READ_CHUNK (64 * 1024)
 #define LINGER_MS 2000            /* how long a closing connection drains input */
@@ -77,9 +75,8 @@ struct conn {
     uv_tcp_t tcp; /* first: alloc_cb and read_cb cast the handle to the conn */
     uv_timer_t timer;
     vmg_server *srv;
-    struct conn *prev;
-    struct conn *next;
-    int handles; /* libuv handles not closed yet */
+    struct lq link; /* in srv->conns */
+    int handles;    /* libuv handles not closed yet */
     int closing;
     int reading;
     int in_process;
@@ -98,13 +95,10 @@ struct conn {
     size_t header_bytes; /* of the request being parsed */
     int error_status;    /* a limit a callback hit: the status to answer */
     size_t writes;       /* uv_write requests in flight */
-    SSL *ssl;
-    BIO *rbio;
-    BIO *wbio;
-    int handshake_done;
-    int got_bytes; /* something was read from the socket since the accept */
-    uint64_t seq;  /* the order of the accept */
-    char *in;      /* plaintext received, not parsed yet */
+    vmg_tls_conn *tls;   /* NULL for plain HTTP */
+    int got_bytes;       /* something was read from the socket since the accept */
+    uint64_t seq;        /* the order of the accept */
+    char *in;            /* plaintext received, not parsed yet */
     size_t in_len;
     size_t in_cap;
     vmg_server_req *req;    /* being parsed; owned by the connection */
@@ -119,10 +113,10 @@ struct vmg_server {
     int handles; /* open libuv handles: the listener, connections, refused ones */
     int closing;
     int port;
-    SSL_CTX *ctx;
-    struct conn *conns;
-    size_t nconns; /* allocated, closing ones included */
-    size_t open;   /* not closing */
+    vmg_tls *tls;    /* NULL for plain HTTP */
+    struct lq conns; /* every connection not freed yet, newest first */
+    size_t nconns;   /* allocated, closing ones included */
+    size_t open;     /* not closing */
     size_t max_conns;
     size_t max_conns_per_peer;
     size_t max_header_bytes;
@@ -142,15 +136,6 @@ struct vmg_server {
     struct vmg_server_stats stats;
     vmg_server_handler handler;
     void *data;
-    /* TLS from files, watched. */
-    char *cert_file;
-    char *key_file;
-    uv_fs_poll_t cert_poll;
-    uv_fs_poll_t key_poll;
-    int polling;                  /* the two poll handles are initialized */
-    unsigned char tls_digest[32]; /* of the PEM text in use */
-    unsigned char tls_failed[32]; /* of the last that could not be used */
-    void (*tls_reloaded)(void *data, int status, const char *msg);
     void (*closed)(void *data);
     void *closed_data;
 };
@@ -175,20 +160,12 @@ static void set_err(const struct vmg_server_opts *o, const char *msg, const char
         snprintf(o->errbuf, o->errbuf_size, "%s%s%s", msg, detail ? " " : "", detail ? detail : "");
 }
 
-/* wipe_free wipes the n bytes at p, which may have held a secret (an
- * Authorization header, a token in a body), and frees p; NULL is fine. */
-static void wipe_free(void *p, size_t n)
-{
-    if (!p)
-        return;
-    OPENSSL_cleanse(p, n);
-    free(p);
-}
-
+/* Every block that held request bytes (an Authorization header, a token
+ * in a body) is wiped before it is freed, with lib/buf's vmg_wipe_free. */
 static void wipe_str(char *p)
 {
     if (p)
-        wipe_free(p, strlen(p) + 1);
+        vmg_wipe_free(p, strlen(p) + 1);
 }
 
 /* append grows *buf (NULL, or *len + 1 bytes holding a NUL-terminated
@@ -204,7 +181,7 @@ static int append(char **buf, size_t *len, const char *s, size_t n)
         memcpy(nb, *buf, *len);
     memcpy(nb + *len, s, n);
     if (*buf)
-        wipe_free(*buf, *len + 1);
+        vmg_wipe_free(*buf, *len + 1);
     *len += n;
     nb[*len] = '\0';
     *buf = nb;
@@ -218,20 +195,20 @@ static void req_free(vmg_server_req *r)
     for (size_t i = 0; i < r->nhdrs; i++) {
         /* A trimmed value is wiped up to its length: behind it are blanks. */
         if (r->hdrs[i].name)
-            wipe_free(r->hdrs[i].name, r->hdrs[i].nlen + 1);
+            vmg_wipe_free(r->hdrs[i].name, r->hdrs[i].nlen + 1);
         if (r->hdrs[i].value)
-            wipe_free(r->hdrs[i].value, r->hdrs[i].vlen + 1);
+            vmg_wipe_free(r->hdrs[i].value, r->hdrs[i].vlen + 1);
     }
-    wipe_free(r->hdrs, r->nhdrs * sizeof(*r->hdrs));
+    vmg_wipe_free(r->hdrs, r->nhdrs * sizeof(*r->hdrs));
     if (r->url)
-        wipe_free(r->url, r->url_len + 1);
+        vmg_wipe_free(r->url, r->url_len + 1);
     wipe_str(r->path);
     wipe_str(r->query);
     if (r->body)
-        wipe_free(r->body, r->body_len + 1);
+        vmg_wipe_free(r->body, r->body_len + 1);
     if (r->extra)
-        wipe_free(r->extra, r->extra_len + 1);
-    wipe_free(r, sizeof(*r));
+        vmg_wipe_free(r->extra, r->extra_len + 1);
+    vmg_wipe_free(r, sizeof(*r));
 }
 
 /* account adds add and takes sub bytes from the server's buffered total. */
@@ -268,7 +245,7 @@ static int in_resize(struct conn *c, size_t cap)
         if (c->in_len)
             memcpy(ni, c->in, c->in_len);
     }
-    wipe_free(c->in, c->in_cap);
+    vmg_wipe_free(c->in, c->in_cap);
     account(c->srv, cap, c->in_cap);
     c->in = ni;
     c->in_cap = cap;
@@ -283,9 +260,14 @@ static void maybe_resume(vmg_server *s)
         return;
     s->over_budget = 0;
     s->resuming = 1; /* not re-entered from a handler that answers at once */
-    for (struct conn *c = s->conns; c; c = c->next)
+    struct lq *p;
+
+    lq_foreach(p, &s->conns)
+    {
+        struct conn *c = lq_entry(p, struct conn, link);
         if (!c->closing)
             process_input(c); /* parses what it may, and reads again */
+    }
     s->resuming = 0;
 }
 
@@ -376,7 +358,7 @@ static void after_write(uv_write_t *req, int status)
     vmg_server *s = c->srv;
     size_t len = w->len;
 
-    wipe_free(w, sizeof(*w) + len);
+    vmg_wipe_free(w, sizeof(*w) + len);
     c->writes--;
     c->out_pending -= len;
     account(s, 0, len);
@@ -425,18 +407,10 @@ static int raw_write(struct conn *c, const char *data, size_t len)
     return 0;
 }
 
-/* flush_tls writes what OpenSSL has produced to the socket. */
-static int flush_tls(struct conn *c)
+/* tls_out is the TLS engine's output: ciphertext for the socket. */
+static int tls_out(void *arg, const char *p, size_t n)
 {
-    char buf[16 * 1024];
-    int n, r;
-
-    while ((n = BIO_read(c->wbio, buf, sizeof(buf))) > 0) {
-        r = raw_write(c, buf, (size_t)n);
-        if (r < 0)
-            return r;
-    }
-    return 0;
+    return raw_write(arg, p, n);
 }
 
 /* conn_write sends plaintext: through TLS when the connection has it. */
@@ -444,32 +418,18 @@ static int conn_write(struct conn *c, const char *data, size_t len)
 {
     if (c->closing)
         return VMG_ECANCELED;
-    if (!c->ssl)
+    if (!c->tls)
         return raw_write(c, data, len);
-    while (len > 0) {
-        int chunk = len > INT32_MAX ? INT32_MAX : (int)len;
-        int n = SSL_write(c->ssl, data, chunk);
-        if (n <= 0) {
-            ERR_clear_error();
-            return VMG_ETRANSPORT;
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-    return flush_tls(c);
+    return vmg_tls_conn_write(c->tls, data, len, tls_out, c);
 }
 
 /* finish_output: no more requests on c; it closes once writes are done. */
 static void finish_output(struct conn *c)
 {
     c->close_after_write = 1;
-    if (c->ssl && c->handshake_done) {
-        SSL_shutdown(c->ssl); /* queue close_notify */
-        ERR_clear_error();
-        if (flush_tls(c) < 0) {
-            conn_close(c);
-            return;
-        }
+    if (c->tls && vmg_tls_conn_shutdown(c->tls, tls_out, c) < 0) { /* close_notify */
+        conn_close(c);
+        return;
     }
     start_linger(c); /* the FIN follows the writes in flight */
 }
@@ -783,7 +743,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     buf->base = NULL;
     buf->len = 0;
-    if (c->ssl || c->lingering) {
+    if (c->tls || c->lingering) {
         buf->base = malloc(want);
         buf->len = buf->base ? want : 0;
         return;
@@ -802,58 +762,39 @@ static int in_reserve(struct conn *c, size_t n)
     return in_resize(c, c->in_len + (n > READ_CHUNK ? n : READ_CHUNK));
 }
 
-/* tls_input feeds n bytes of ciphertext to OpenSSL and moves the plaintext
- * into the input buffer. Returns 0, or a negative code when the connection
- * must close (1 for a clean close_notify). */
+/* tls_plain moves plaintext from the TLS engine into the input buffer. */
+static int tls_plain(void *arg, const char *p, size_t n)
+{
+    struct conn *c = arg;
+
+    if (in_reserve(c, n) < 0)
+        return -ENOMEM;
+    memcpy(c->in + c->in_len, p, n);
+    c->in_len += n;
+    return 0;
+}
+
+/* tls_input feeds n bytes of ciphertext to the TLS engine. Returns 0, or
+ * nonzero when the connection must close (VMG_TLS_CLOSED for a clean
+ * close_notify). */
 static int tls_input(struct conn *c, const char *data, size_t n)
 {
-    char buf[16 * 1024];
-    int r;
+    int r = vmg_tls_conn_input(c->tls, data, n, tls_plain, tls_out, c);
 
-    if (n > 0 && BIO_write(c->rbio, data, (int)n) != (int)n)
-        return -ENOMEM;
-    if (!c->handshake_done) {
-        r = SSL_do_handshake(c->ssl);
-        if (flush_tls(c) < 0)
-            return VMG_ETRANSPORT;
-        if (r != 1) {
-            int e = SSL_get_error(c->ssl, r);
-            ERR_clear_error();
-            if (e == SSL_ERROR_WANT_READ)
-                return 0;
-            /* Let the alert OpenSSL queued reach the client, then close. */
-            c->close_after_write = 1;
-            c->in_len = 0;
-            start_linger(c);
-            return 0;
-        }
-        c->handshake_done = 1;
-    }
-    for (;;) {
-        r = SSL_read(c->ssl, buf, sizeof(buf));
-        if (r <= 0)
-            break;
-        if (in_reserve(c, (size_t)r) < 0) {
-            OPENSSL_cleanse(buf, sizeof(buf));
-            return -ENOMEM;
-        }
-        memcpy(c->in + c->in_len, buf, (size_t)r);
-        c->in_len += (size_t)r;
-    }
-    OPENSSL_cleanse(buf, sizeof(buf)); /* plaintext: a token, maybe */
-    r = SSL_get_error(c->ssl, r);
-    ERR_clear_error();
-    if (flush_tls(c) < 0)
-        return VMG_ETRANSPORT;
-    if (r == SSL_ERROR_WANT_READ)
+    if (r == VMG_TLS_REFUSED) {
+        /* Let the alert the engine sent reach the client, then close. */
+        c->close_after_write = 1;
+        c->in_len = 0;
+        start_linger(c);
         return 0;
-    return r == SSL_ERROR_ZERO_RETURN ? 1 : VMG_ETRANSPORT;
+    }
+    return r;
 }
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = (struct conn *)stream;
-    int own = c->ssl || c->lingering; /* buf was malloc'd by alloc_cb */
+    int own = c->tls || c->lingering; /* buf was malloc'd by alloc_cb */
 
     if (c->closing)
         goto out;
@@ -874,7 +815,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             conn_close(c);
         goto out;
     }
-    if (c->ssl) {
+    if (c->tls) {
         int r = tls_input(c, buf->base, (size_t)nread);
         if (r != 0) {
             conn_close(c);
@@ -886,7 +827,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     process_input(c);
 out:
     if (own) /* ciphertext, or input drained and dropped: a request all the same */
-        wipe_free(buf->base, nread > 0 ? (size_t)nread : 0);
+        vmg_wipe_free(buf->base, nread > 0 ? (size_t)nread : 0);
 }
 
 /* update_reading reads while there is room: the buffer holds less than
@@ -920,9 +861,6 @@ static void maybe_free_server(vmg_server *s)
         return;
     void (*closed)(void *) = s->closed;
     void *data = s->closed_data;
-    SSL_CTX_free(s->ctx);
-    free(s->cert_file);
-    free(s->key_file);
     free(s);
     if (closed)
         closed(data);
@@ -935,16 +873,11 @@ static void conn_handle_closed(uv_handle_t *h)
 
     if (--c->handles > 0)
         return;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    lq_remove(&c->link);
     s->nconns--;
-    SSL_free(c->ssl); /* frees the BIOs too */
+    vmg_tls_conn_free(c->tls);
     in_resize(c, 0);
-    wipe_free(c, sizeof(*c));
+    vmg_wipe_free(c, sizeof(*c));
     s->handles--;
     maybe_resume(s);
     maybe_free_server(s);
@@ -1068,7 +1001,11 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
     struct conn *best = NULL, *partial = NULL, *silent_old = NULL, *silent_new = NULL;
     uint64_t oldest = 0, since = 0, now = uv_now(s->loop);
 
-    for (struct conn *c = s->conns; c; c = c->next) {
+    struct lq *p;
+
+    lq_foreach(p, &s->conns)
+    {
+        struct conn *c = lq_entry(p, struct conn, link);
         if (c == except || (host && strcmp(c->host, host) != 0))
             continue;
         if (evictable(c)) {
@@ -1105,10 +1042,14 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
 static size_t peer_conns(vmg_server *s, const char *host)
 {
     size_t n = 0;
+    struct lq *p;
 
-    for (struct conn *c = s->conns; c; c = c->next)
+    lq_foreach(p, &s->conns)
+    {
+        const struct conn *c = lq_entry(p, struct conn, link);
         if (!c->closing && strcmp(c->host, host) == 0)
             n++;
+    }
     return n;
 }
 
@@ -1177,10 +1118,7 @@ static void on_connection(uv_stream_t *server, int status)
     s->open++;
     c->born = c->idle_since = uv_now(s->loop);
     c->seq = ++s->accepted;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    lq_insert_head(&s->conns, &c->link);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
 
@@ -1194,24 +1132,9 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    if (s->ctx) {
-        c->ssl = SSL_new(s->ctx);
-        c->rbio = BIO_new(BIO_s_mem());
-        c->wbio = BIO_new(BIO_s_mem());
-        if (!c->ssl || !c->rbio || !c->wbio) {
-            if (c->ssl) {
-                SSL_free(c->ssl);
-                c->ssl = NULL;
-            }
-            BIO_free(c->rbio);
-            BIO_free(c->wbio);
-            ERR_clear_error();
-            conn_close(c);
-            return;
-        }
-        BIO_set_mem_eof_return(c->rbio, -1);
-        SSL_set_bio(c->ssl, c->rbio, c->wbio);
-        SSL_set_accept_state(c->ssl);
+    if (s->tls && !(c->tls = vmg_tls_conn_new(s->tls))) {
+        conn_close(c);
+        return;
     }
     /* The first request's time runs from the accept, TLS handshake included. */
     c->req_start = c->born;
@@ -1274,11 +1197,11 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
 
     req_free(r);
     if (conn_write(c, msg, total) < 0) {
-        wipe_free(msg, total);
+        vmg_wipe_free(msg, total);
         conn_close(c);
         return VMG_ETRANSPORT;
     }
-    wipe_free(msg, total);
+    vmg_wipe_free(msg, total);
     c->idle_since = uv_now(s->loop);
     if (!keep) {
         finish_output(c);
@@ -1378,273 +1301,6 @@ void vmg_server_req_on_abort(vmg_server_req *r, void (*fn)(void *data, vmg_serve
     r->abort_data = data;
 }
 
-/* ---- TLS setup ---- */
-
-static int read_file(const char *path, char **ret)
-{
-    FILE *f = fopen(path, "re");
-    char *buf = NULL;
-    size_t n;
-    int r = VMG_ECONFIG;
-
-    if (!f)
-        return VMG_ECONFIG;
-    setvbuf(f, NULL, _IONBF, 0); /* no copy of a key in stdio's buffer */
-    buf = malloc(VMG_SERVER_MAX_PEM + 1);
-    if (!buf) {
-        r = -ENOMEM;
-        goto out;
-    }
-    n = fread(buf, 1, VMG_SERVER_MAX_PEM + 1, f);
-    if (ferror(f) || n > VMG_SERVER_MAX_PEM)
-        goto out;
-    buf[n] = '\0';
-    *ret = buf;
-    buf = NULL;
-    r = 0;
-out:
-    wipe_free(buf, VMG_SERVER_MAX_PEM + 1); /* a key read in part, too big or unreadable */
-    fclose(f);
-    return r;
-}
-
-static void ssl_err(const struct vmg_server_opts *o, const char *what)
-{
-    char msg[256], full[400];
-    unsigned long e = ERR_get_error();
-
-    if (e)
-        ERR_error_string_n(e, msg, sizeof(msg));
-    else
-        snprintf(msg, sizeof(msg), "no detail");
-    snprintf(full, sizeof(full), "%s: %s", what, msg);
-    set_err(o, full, NULL);
-    ERR_clear_error();
-}
-
-static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
-                       const unsigned char *in, unsigned int inlen, void *arg)
-{
-    static const unsigned char h11[] = "\x08http/1.1";
-    unsigned char *sel = NULL;
-
-    (void)ssl;
-    (void)arg;
-    if (SSL_select_next_proto(&sel, outlen, h11, sizeof(h11) - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
-        return SSL_TLSEXT_ERR_NOACK;
-    *out = sel;
-    return SSL_TLSEXT_ERR_OK;
-}
-
-/* make_ctx builds the TLS context from PEM text. */
-static int make_ctx(const struct vmg_server_opts *o, const char *cert_pem, const char *key_pem,
-                    SSL_CTX **ret)
-{
-    SSL_CTX *ctx = NULL;
-    BIO *b = NULL;
-    X509 *x = NULL;
-    EVP_PKEY *k = NULL;
-    int r = VMG_ECONFIG;
-
-    ERR_clear_error();
-    ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) {
-        ssl_err(o, "TLS context");
-        return -ENOMEM;
-    }
-    if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
-        !SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20")) {
-        ssl_err(o, "TLS settings");
-        goto out;
-    }
-    /* OpenSSL wipes the plaintext it decrypted (a token) once it is read. */
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-                                 SSL_OP_NO_COMPRESSION | SSL_OP_CLEANSE_PLAINTEXT);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
-
-    /* The certificate, then the chain behind it. */
-    b = BIO_new_mem_buf(cert_pem, -1);
-    if (!b || !(x = PEM_read_bio_X509(b, NULL, NULL, NULL)) || !SSL_CTX_use_certificate(ctx, x)) {
-        ssl_err(o, "TLS certificate");
-        goto out;
-    }
-    X509_free(x);
-    x = NULL;
-    while ((x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
-        if (!SSL_CTX_add0_chain_cert(ctx, x)) {
-            ssl_err(o, "TLS certificate chain");
-            goto out;
-        }
-        x = NULL;
-    }
-    ERR_clear_error(); /* the end of the PEM text */
-    BIO_free(b);
-    b = BIO_new_mem_buf(key_pem, -1);
-    if (!b || !(k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL)) ||
-        !SSL_CTX_use_PrivateKey(ctx, k)) {
-        ssl_err(o, "TLS key");
-        goto out;
-    }
-    if (!SSL_CTX_check_private_key(ctx)) {
-        ssl_err(o, "TLS key does not match the certificate");
-        goto out;
-    }
-    *ret = ctx;
-    ctx = NULL;
-    r = 0;
-out:
-    EVP_PKEY_free(k);
-    X509_free(x);
-    BIO_free(b);
-    SSL_CTX_free(ctx);
-    return r;
-}
-
-/* pem_digest is the SHA-256 of a certificate and key's PEM text: a reload
- * of files that did not change changes nothing. */
-static void pem_digest(const char *cert, const char *key, unsigned char d[32])
-{
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    unsigned int n = 0;
-
-    memset(d, 0, 32);
-    if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
-        EVP_DigestUpdate(md, cert, strlen(cert)) && EVP_DigestUpdate(md, "\0", 1) &&
-        EVP_DigestUpdate(md, key, strlen(key)))
-        EVP_DigestFinal_ex(md, d, &n);
-    EVP_MD_CTX_free(md);
-    ERR_clear_error();
-}
-
-static int setup_tls(vmg_server *s, const struct vmg_server_opts *o)
-{
-    char *cert = NULL, *key = NULL;
-    const char *cert_pem = o->cert_pem, *key_pem = o->key_pem;
-    int r;
-
-    if (!cert_pem && o->cert_file) {
-        r = read_file(o->cert_file, &cert);
-        if (r < 0) {
-            set_err(o, "cannot read the TLS certificate", o->cert_file);
-            goto out;
-        }
-        cert_pem = cert;
-    }
-    if (!key_pem && o->key_file) {
-        r = read_file(o->key_file, &key);
-        if (r < 0) {
-            set_err(o, "cannot read the TLS key", o->key_file);
-            goto out;
-        }
-        key_pem = key;
-    }
-    if (!cert_pem && !key_pem) {
-        r = 0; /* plain HTTP */
-        goto out;
-    }
-    if (!cert_pem || !key_pem) {
-        set_err(o, "TLS needs both a certificate and a key", NULL);
-        r = VMG_ECONFIG;
-        goto out;
-    }
-    r = make_ctx(o, cert_pem, key_pem, &s->ctx);
-    if (r == 0)
-        pem_digest(cert_pem, key_pem, s->tls_digest);
-out:
-    free(cert);
-    if (key) {
-        OPENSSL_cleanse(key, strlen(key));
-        free(key);
-    }
-    return r;
-}
-
-/* tls_reload builds a TLS context from the files again and, when it works,
- * new connections get it (open ones keep theirs: SSL_CTX is counted).
- * Files unchanged since the last attempt are not reported twice. */
-static void tls_reload(vmg_server *s)
-{
-    char msg[512] = "";
-    struct vmg_server_opts eo = {.errbuf = msg, .errbuf_size = sizeof(msg)};
-    char *cert = NULL, *key = NULL;
-    unsigned char d[32];
-    SSL_CTX *ctx = NULL;
-    int r;
-
-    r = read_file(s->cert_file, &cert);
-    if (r < 0) {
-        snprintf(msg, sizeof(msg), "cannot read the TLS certificate %s", s->cert_file);
-        goto report;
-    }
-    r = read_file(s->key_file, &key);
-    if (r < 0) {
-        snprintf(msg, sizeof(msg), "cannot read the TLS key %s", s->key_file);
-        goto report;
-    }
-    pem_digest(cert, key, d);
-    if (memcmp(d, s->tls_digest, sizeof(d)) == 0 || memcmp(d, s->tls_failed, sizeof(d)) == 0)
-        goto out; /* nothing new */
-    r = make_ctx(&eo, cert, key, &ctx);
-    if (r < 0) {
-        memcpy(s->tls_failed, d, sizeof(d));
-        goto report;
-    }
-    SSL_CTX_free(s->ctx);
-    s->ctx = ctx;
-    memcpy(s->tls_digest, d, sizeof(d));
-    memset(s->tls_failed, 0, sizeof(s->tls_failed));
-    s->stats.tls_reloads++;
-report:
-    if (s->tls_reloaded)
-        s->tls_reloaded(s->data, r, msg);
-out:
-    free(cert);
-    wipe_str(key);
-}
-
-static void on_tls_file(uv_fs_poll_t *h, int status, const uv_stat_t *prev, const uv_stat_t *curr)
-{
-    vmg_server *s = h->data;
-
-    (void)status; /* a file gone is reported by the reload */
-    (void)prev;
-    (void)curr;
-    if (!s->closing)
-        tls_reload(s);
-}
-
-static void poll_closed(uv_handle_t *h)
-{
-    vmg_server *s = h->data;
-    s->handles--;
-    maybe_free_server(s);
-}
-
-/* watch_tls polls the certificate and key files (a stat follows the
- * Secret's symlinks, so the ..data swap shows as a change). */
-static void watch_tls(vmg_server *s, uint64_t ms)
-{
-    int r;
-
-    uv_fs_poll_init(s->loop, &s->cert_poll); /* cannot fail */
-    uv_fs_poll_init(s->loop, &s->key_poll);
-    s->cert_poll.data = s->key_poll.data = s;
-    s->polling = 1;
-    s->handles += 2;
-    ms = ms > UINT32_MAX ? UINT32_MAX : ms;
-    r = uv_fs_poll_start(&s->cert_poll, on_tls_file, s->cert_file, (unsigned)ms);
-    if (r == 0)
-        r = uv_fs_poll_start(&s->key_poll, on_tls_file, s->key_file, (unsigned)ms);
-    if (r < 0 && s->tls_reloaded) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "cannot watch %s and %s: %s", s->cert_file, s->key_file,
-                 uv_strerror(r));
-        s->tls_reloaded(s->data, r, msg);
-    }
-}
-
 /* ---- the server ---- */
 
 /* parse_addr turns "host:port", "[v6]:port" or ":port" into a socket
@@ -1707,10 +1363,16 @@ static void listener_closed(uv_handle_t *h)
 static void free_unstarted(uv_handle_t *h)
 {
     vmg_server *s = h->data;
-    SSL_CTX_free(s->ctx);
-    free(s->cert_file);
-    free(s->key_file);
+    vmg_tls_close(s->tls, NULL, NULL); /* not watching yet: at once */
     free(s);
+}
+
+static void tls_closed(void *data)
+{
+    vmg_server *s = data;
+    s->tls = NULL;
+    s->handles--;
+    maybe_free_server(s);
 }
 
 static int bind_listen(vmg_server *s, const struct vmg_server_opts *o)
@@ -1750,6 +1412,7 @@ static int bind_listen(vmg_server *s, const struct vmg_server_opts *o)
 
 vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, int *err)
 {
+    struct vmg_tls_opts tls_opts;
     vmg_server *s;
     int r;
 
@@ -1764,8 +1427,19 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
             *err = -ENOMEM;
         return NULL;
     }
+    tls_opts = (struct vmg_tls_opts){
+        .cert_pem = opts->cert_pem,
+        .key_pem = opts->key_pem,
+        .cert_file = opts->cert_file,
+        .key_file = opts->key_file,
+        .reloaded = opts->tls_reloaded,
+        .data = opts->data,
+        .errbuf = opts->errbuf,
+        .errbuf_size = opts->errbuf_size,
+    };
     s->loop = loop;
     s->port = -1;
+    lq_init(&s->conns);
     s->max_conns = opts->max_conns ? opts->max_conns : VMG_SERVER_MAX_CONNS;
     s->max_header_bytes =
         opts->max_header_bytes ? opts->max_header_bytes : VMG_SERVER_MAX_HEADER_BYTES;
@@ -1787,30 +1461,12 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
     s->max_conn_age_ms = opts->max_conn_age_ms ? opts->max_conn_age_ms : VMG_SERVER_MAX_CONN_AGE_MS;
     s->handler = opts->handler;
     s->data = opts->data;
-    s->tls_reloaded = opts->tls_reloaded;
 
-    r = setup_tls(s, opts);
-    if (r == 0 && s->ctx && !opts->cert_pem && !opts->key_pem) {
-        /* From files: kept, to be read again when they change. */
-        s->cert_file = strdup(opts->cert_file);
-        s->key_file = strdup(opts->key_file);
-        if (!s->cert_file || !s->key_file)
-            r = -ENOMEM;
-    }
+    r = vmg_tls_new(loop, &tls_opts, &s->tls);
+    if (r == 0)
+        r = uv_tcp_init(loop, &s->listener);
     if (r < 0) {
-        SSL_CTX_free(s->ctx);
-        free(s->cert_file);
-        free(s->key_file);
-        free(s);
-        if (err)
-            *err = r;
-        return NULL;
-    }
-    r = uv_tcp_init(loop, &s->listener);
-    if (r < 0) {
-        SSL_CTX_free(s->ctx);
-        free(s->cert_file);
-        free(s->key_file);
+        vmg_tls_close(s->tls, NULL, NULL); /* not watching yet: at once */
         free(s);
         if (err)
             *err = r;
@@ -1826,8 +1482,7 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
         return NULL;
     }
     s->handles = 1;
-    if (s->cert_file)
-        watch_tls(s, opts->tls_reload_ms ? opts->tls_reload_ms : VMG_SERVER_TLS_RELOAD_MS);
+    vmg_tls_watch(s->tls, opts->tls_reload_ms ? opts->tls_reload_ms : VMG_SERVER_TLS_RELOAD_MS);
     return s;
 }
 
@@ -1846,17 +1501,23 @@ void vmg_server_get_stats(const vmg_server *s, struct vmg_server_stats *ret)
     memset(ret, 0, sizeof(*ret));
     if (!s)
         return;
+    const struct lq *p;
+
     *ret = s->stats;
     ret->connections = s->open;
     ret->buffered = s->buffered;
-    for (const struct conn *c = s->conns; c; c = c->next)
+    ret->tls_reloads = vmg_tls_reloads(s->tls);
+    lq_foreach(p, &s->conns)
+    {
+        const struct conn *c = lq_entry(p, struct conn, link);
         if (!c->closing && !c->reading)
             ret->paused++;
+    }
 }
 
 void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data)
 {
-    struct conn *c, *next;
+    struct lq *p, *next;
 
     if (!s || s->closing)
         return;
@@ -1864,12 +1525,12 @@ void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data)
     s->closed = closed;
     s->closed_data = data;
     uv_close((uv_handle_t *)&s->listener, listener_closed);
-    if (s->polling) {
-        uv_close((uv_handle_t *)&s->cert_poll, poll_closed);
-        uv_close((uv_handle_t *)&s->key_poll, poll_closed);
+    if (s->tls) {
+        s->handles++;
+        vmg_tls_close(s->tls, tls_closed, s);
     }
-    for (c = s->conns; c; c = next) {
-        next = c->next;
-        conn_close(c);
+    lq_foreach_safe(p, next, &s->conns)
+    {
+        conn_close(lq_entry(p, struct conn, link));
     }
 }
