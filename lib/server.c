@@ -3,9 +3,9 @@
  * Each connection keeps the plaintext it has received but not parsed yet in
  * a buffer. TLS connections first pass what arrives through their lib/tls
  * engine, and every byte of ciphertext it produces is written to the socket
- * at once. The parser is paused at the end of every
- * request, which is then handed to the handler; the rest of the buffer is
- * parsed once the response is written. Reading goes on meanwhile, so that a
+ * at once. The requests are parsed by lib/server_req, which stops at the
+ * end of every request; the request is then handed to the handler, and the
+ * rest of the buffer is parsed once the response is written. Reading goes on meanwhile, so that a
  * client leaving is noticed, up to a bound on the buffer.
  *
  * Every byte of a connection's input buffer and unsent output is counted,
@@ -29,6 +29,7 @@
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/queue.h"
+#include "lib/server_req.h"
 #include "lib/tls.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -40,36 +41,6 @@
  * unsent output over the bound (the client does not read), the drain
  * before the close. */
 enum timer_mode { T_NONE, T_REQUEST, T_HEADERS, T_IDLE, T_DRAIN, T_LINGER };
-
-struct hdr {
-    char *name;
-    size_t nlen;
-    char *value;
-    size_t vlen;
-};
-
-struct conn;
-
-struct vmg_server_req {
-    struct conn *conn; /* NULL once the connection is gone */
-    char *url;
-    size_t url_len;
-    char *path;
-    char *query;
-    struct hdr *hdrs;
-    size_t nhdrs;
-    char *body;
-    size_t body_len;
-    char *extra; /* extra response header lines */
-    size_t extra_len;
-    char peer[64];
-    const char *method;
-    int complete;
-    int keep_alive;
-    int head;
-    void (*on_abort)(void *data, vmg_server_req *r);
-    void *abort_data;
-};
 
 struct conn {
     uv_tcp_t tcp; /* first: alloc_cb and read_cb cast the handle to the conn */
@@ -84,24 +55,20 @@ struct conn {
     int lingering;         /* output shut down, input drained until EOF */
     size_t lingered;       /* bytes drained and dropped while lingering */
     enum timer_mode mode;
-    uint64_t born;       /* loop time of the accept */
-    uint64_t req_start;  /* loop time the request timer runs from */
-    uint64_t first_byte; /* loop time of the request's first byte */
-    uint64_t idle_since; /* loop time of the last answer (or the accept) */
-    size_t served;       /* requests handed to the handler */
-    size_t out_pending;  /* bytes of uv_write requests in flight */
-    http_parser parser;
-    int last_was_value;  /* header callbacks: the last one was a value */
-    size_t header_bytes; /* of the request being parsed */
-    int error_status;    /* a limit a callback hit: the status to answer */
-    size_t writes;       /* uv_write requests in flight */
-    vmg_tls_conn *tls;   /* NULL for plain HTTP */
-    int got_bytes;       /* something was read from the socket since the accept */
-    uint64_t seq;        /* the order of the accept */
-    char *in;            /* plaintext received, not parsed yet */
+    uint64_t born;          /* loop time of the accept */
+    uint64_t req_start;     /* loop time the request timer runs from */
+    uint64_t first_byte;    /* loop time of the request's first byte */
+    uint64_t idle_since;    /* loop time of the last answer (or the accept) */
+    size_t served;          /* requests handed to the handler */
+    size_t out_pending;     /* bytes of uv_write requests in flight */
+    struct vmg_reqparse rp; /* the request being parsed: rp.req */
+    size_t writes;          /* uv_write requests in flight */
+    vmg_tls_conn *tls;      /* NULL for plain HTTP */
+    int got_bytes;          /* something was read from the socket since the accept */
+    uint64_t seq;           /* the order of the accept */
+    char *in;               /* plaintext received, not parsed yet */
     size_t in_len;
     size_t in_cap;
-    vmg_server_req *req;    /* being parsed; owned by the connection */
     vmg_server_req *active; /* with the handler, waiting for its answer */
     char peer[64];
     char host[64]; /* the peer's address without the port */
@@ -158,57 +125,6 @@ static void set_err(const struct vmg_server_opts *o, const char *msg, const char
 {
     if (o && o->errbuf && o->errbuf_size > 0)
         snprintf(o->errbuf, o->errbuf_size, "%s%s%s", msg, detail ? " " : "", detail ? detail : "");
-}
-
-/* Every block that held request bytes (an Authorization header, a token
- * in a body) is wiped before it is freed, with lib/buf's vmg_wipe_free. */
-static void wipe_str(char *p)
-{
-    if (p)
-        vmg_wipe_free(p, strlen(p) + 1);
-}
-
-/* append grows *buf (NULL, or *len + 1 bytes holding a NUL-terminated
- * string) by s[0..n). It moves the bytes to a new buffer and wipes the old
- * one: realloc could leave a copy behind. */
-static int append(char **buf, size_t *len, const char *s, size_t n)
-{
-    char *nb = malloc(*len + n + 1);
-
-    if (!nb)
-        return -ENOMEM;
-    if (*buf)
-        memcpy(nb, *buf, *len);
-    memcpy(nb + *len, s, n);
-    if (*buf)
-        vmg_wipe_free(*buf, *len + 1);
-    *len += n;
-    nb[*len] = '\0';
-    *buf = nb;
-    return 0;
-}
-
-static void req_free(vmg_server_req *r)
-{
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->nhdrs; i++) {
-        /* A trimmed value is wiped up to its length: behind it are blanks. */
-        if (r->hdrs[i].name)
-            vmg_wipe_free(r->hdrs[i].name, r->hdrs[i].nlen + 1);
-        if (r->hdrs[i].value)
-            vmg_wipe_free(r->hdrs[i].value, r->hdrs[i].vlen + 1);
-    }
-    vmg_wipe_free(r->hdrs, r->nhdrs * sizeof(*r->hdrs));
-    if (r->url)
-        vmg_wipe_free(r->url, r->url_len + 1);
-    wipe_str(r->path);
-    wipe_str(r->query);
-    if (r->body)
-        vmg_wipe_free(r->body, r->body_len + 1);
-    if (r->extra)
-        vmg_wipe_free(r->extra, r->extra_len + 1);
-    vmg_wipe_free(r, sizeof(*r));
 }
 
 /* account adds add and takes sub bytes from the server's buffered total. */
@@ -441,8 +357,7 @@ static void send_error(struct conn *c, int status)
     const char *reason = http_status_str((enum http_status)status);
     int n;
 
-    req_free(c->req);
-    c->req = NULL;
+    vmg_reqparse_drop(&c->rp);
     /* Until the answer is written and the client gone, the request's time
      * bounds the connection: garbage sent between two requests is no
      * request begun, and the idle timeout would be far longer. */
@@ -461,222 +376,39 @@ static void send_error(struct conn *c, int status)
     finish_output(c);
 }
 
-/* ---- parser callbacks ---- */
+/* ---- the parse's events ---- */
 
-static struct conn *parser_conn(http_parser *p)
+/* on_begun: a request's first byte; its headers' time runs from now. */
+static void on_begun(void *arg)
 {
-    return p->data;
-}
+    struct conn *c = arg;
 
-/* count_header_bytes adds n bytes to the request's URL and header bytes;
- * nonzero (an error for the parser) above the limit. */
-static int count_header_bytes(struct conn *c, size_t n)
-{
-    c->header_bytes += n;
-    if (c->header_bytes > c->srv->max_header_bytes) {
-        c->error_status = HTTP_STATUS_REQUEST_HEADER_FIELDS_TOO_LARGE;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_begin(http_parser *p)
-{
-    struct conn *c = parser_conn(p);
-
-    req_free(c->req);
-    c->req = calloc(1, sizeof(*c->req));
-    if (!c->req) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    memcpy(c->req->peer, c->peer, sizeof(c->peer));
-    c->header_bytes = 0;
-    c->last_was_value = 1;
-    c->error_status = 0;
     c->first_byte = uv_now(c->srv->loop);
     if (c->mode != T_REQUEST)
         c->req_start = c->first_byte;
     set_timer(c, T_HEADERS);
+}
+
+/* on_headers: the headers are in: the request's own bound only, and the
+ * "100 Continue" the client may wait for. */
+static int on_headers(void *arg, int expect_continue)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    struct conn *c = arg;
+
+    set_timer(c, T_REQUEST);
+    if (expect_continue && conn_write(c, cont, sizeof(cont) - 1) < 0)
+        return -1;
     return 0;
 }
-
-static int on_url(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-
-    if (count_header_bytes(c, n) < 0)
-        return -1;
-    if (append(&c->req->url, &c->req->url_len, at, n) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-    vmg_server_req *r = c->req;
-
-    if (count_header_bytes(c, n) < 0)
-        return -1;
-    if (c->last_was_value) {
-        struct hdr *nh;
-        if (r->nhdrs >= c->srv->max_headers) {
-            c->error_status = HTTP_STATUS_REQUEST_HEADER_FIELDS_TOO_LARGE;
-            return -1;
-        }
-        nh = realloc(r->hdrs, (r->nhdrs + 1) * sizeof(*nh));
-        if (!nh)
-            goto nomem;
-        r->hdrs = nh;
-        memset(&r->hdrs[r->nhdrs], 0, sizeof(*nh));
-        r->nhdrs++;
-        c->last_was_value = 0;
-    }
-    if (append(&r->hdrs[r->nhdrs - 1].name, &r->hdrs[r->nhdrs - 1].nlen, at, n) < 0)
-        goto nomem;
-    return 0;
-nomem:
-    c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-    return -1;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-    struct hdr *h;
-
-    if (count_header_bytes(c, n) < 0)
-        return -1;
-    if (c->req->nhdrs == 0)
-        return -1;
-    h = &c->req->hdrs[c->req->nhdrs - 1];
-    c->last_was_value = 1;
-    if (append(&h->value, &h->vlen, at, n) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    return 0;
-}
-
-static char *dup_range(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
-static int on_headers_complete(http_parser *p)
-{
-    struct conn *c = parser_conn(p);
-    vmg_server_req *r = c->req;
-    struct http_parser_url u;
-    const char *expect;
-
-    /* Every header has a value (maybe empty), without trailing blanks. */
-    for (size_t i = 0; i < r->nhdrs; i++) {
-        struct hdr *h = &r->hdrs[i];
-        if (!h->value && append(&h->value, &h->vlen, "", 0) < 0)
-            goto nomem;
-        while (h->vlen > 0 && (h->value[h->vlen - 1] == ' ' || h->value[h->vlen - 1] == '\t'))
-            h->value[--h->vlen] = '\0';
-    }
-    if (!r->url) {
-        c->error_status = HTTP_STATUS_BAD_REQUEST;
-        return -1;
-    }
-    http_parser_url_init(&u);
-    if (http_parser_parse_url(r->url, r->url_len, p->method == HTTP_CONNECT, &u) != 0) {
-        c->error_status = HTTP_STATUS_BAD_REQUEST;
-        return -1;
-    }
-    if (u.field_set & (1 << UF_PATH))
-        r->path = dup_range(r->url + u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
-    else
-        r->path = dup_range("/", 1);
-    if (u.field_set & (1 << UF_QUERY))
-        r->query = dup_range(r->url + u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
-    else
-        r->query = dup_range("", 0);
-    if (!r->path || !r->query)
-        goto nomem;
-    r->method = http_method_str((enum http_method)p->method);
-    r->head = p->method == HTTP_HEAD;
-    r->keep_alive = http_should_keep_alive(p) && !p->upgrade;
-
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->srv->max_body) {
-        c->error_status = HTTP_STATUS_PAYLOAD_TOO_LARGE;
-        return -1;
-    }
-    set_timer(c, T_REQUEST); /* the headers are in: the request's own bound only */
-    expect = vmg_server_req_header(r, "Expect");
-    if (expect && strcasecmp(expect, "100-continue") == 0 && p->http_major == 1 &&
-        p->http_minor >= 1) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (conn_write(c, cont, sizeof(cont) - 1) < 0) {
-            c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-            return -1;
-        }
-    }
-    return 0;
-nomem:
-    c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-    return -1;
-}
-
-static int on_body(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-    vmg_server_req *r = c->req;
-
-    if (n > c->srv->max_body - r->body_len) {
-        c->error_status = HTTP_STATUS_PAYLOAD_TOO_LARGE;
-        return -1;
-    }
-    if (append(&r->body, &r->body_len, at, n) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_complete(http_parser *p)
-{
-    struct conn *c = parser_conn(p);
-
-    if (!c->req->body && append(&c->req->body, &c->req->body_len, "", 0) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    c->req->complete = 1;
-    http_parser_pause(p, 1);
-    return 0;
-}
-
-static const http_parser_settings parser_settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
 
 /* ---- input ---- */
 
 static void dispatch(struct conn *c)
 {
-    vmg_server_req *r = c->req;
+    vmg_server_req *r = vmg_reqparse_take(&c->rp);
     vmg_server *s = c->srv;
 
-    c->req = NULL;
     c->active = r;
     c->served++;
     r->conn = c;
@@ -700,25 +432,18 @@ static void process_input(struct conn *c)
     c->in_process = 1;
     while (!c->closing && !c->active && !c->close_after_write && off < c->in_len &&
            !out_blocked(c)) {
-        size_t n;
-        enum http_errno e;
+        size_t n = vmg_reqparse_execute(&c->rp, c->in + off, c->in_len - off);
+        int status;
 
-        if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED)
-            http_parser_pause(&c->parser, 0);
-        n = http_parser_execute(&c->parser, &parser_settings, c->in + off, c->in_len - off);
         off += n < c->in_len - off ? n : c->in_len - off;
-        e = HTTP_PARSER_ERRNO(&c->parser);
-        if (c->req && c->req->complete) {
-            if (!c->req->keep_alive || c->parser.upgrade)
+        if (c->rp.req && c->rp.req->complete) {
+            if (!c->rp.req->keep_alive || c->rp.parser.upgrade)
                 off = c->in_len; /* nothing after this request is parsed */
             dispatch(c);
             continue;
         }
-        if (e != HPE_OK) {
-            int status = c->error_status;
-            if (!status)
-                status = e == HPE_HEADER_OVERFLOW ? HTTP_STATUS_REQUEST_HEADER_FIELDS_TOO_LARGE
-                                                  : HTTP_STATUS_BAD_REQUEST;
+        status = vmg_reqparse_status(&c->rp);
+        if (status) {
             off = c->in_len;
             send_error(c, status);
             break;
@@ -891,8 +616,7 @@ static void conn_close(struct conn *c)
         return;
     c->closing = 1;
     c->srv->open--;
-    req_free(c->req);
-    c->req = NULL;
+    vmg_reqparse_drop(&c->rp);
     r = c->active;
     c->active = NULL;
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
@@ -947,7 +671,7 @@ static void format_peer(struct conn *c)
  * (whatever it pipelined behind them). */
 static int evictable(const struct conn *c)
 {
-    if (c->closing || c->lingering || c->close_after_write || c->active || c->req)
+    if (c->closing || c->lingering || c->close_after_write || c->active || c->rp.req)
         return 0;
     return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN;
 }
@@ -976,9 +700,9 @@ static int incomplete(const struct conn *c, uint64_t *since)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active)
         return 0;
-    if (c->req) {
+    if (c->rp.req) {
         *since = c->first_byte;
-        return c->req->complete ? 0 : 1;
+        return c->rp.req->complete ? 0 : 1;
     }
     *since = c->born;
     if (c->mode != T_REQUEST && c->mode != T_HEADERS)
@@ -1119,8 +843,14 @@ static void on_connection(uv_stream_t *server, int status)
     c->born = c->idle_since = uv_now(s->loop);
     c->seq = ++s->accepted;
     lq_insert_head(&s->conns, &c->link);
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
+    vmg_reqparse_init(&c->rp);
+    c->rp.max_header_bytes = s->max_header_bytes;
+    c->rp.max_headers = s->max_headers;
+    c->rp.max_body = s->max_body;
+    c->rp.peer = c->peer; /* formatted below, before the first byte */
+    c->rp.begun = on_begun;
+    c->rp.headers = on_headers;
+    c->rp.arg = c;
 
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
@@ -1149,53 +879,30 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
 {
     struct conn *c;
     vmg_server *s;
-    char head[512];
     char *msg;
-    size_t hlen, total;
-    int n, keep, retire;
+    size_t total;
+    int keep, retire;
 
     if (!r)
         return -EINVAL;
     c = r->conn;
     if (!c || c->closing || c->active != r) {
-        req_free(r);
+        vmg_req_free(r);
         return VMG_ECANCELED;
     }
-    if (status < 100 || status > 599)
-        status = 500;
-    if (content_type && (strlen(content_type) > 200 || strpbrk(content_type, "\r\n")))
-        content_type = NULL;
-    if (!body)
-        len = 0;
     s = c->srv;
     /* However busy, a connection serves so many requests for so long. */
     retire = c->served >= s->max_requests || uv_now(s->loop) - c->born >= s->max_conn_age_ms;
     keep = r->keep_alive && !s->closing && !retire;
     if (r->keep_alive && retire)
         s->stats.retired++;
-    n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n%s", status,
-                 http_status_str((enum http_status)status), content_type ? "Content-Type: " : "",
-                 content_type ? content_type : "", content_type ? "\r\n" : "", len,
-                 keep ? "" : "Connection: close\r\n");
-    hlen = n > 0 && (size_t)n < sizeof(head) ? (size_t)n : 0; /* always fits */
-    if (r->head)
-        len = 0;
-    total = hlen + r->extra_len + 2 + len;
     c->active = NULL; /* r is answered: closing c will not abort it */
-    msg = malloc(total);
+    msg = vmg_req_response(r, status, content_type, body, len, keep, &total);
+    vmg_req_free(r);
     if (!msg) {
-        req_free(r);
         conn_close(c);
         return -ENOMEM;
     }
-    memcpy(msg, head, hlen);
-    if (r->extra_len)
-        memcpy(msg + hlen, r->extra, r->extra_len);
-    memcpy(msg + hlen + r->extra_len, "\r\n", 2);
-    if (len)
-        memcpy(msg + hlen + r->extra_len + 2, body, len);
-
-    req_free(r);
     if (conn_write(c, msg, total) < 0) {
         vmg_wipe_free(msg, total);
         conn_close(c);
@@ -1212,93 +919,6 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
     set_timer(c, out_blocked(c) ? T_DRAIN : T_IDLE);
     process_input(c);
     return 0;
-}
-
-static int token_char(char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           (ch && strchr("!#$%&'*+-.^_`|~", ch));
-}
-
-int vmg_server_req_add_header(vmg_server_req *r, const char *name, const char *value)
-{
-    static const char *const reserved[] = {"Content-Length", "Content-Type", "Connection",
-                                           "Transfer-Encoding"};
-    size_t nl, vl;
-
-    if (!r || !name || !value || !*name)
-        return -EINVAL;
-    for (const char *p = name; *p; p++)
-        if (!token_char(*p))
-            return -EINVAL;
-    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-        if (strcasecmp(name, reserved[i]) == 0)
-            return -EINVAL;
-    if (strpbrk(value, "\r\n"))
-        return -EINVAL;
-    nl = strlen(name);
-    vl = strlen(value);
-    if (nl + vl + 4 > VMG_SERVER_MAX_EXTRA_HEADERS - r->extra_len)
-        return VMG_ETOOBIG;
-    if (append(&r->extra, &r->extra_len, name, nl) < 0 ||
-        append(&r->extra, &r->extra_len, ": ", 2) < 0 ||
-        append(&r->extra, &r->extra_len, value, vl) < 0 ||
-        append(&r->extra, &r->extra_len, "\r\n", 2) < 0)
-        return -ENOMEM;
-    return 0;
-}
-
-/* ---- request accessors ---- */
-
-const char *vmg_server_req_method(const vmg_server_req *r)
-{
-    return r->method;
-}
-
-const char *vmg_server_req_path(const vmg_server_req *r)
-{
-    return r->path;
-}
-
-const char *vmg_server_req_query(const vmg_server_req *r)
-{
-    return r->query;
-}
-
-const char *vmg_server_req_header(const vmg_server_req *r, const char *name)
-{
-    if (!r || !name)
-        return NULL;
-    for (size_t i = 0; i < r->nhdrs; i++)
-        if (r->hdrs[i].name && strcasecmp(r->hdrs[i].name, name) == 0)
-            return r->hdrs[i].value ? r->hdrs[i].value : "";
-    return NULL;
-}
-
-const char *vmg_server_req_peer(const vmg_server_req *r)
-{
-    return r->peer;
-}
-
-const char *vmg_server_req_body(const vmg_server_req *r, size_t *ret_len)
-{
-    if (ret_len)
-        *ret_len = r->body_len;
-    return r->body ? r->body : "";
-}
-
-int vmg_server_req_aborted(const vmg_server_req *r)
-{
-    return r->conn == NULL;
-}
-
-void vmg_server_req_on_abort(vmg_server_req *r, void (*fn)(void *data, vmg_server_req *r),
-                             void *data)
-{
-    if (!r)
-        return;
-    r->on_abort = fn;
-    r->abort_data = data;
 }
 
 /* ---- the server ---- */
