@@ -11,7 +11,7 @@
 
 #include "lib/err.h"
 
-#define MIN_ALLOC 256 /* the first block, unless max is smaller */
+#define MIN_ALLOC 16 /* the first block, unless max is smaller */
 
 static void (*free_hook)(const void *p, size_t n, void *data);
 static void *free_hook_data;

@@ -27,12 +27,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include <openssl/crypto.h>
-
+#include "lib/buf.h"
 #include "lib/err.h"
-
-/* First allocation for a body or line buffer. */
-#define BODY_INITIAL 4096
+#include "lib/queue.h"
 
 enum xfer_state {
     XS_PENDING, /* started from inside a curl callback; not yet added */
@@ -49,16 +46,14 @@ enum body_mode {
 struct vmg_http_xfer {
     vmg_http *h;
     CURL *easy;
-    struct vmg_http_xfer *prev, *next; /* in h->xfers */
+    struct lq link; /* in h->xfers */
     enum xfer_state state;
     bool added; /* curl_multi_add_handle succeeded, not yet removed */
-    size_t max_body;
     vmg_http_line_cb on_line;
     vmg_http_done_cb done;
     void *data;
     enum body_mode mode;
-    char *body;
-    size_t body_len, body_cap;
+    struct vmg_buf body; /* at most max_body bytes, wiped */
     /* Headers of the current response, each "name\0value\0". */
     char *hdrs[VMG_HTTP_MAX_HEADERS];
     size_t nhdrs;
@@ -74,23 +69,23 @@ struct sock {
     uv_poll_t poll;
     curl_socket_t fd;
     vmg_http *h;
-    struct sock *prev, *next; /* in h->socks until closed */
+    struct lq link; /* in h->socks until closed */
 };
 
 struct vmg_http {
     uv_loop_t *loop;
     CURLM *multi;
     uv_timer_t timer;
-    struct vmg_http_xfer *xfers; /* every transfer not yet reaped */
-    struct sock *socks;          /* every watched socket not yet closing */
-    size_t active;               /* transfers whose done has not run */
-    size_t npending;             /* transfers in XS_PENDING */
-    size_t ndone;                /* transfers in XS_DONE */
-    int busy;                    /* depth of entry points running */
-    int in_curl;                 /* depth of curl_multi_socket_action calls */
-    bool closing;                /* vmg_http_close was called */
-    bool torn_down;              /* the multi handle is gone, handles closing */
-    size_t open_handles;         /* uv handles not yet closed: timer and polls */
+    struct lq xfers;     /* every transfer not yet reaped, newest first */
+    struct lq socks;     /* every watched socket not yet closing */
+    size_t active;       /* transfers whose done has not run */
+    size_t npending;     /* transfers in XS_PENDING */
+    size_t ndone;        /* transfers in XS_DONE */
+    int busy;            /* depth of entry points running */
+    int in_curl;         /* depth of curl_multi_socket_action calls */
+    bool closing;        /* vmg_http_close was called */
+    bool torn_down;      /* the multi handle is gone, handles closing */
+    size_t open_handles; /* uv handles not yet closed: timer and polls */
     void (*closed)(void *data);
     void *closed_data;
     vmg_http_observer obs;
@@ -125,15 +120,9 @@ static void on_sock_closed(uv_handle_t *handle)
     maybe_free(h);
 }
 
-static void sock_close(vmg_http *h, struct sock *s)
+static void sock_close(struct sock *s)
 {
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        h->socks = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    s->prev = s->next = NULL;
+    lq_remove(&s->link);
     uv_close((uv_handle_t *)&s->poll, on_sock_closed);
 }
 
@@ -157,10 +146,14 @@ static void socket_action(vmg_http *h, curl_socket_t fd, int flags)
      * wait forever (fail_marked() finishes them). */
     if (mc != CURLM_OK && mc != CURLM_BAD_SOCKET) {
         int err = mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : VMG_ETRANSPORT;
+        struct lq *p;
 
-        for (struct vmg_http_xfer *x = h->xfers; x; x = x->next)
+        lq_foreach(p, &h->xfers)
+        {
+            struct vmg_http_xfer *x = lq_entry(p, struct vmg_http_xfer, link);
             if (x->state == XS_ACTIVE && !x->fail)
                 x->fail = err;
+        }
     }
 }
 
@@ -215,7 +208,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
 
     if (what == CURL_POLL_REMOVE) {
         if (s) {
-            sock_close(h, s);
+            sock_close(s);
             /* Fails only for a socket curl does not know: nothing to undo. */
             if (!h->torn_down)
                 (void)curl_multi_assign(h->multi, fd, NULL);
@@ -239,13 +232,10 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         s->fd = fd;
         s->h = h;
         s->poll.data = s;
-        s->next = h->socks;
-        if (h->socks)
-            h->socks->prev = s;
-        h->socks = s;
+        lq_insert_head(&h->socks, &s->link);
         h->open_handles++;
         if (curl_multi_assign(h->multi, fd, s) != CURLM_OK) {
-            sock_close(h, s);
+            sock_close(s);
             fail_easy(easy, VMG_ETRANSPORT);
             return 0;
         }
@@ -313,6 +303,8 @@ vmg_http *vmg_http_new(uv_loop_t *loop, int *ret_err)
         goto fail;
     }
     h->loop = loop;
+    lq_init(&h->xfers);
+    lq_init(&h->socks);
     h->multi = curl_multi_init();
     if (!h->multi)
         goto fail;
@@ -342,7 +334,7 @@ void vmg_http_headers_free(struct curl_slist *h)
 {
     for (struct curl_slist *p = h; p; p = p->next)
         if (p->data)
-            OPENSSL_cleanse(p->data, strlen(p->data));
+            vmg_wipe(p->data, strlen(p->data));
     curl_slist_free_all(h);
 }
 
@@ -355,8 +347,7 @@ static void headers_clear(struct vmg_http_xfer *x)
     for (size_t i = 0; i < x->nhdrs; i++) {
         char *e = x->hdrs[i];
         size_t nlen = strlen(e);
-        OPENSSL_cleanse(e, nlen + 1 + strlen(e + nlen + 1));
-        free(e);
+        vmg_wipe_free(e, nlen + 1 + strlen(e + nlen + 1));
     }
     x->nhdrs = 0;
     x->hdr_bytes = 0;
@@ -426,39 +417,11 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *userp)
  * On failure it sets x->fail and returns it. */
 static int body_append(struct vmg_http_xfer *x, const char *p, size_t n)
 {
-    size_t need;
+    int r = vmg_buf_append(&x->body, p, n);
 
-    if (n > x->max_body - x->body_len) {
-        x->fail = VMG_ETOOBIG;
-        return x->fail;
-    }
-    need = x->body_len + n + 1;
-    if (need > x->body_cap) {
-        size_t cap = x->body_cap ? x->body_cap : BODY_INITIAL;
-        char *nb;
-
-        while (cap < need)
-            cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-        if (cap > x->max_body + 1)
-            cap = x->max_body + 1;
-        /* Not realloc: the old buffer is wiped before it is given back. */
-        nb = malloc(cap);
-        if (!nb) {
-            x->fail = -ENOMEM;
-            return x->fail;
-        }
-        if (x->body) {
-            memcpy(nb, x->body, x->body_len);
-            OPENSSL_cleanse(x->body, x->body_cap);
-            free(x->body);
-        }
-        x->body = nb;
-        x->body_cap = cap;
-    }
-    memcpy(x->body + x->body_len, p, n);
-    x->body_len += n;
-    x->body[x->body_len] = '\0';
-    return 0;
+    if (r < 0)
+        x->fail = r;
+    return r;
 }
 
 /* deliver_line hands the line collected in body to on_line and empties
@@ -466,15 +429,13 @@ static int body_append(struct vmg_http_xfer *x, const char *p, size_t n)
  * canceled it. */
 static int deliver_line(struct vmg_http_xfer *x)
 {
-    size_t len = x->body_len;
+    size_t len = vmg_buf_len(&x->body);
     int r;
 
-    if (len > 0 && x->body[len - 1] == '\r')
-        len--;
-    if (x->body)
-        x->body[len] = '\0';
-    r = x->on_line(x->data, x->body ? x->body : "", len);
-    x->body_len = 0;
+    if (len > 0 && vmg_buf_str(&x->body)[len - 1] == '\r')
+        vmg_buf_truncate(&x->body, --len);
+    r = x->on_line(x->data, vmg_buf_str(&x->body), len);
+    vmg_buf_reset(&x->body);
     if (x->state == XS_DONE)
         return 1;
     if (r != 0) {
@@ -500,7 +461,7 @@ static size_t on_write(char *buf, size_t size, size_t nmemb, void *userp)
         if (curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
             status = 0;
         x->mode = x->on_line && status >= 200 && status < 300 ? BM_STREAM : BM_BUFFER;
-        x->body_len = 0;
+        vmg_buf_reset(&x->body);
     }
     if (x->mode == BM_BUFFER)
         return body_append(x, buf, len) == 0 ? len : 0;
@@ -523,30 +484,8 @@ static void xfer_free(struct vmg_http_xfer *x)
 {
     headers_clear(x);
     curl_easy_cleanup(x->easy);
-    if (x->body)
-        OPENSSL_cleanse(x->body, x->body_cap);
-    free(x->body);
+    vmg_buf_free(&x->body);
     free(x);
-}
-
-static void xfer_link(vmg_http *h, struct vmg_http_xfer *x)
-{
-    x->prev = NULL;
-    x->next = h->xfers;
-    if (h->xfers)
-        h->xfers->prev = x;
-    h->xfers = x;
-}
-
-static void xfer_unlink(vmg_http *h, struct vmg_http_xfer *x)
-{
-    if (x->prev)
-        x->prev->next = x->next;
-    else
-        h->xfers = x->next;
-    if (x->next)
-        x->next->prev = x->prev;
-    x->prev = x->next = NULL;
 }
 
 /* host_of writes the host of url into buf, or "" when it has none. */
@@ -594,9 +533,9 @@ static void finish(struct vmg_http_xfer *x, int err, const char *errmsg)
     if (curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status) != CURLE_OK)
         res.status = 0;
     /* A streamed body is not a result; a buffered one is. */
-    if (x->mode == BM_BUFFER && x->body) {
-        res.body = x->body;
-        res.body_len = x->body_len;
+    if (x->mode == BM_BUFFER) {
+        res.body = vmg_buf_str(&x->body);
+        res.body_len = vmg_buf_len(&x->body);
     } else {
         res.body = "";
     }
@@ -629,7 +568,7 @@ static void complete(struct vmg_http_xfer *x, CURLcode rc)
         err = x->fail;
     } else if (rc == CURLE_OK) {
         /* A last line without a newline is still a line. */
-        if (x->mode == BM_STREAM && x->body_len > 0) {
+        if (x->mode == BM_STREAM && vmg_buf_len(&x->body) > 0) {
             deliver_line(x);
             if (x->state == XS_DONE)
                 return;
@@ -689,9 +628,34 @@ static void reap(struct vmg_http_xfer *x)
         (void)curl_multi_remove_handle(h->multi, x->easy);
         x->added = false;
     }
-    xfer_unlink(h, x);
+    lq_remove(&x->link);
     h->ndone--;
     xfer_free(x);
+}
+
+static bool failed_active(const struct vmg_http_xfer *x)
+{
+    return x->state == XS_ACTIVE && x->fail;
+}
+
+static bool unfinished(const struct vmg_http_xfer *x)
+{
+    return x->state != XS_DONE;
+}
+
+/* find_xfer returns the first transfer (newest first) that pred accepts,
+ * or NULL. */
+static struct vmg_http_xfer *find_xfer(vmg_http *h, bool (*pred)(const struct vmg_http_xfer *))
+{
+    struct lq *p;
+
+    lq_foreach(p, &h->xfers)
+    {
+        struct vmg_http_xfer *x = lq_entry(p, struct vmg_http_xfer, link);
+        if (pred(x))
+            return x;
+    }
+    return NULL;
 }
 
 /* fail_marked finishes the active transfers whose sockets could not be
@@ -700,14 +664,8 @@ static void fail_marked(vmg_http *h)
 {
     struct vmg_http_xfer *x;
 
-    for (;;) {
-        for (x = h->xfers; x; x = x->next)
-            if (x->state == XS_ACTIVE && x->fail)
-                break;
-        if (!x)
-            return;
+    while ((x = find_xfer(h, failed_active)) != NULL)
         finish(x, x->fail, NULL);
-    }
 }
 
 static void teardown(vmg_http *h)
@@ -717,8 +675,8 @@ static void teardown(vmg_http *h)
      * connections, telling on_socket to stop watching their sockets. */
     curl_multi_cleanup(h->multi);
     h->multi = NULL;
-    while (h->socks)
-        sock_close(h, h->socks);
+    while (!lq_empty(&h->socks))
+        sock_close(lq_entry(lq_head(&h->socks), struct sock, link));
     uv_close((uv_handle_t *)&h->timer, on_timer_closed);
 }
 
@@ -727,7 +685,7 @@ static void teardown(vmg_http *h)
  * closing. */
 static void release(vmg_http *h)
 {
-    struct vmg_http_xfer *x, *next;
+    struct lq *p, *next;
     bool progress = true;
 
     if (h->busy > 1 || h->in_curl > 0) {
@@ -740,8 +698,9 @@ static void release(vmg_http *h)
      * the saved next stays valid. Passes repeat until nothing is left. */
     while ((h->npending > 0 || h->ndone > 0) && progress) {
         progress = false;
-        for (x = h->xfers; x; x = next) {
-            next = x->next;
+        lq_foreach_safe(p, next, &h->xfers)
+        {
+            struct vmg_http_xfer *x = lq_entry(p, struct vmg_http_xfer, link);
             if (x->state == XS_PENDING) {
                 add_now(x);
                 progress = true;
@@ -780,7 +739,7 @@ int vmg_http_start(vmg_http *h, CURL *easy, size_t max_body, vmg_http_line_cb on
     }
     x->h = h;
     x->easy = easy;
-    x->max_body = max_body;
+    vmg_buf_init(&x->body, max_body, VMG_BUF_WIPE);
     x->on_line = on_line;
     x->done = done;
     x->data = data;
@@ -808,7 +767,7 @@ int vmg_http_start(vmg_http *h, CURL *easy, size_t max_body, vmg_http_line_cb on
         x->state = XS_ACTIVE;
         x->added = true;
     }
-    xfer_link(h, x);
+    lq_insert_head(&h->xfers, &x->link);
     h->active++;
     if (ret_xfer)
         *ret_xfer = x;
@@ -878,14 +837,8 @@ void vmg_http_close(vmg_http *h, void (*closed)(void *data), void *data)
     h->closed = closed;
     h->closed_data = data;
     hold(h);
-    for (;;) {
-        for (x = h->xfers; x; x = x->next)
-            if (x->state != XS_DONE)
-                break;
-        if (!x)
-            break;
+    while ((x = find_xfer(h, unfinished)) != NULL)
         finish(x, VMG_ECANCELED, NULL);
-    }
     release(h);
 }
 
@@ -900,7 +853,7 @@ vmg_http_xfer *vmg_http_testing_xfer(size_t max_body, vmg_http_line_cb on_line, 
     if (!x)
         return NULL;
     x->state = XS_ACTIVE;
-    x->max_body = max_body;
+    vmg_buf_init(&x->body, max_body, VMG_BUF_WIPE);
     x->on_line = on_line;
     x->data = data;
     return x;
@@ -932,7 +885,7 @@ int vmg_http_testing_body(vmg_http_xfer *x, long status, const char *buf, size_t
     /* What on_write would learn from curl's CURLINFO_RESPONSE_CODE. */
     if (x->mode == BM_UNSET && x->state != XS_DONE && !x->fail) {
         x->mode = x->on_line && status >= 200 && status < 300 ? BM_STREAM : BM_BUFFER;
-        x->body_len = 0;
+        vmg_buf_reset(&x->body);
     }
     copy = malloc(len);
     if (!copy)
@@ -947,11 +900,11 @@ int vmg_http_testing_body(vmg_http_xfer *x, long status, const char *buf, size_t
 
 int vmg_http_testing_end(vmg_http_xfer *x, const char **ret_body, size_t *ret_len)
 {
-    if (!x->fail && x->mode == BM_STREAM && x->body_len > 0)
+    if (!x->fail && x->mode == BM_STREAM && vmg_buf_len(&x->body) > 0)
         deliver_line(x);
     x->state = XS_DONE;
-    *ret_body = x->mode == BM_BUFFER && x->body ? x->body : "";
-    *ret_len = x->mode == BM_BUFFER && x->body ? x->body_len : 0;
+    *ret_body = x->mode == BM_BUFFER ? vmg_buf_str(&x->body) : "";
+    *ret_len = x->mode == BM_BUFFER ? vmg_buf_len(&x->body) : 0;
     return x->fail;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "lib/buf.h"
 #include "lib/err.h"
 
 /* One child: the series of one label-value tuple. */
@@ -887,47 +888,9 @@ fail:
 
 /* ---- exposition ---- */
 
-struct sbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-    int err;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->err)
-        return;
-    if (n > VMG_METRICS_MAX_RENDER - b->len) {
-        b->err = VMG_ETOOBIG;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 4096;
-        char *np;
-        while (ncap < b->len + n + 1)
-            ncap *= 2;
-        np = realloc(b->p, ncap);
-        if (!np) {
-            b->err = -ENOMEM;
-            return;
-        }
-        b->p = np;
-        b->cap = ncap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
 /* sb_escaped appends s with backslash, newline and (when quote) the double
  * quote escaped, as label values and (without quote) help texts need. */
-static void sb_escaped(struct sbuf *b, const char *s, int quote)
+static void sb_escaped(struct vmg_buf *b, const char *s, int quote)
 {
     const char *run = s;
 
@@ -940,12 +903,12 @@ static void sb_escaped(struct sbuf *b, const char *s, int quote)
         else if (quote && *s == '"')
             esc = "\\\"";
         if (esc) {
-            sb_add(b, run, (size_t)(s - run));
-            sb_str(b, esc);
+            vmg_buf_append(b, run, (size_t)(s - run));
+            vmg_buf_append_str(b, esc);
             run = s + 1;
         }
     }
-    sb_add(b, run, (size_t)(s - run));
+    vmg_buf_append(b, run, (size_t)(s - run));
 }
 
 /* fmt_double writes v the shortest way that reads back exactly. */
@@ -974,46 +937,44 @@ static void fmt_double(char *buf, size_t size, double v)
     }
 }
 
-static void sb_double(struct sbuf *b, double v)
+static void sb_double(struct vmg_buf *b, double v)
 {
     char buf[40];
     fmt_double(buf, sizeof(buf), v);
-    sb_str(b, buf);
+    vmg_buf_append_str(b, buf);
 }
 
-static void sb_u64(struct sbuf *b, uint64_t v)
+static void sb_u64(struct vmg_buf *b, uint64_t v)
 {
-    char buf[24];
-    snprintf(buf, sizeof(buf), "%" PRIu64, v);
-    sb_str(b, buf);
+    vmg_buf_append_fmt(b, "%" PRIu64, v);
 }
 
 /* sb_labels writes {a="x",b="y"[,le="..."]}, or nothing when empty. */
-static void sb_labels(struct sbuf *b, const struct vmg_metric *m, const struct child *c,
+static void sb_labels(struct vmg_buf *b, const struct vmg_metric *m, const struct child *c,
                       const char *le)
 {
     int any = 0;
 
     if (m->nlabels == 0 && !le)
         return;
-    sb_str(b, "{");
+    vmg_buf_append_str(b, "{");
     for (size_t i = 0; i < m->nlabels; i++) {
         if (any)
-            sb_str(b, ",");
-        sb_str(b, m->labels[i]);
-        sb_str(b, "=\"");
+            vmg_buf_append_str(b, ",");
+        vmg_buf_append_str(b, m->labels[i]);
+        vmg_buf_append_str(b, "=\"");
         sb_escaped(b, c->values[i], 1);
-        sb_str(b, "\"");
+        vmg_buf_append_str(b, "\"");
         any = 1;
     }
     if (le) {
         if (any)
-            sb_str(b, ",");
-        sb_str(b, "le=\"");
-        sb_str(b, le);
-        sb_str(b, "\"");
+            vmg_buf_append_str(b, ",");
+        vmg_buf_append_str(b, "le=\"");
+        vmg_buf_append_str(b, le);
+        vmg_buf_append_str(b, "\"");
     }
-    sb_str(b, "}");
+    vmg_buf_append_str(b, "}");
 }
 
 static int cmp_children(const void *a, const void *b, void *arg)
@@ -1030,14 +991,14 @@ static int cmp_children(const void *a, const void *b, void *arg)
     return 0;
 }
 
-static void render_child(struct sbuf *b, const struct vmg_metric *m, const struct child *c)
+static void render_child(struct vmg_buf *b, const struct vmg_metric *m, const struct child *c)
 {
     if (m->type != VMG_METRIC_HISTOGRAM) {
-        sb_str(b, m->name);
+        vmg_buf_append_str(b, m->name);
         sb_labels(b, m, c, NULL);
-        sb_str(b, " ");
+        vmg_buf_append_str(b, " ");
         sb_double(b, c->fn ? c->fn(c->fn_data) : c->value);
-        sb_str(b, "\n");
+        vmg_buf_append_str(b, "\n");
         return;
     }
     uint64_t cum = 0;
@@ -1048,28 +1009,28 @@ static void render_child(struct sbuf *b, const struct vmg_metric *m, const struc
         else
             snprintf(le, sizeof(le), "+Inf");
         cum += c->counts[i];
-        sb_str(b, m->name);
-        sb_str(b, "_bucket");
+        vmg_buf_append_str(b, m->name);
+        vmg_buf_append_str(b, "_bucket");
         sb_labels(b, m, c, le);
-        sb_str(b, " ");
+        vmg_buf_append_str(b, " ");
         sb_u64(b, cum);
-        sb_str(b, "\n");
+        vmg_buf_append_str(b, "\n");
     }
-    sb_str(b, m->name);
-    sb_str(b, "_sum");
+    vmg_buf_append_str(b, m->name);
+    vmg_buf_append_str(b, "_sum");
     sb_labels(b, m, c, NULL);
-    sb_str(b, " ");
+    vmg_buf_append_str(b, " ");
     sb_double(b, c->sum);
-    sb_str(b, "\n");
-    sb_str(b, m->name);
-    sb_str(b, "_count");
+    vmg_buf_append_str(b, "\n");
+    vmg_buf_append_str(b, m->name);
+    vmg_buf_append_str(b, "_count");
     sb_labels(b, m, c, NULL);
-    sb_str(b, " ");
+    vmg_buf_append_str(b, " ");
     sb_u64(b, c->count);
-    sb_str(b, "\n");
+    vmg_buf_append_str(b, "\n");
 }
 
-static int render_family(struct sbuf *b, const struct vmg_metric *m)
+static int render_family(struct vmg_buf *b, const struct vmg_metric *m)
 {
     static const char *const types[] = {"counter", "gauge", "histogram"};
     struct child **list;
@@ -1085,15 +1046,15 @@ static int render_family(struct sbuf *b, const struct vmg_metric *m)
             list[n++] = c;
     qsort_r(list, n, sizeof(*list), cmp_children, (void *)m);
 
-    sb_str(b, "# HELP ");
-    sb_str(b, m->name);
-    sb_str(b, " ");
+    vmg_buf_append_str(b, "# HELP ");
+    vmg_buf_append_str(b, m->name);
+    vmg_buf_append_str(b, " ");
     sb_escaped(b, m->help, 0);
-    sb_str(b, "\n# TYPE ");
-    sb_str(b, m->name);
-    sb_str(b, " ");
-    sb_str(b, types[m->type]);
-    sb_str(b, "\n");
+    vmg_buf_append_str(b, "\n# TYPE ");
+    vmg_buf_append_str(b, m->name);
+    vmg_buf_append_str(b, " ");
+    vmg_buf_append_str(b, types[m->type]);
+    vmg_buf_append_str(b, "\n");
     for (size_t i = 0; i < n; i++)
         render_child(b, m, list[i]);
     free(list);
@@ -1102,27 +1063,22 @@ static int render_family(struct sbuf *b, const struct vmg_metric *m)
 
 int vmg_metrics_render(vmg_metrics *reg, char **ret_buf, size_t *ret_len)
 {
-    struct sbuf b = {0};
-    int r;
+    struct vmg_buf b;
+    int r = 0;
 
     if (!reg || !ret_buf || !ret_len)
         return -EINVAL;
+    vmg_buf_init(&b, VMG_METRICS_MAX_RENDER, 0);
     for (size_t i = 0; i < reg->ncolls; i++)
         reg->colls[i].fn(reg->colls[i].data, reg);
-    sb_add(&b, "", 0); /* an empty exposition is "" */
-    for (size_t i = 0; i < reg->nfams && !b.err; i++) {
+    for (size_t i = 0; i < reg->nfams && r == 0; i++) {
         r = render_family(&b, reg->fams[i]);
-        if (r < 0) {
-            b.err = r;
-            break;
-        }
+        if (r == 0)
+            r = vmg_buf_err(&b);
     }
-    if (b.err) {
-        r = b.err;
-        free(b.p);
-        return r;
-    }
-    *ret_buf = b.p;
-    *ret_len = b.len;
-    return 0;
+    /* An empty exposition is "". */
+    if (r == 0 && (*ret_buf = vmg_buf_steal(&b, ret_len)) == NULL)
+        r = -ENOMEM;
+    vmg_buf_free(&b);
+    return r;
 }

@@ -1,11 +1,11 @@
 /* server.c: the HTTP/1.1 (and TLS) server on libuv (see server.h).
  *
  * Each connection keeps the plaintext it has received but not parsed yet in
- * a buffer. TLS connections first pass what arrives through OpenSSL (the
- * read BIO), and everything OpenSSL wants to send (the write BIO) is written
- * to the socket after each call. The parser is paused at the end of every
- * request, which is then handed to the handler; the rest of the buffer is
- * parsed once the response is written. Reading goes on meanwhile, so that a
+ * a buffer. TLS connections first pass what arrives through their lib/tls
+ * engine, and every byte of ciphertext it produces is written to the socket
+ * at once. The requests are parsed by lib/server_req, which stops at the
+ * end of every request; the request is then handed to the handler, and the
+ * rest of the buffer is parsed once the response is written. Reading goes on meanwhile, so that a
  * client leaving is noticed, up to a bound on the buffer.
  *
  * Every byte of a connection's input buffer and unsent output is counted,
@@ -25,13 +25,12 @@
 #include <unistd.h>
 
 #include <http_parser.h>
-#include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/ssl.h>
 
+#include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/queue.h"
+#include "lib/server_req.h"
+#include "lib/tls.h"
 
 #define READ_CHUNK (64 * 1024)
 #define LINGER_MS 2000            /* how long a closing connection drains input */
@@ -43,43 +42,12 @@
  * before the close. */
 enum timer_mode { T_NONE, T_REQUEST, T_HEADERS, T_IDLE, T_DRAIN, T_LINGER };
 
-struct hdr {
-    char *name;
-    size_t nlen;
-    char *value;
-    size_t vlen;
-};
-
-struct conn;
-
-struct vmg_server_req {
-    struct conn *conn; /* NULL once the connection is gone */
-    char *url;
-    size_t url_len;
-    char *path;
-    char *query;
-    struct hdr *hdrs;
-    size_t nhdrs;
-    char *body;
-    size_t body_len;
-    char *extra; /* extra response header lines */
-    size_t extra_len;
-    char peer[64];
-    const char *method;
-    int complete;
-    int keep_alive;
-    int head;
-    void (*on_abort)(void *data, vmg_server_req *r);
-    void *abort_data;
-};
-
 struct conn {
     uv_tcp_t tcp; /* first: alloc_cb and read_cb cast the handle to the conn */
     uv_timer_t timer;
     vmg_server *srv;
-    struct conn *prev;
-    struct conn *next;
-    int handles; /* libuv handles not closed yet */
+    struct lq link; /* in srv->conns */
+    int handles;    /* libuv handles not closed yet */
     int closing;
     int reading;
     int in_process;
@@ -87,27 +55,20 @@ struct conn {
     int lingering;         /* output shut down, input drained until EOF */
     size_t lingered;       /* bytes drained and dropped while lingering */
     enum timer_mode mode;
-    uint64_t born;       /* loop time of the accept */
-    uint64_t req_start;  /* loop time the request timer runs from */
-    uint64_t first_byte; /* loop time of the request's first byte */
-    uint64_t idle_since; /* loop time of the last answer (or the accept) */
-    size_t served;       /* requests handed to the handler */
-    size_t out_pending;  /* bytes of uv_write requests in flight */
-    http_parser parser;
-    int last_was_value;  /* header callbacks: the last one was a value */
-    size_t header_bytes; /* of the request being parsed */
-    int error_status;    /* a limit a callback hit: the status to answer */
-    size_t writes;       /* uv_write requests in flight */
-    SSL *ssl;
-    BIO *rbio;
-    BIO *wbio;
-    int handshake_done;
-    int got_bytes; /* something was read from the socket since the accept */
-    uint64_t seq;  /* the order of the accept */
-    char *in;      /* plaintext received, not parsed yet */
+    uint64_t born;          /* loop time of the accept */
+    uint64_t req_start;     /* loop time the request timer runs from */
+    uint64_t first_byte;    /* loop time of the request's first byte */
+    uint64_t idle_since;    /* loop time of the last answer (or the accept) */
+    size_t served;          /* requests handed to the handler */
+    size_t out_pending;     /* bytes of uv_write requests in flight */
+    struct vmg_reqparse rp; /* the request being parsed: rp.req */
+    size_t writes;          /* uv_write requests in flight */
+    vmg_tls_conn *tls;      /* NULL for plain HTTP */
+    int got_bytes;          /* something was read from the socket since the accept */
+    uint64_t seq;           /* the order of the accept */
+    char *in;               /* plaintext received, not parsed yet */
     size_t in_len;
     size_t in_cap;
-    vmg_server_req *req;    /* being parsed; owned by the connection */
     vmg_server_req *active; /* with the handler, waiting for its answer */
     char peer[64];
     char host[64]; /* the peer's address without the port */
@@ -119,10 +80,10 @@ struct vmg_server {
     int handles; /* open libuv handles: the listener, connections, refused ones */
     int closing;
     int port;
-    SSL_CTX *ctx;
-    struct conn *conns;
-    size_t nconns; /* allocated, closing ones included */
-    size_t open;   /* not closing */
+    vmg_tls *tls;    /* NULL for plain HTTP */
+    struct lq conns; /* every connection not freed yet, newest first */
+    size_t nconns;   /* allocated, closing ones included */
+    size_t open;     /* not closing */
     size_t max_conns;
     size_t max_conns_per_peer;
     size_t max_header_bytes;
@@ -142,15 +103,6 @@ struct vmg_server {
     struct vmg_server_stats stats;
     vmg_server_handler handler;
     void *data;
-    /* TLS from files, watched. */
-    char *cert_file;
-    char *key_file;
-    uv_fs_poll_t cert_poll;
-    uv_fs_poll_t key_poll;
-    int polling;                  /* the two poll handles are initialized */
-    unsigned char tls_digest[32]; /* of the PEM text in use */
-    unsigned char tls_failed[32]; /* of the last that could not be used */
-    void (*tls_reloaded)(void *data, int status, const char *msg);
     void (*closed)(void *data);
     void *closed_data;
 };
@@ -173,65 +125,6 @@ static void set_err(const struct vmg_server_opts *o, const char *msg, const char
 {
     if (o && o->errbuf && o->errbuf_size > 0)
         snprintf(o->errbuf, o->errbuf_size, "%s%s%s", msg, detail ? " " : "", detail ? detail : "");
-}
-
-/* wipe_free wipes the n bytes at p, which may have held a secret (an
- * Authorization header, a token in a body), and frees p; NULL is fine. */
-static void wipe_free(void *p, size_t n)
-{
-    if (!p)
-        return;
-    OPENSSL_cleanse(p, n);
-    free(p);
-}
-
-static void wipe_str(char *p)
-{
-    if (p)
-        wipe_free(p, strlen(p) + 1);
-}
-
-/* append grows *buf (NULL, or *len + 1 bytes holding a NUL-terminated
- * string) by s[0..n). It moves the bytes to a new buffer and wipes the old
- * one: realloc could leave a copy behind. */
-static int append(char **buf, size_t *len, const char *s, size_t n)
-{
-    char *nb = malloc(*len + n + 1);
-
-    if (!nb)
-        return -ENOMEM;
-    if (*buf)
-        memcpy(nb, *buf, *len);
-    memcpy(nb + *len, s, n);
-    if (*buf)
-        wipe_free(*buf, *len + 1);
-    *len += n;
-    nb[*len] = '\0';
-    *buf = nb;
-    return 0;
-}
-
-static void req_free(vmg_server_req *r)
-{
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->nhdrs; i++) {
-        /* A trimmed value is wiped up to its length: behind it are blanks. */
-        if (r->hdrs[i].name)
-            wipe_free(r->hdrs[i].name, r->hdrs[i].nlen + 1);
-        if (r->hdrs[i].value)
-            wipe_free(r->hdrs[i].value, r->hdrs[i].vlen + 1);
-    }
-    wipe_free(r->hdrs, r->nhdrs * sizeof(*r->hdrs));
-    if (r->url)
-        wipe_free(r->url, r->url_len + 1);
-    wipe_str(r->path);
-    wipe_str(r->query);
-    if (r->body)
-        wipe_free(r->body, r->body_len + 1);
-    if (r->extra)
-        wipe_free(r->extra, r->extra_len + 1);
-    wipe_free(r, sizeof(*r));
 }
 
 /* account adds add and takes sub bytes from the server's buffered total. */
@@ -268,7 +161,7 @@ static int in_resize(struct conn *c, size_t cap)
         if (c->in_len)
             memcpy(ni, c->in, c->in_len);
     }
-    wipe_free(c->in, c->in_cap);
+    vmg_wipe_free(c->in, c->in_cap);
     account(c->srv, cap, c->in_cap);
     c->in = ni;
     c->in_cap = cap;
@@ -283,9 +176,14 @@ static void maybe_resume(vmg_server *s)
         return;
     s->over_budget = 0;
     s->resuming = 1; /* not re-entered from a handler that answers at once */
-    for (struct conn *c = s->conns; c; c = c->next)
+    struct lq *p;
+
+    lq_foreach(p, &s->conns)
+    {
+        struct conn *c = lq_entry(p, struct conn, link);
         if (!c->closing)
             process_input(c); /* parses what it may, and reads again */
+    }
     s->resuming = 0;
 }
 
@@ -376,7 +274,7 @@ static void after_write(uv_write_t *req, int status)
     vmg_server *s = c->srv;
     size_t len = w->len;
 
-    wipe_free(w, sizeof(*w) + len);
+    vmg_wipe_free(w, sizeof(*w) + len);
     c->writes--;
     c->out_pending -= len;
     account(s, 0, len);
@@ -425,18 +323,10 @@ static int raw_write(struct conn *c, const char *data, size_t len)
     return 0;
 }
 
-/* flush_tls writes what OpenSSL has produced to the socket. */
-static int flush_tls(struct conn *c)
+/* tls_out is the TLS engine's output: ciphertext for the socket. */
+static int tls_out(void *arg, const char *p, size_t n)
 {
-    char buf[16 * 1024];
-    int n, r;
-
-    while ((n = BIO_read(c->wbio, buf, sizeof(buf))) > 0) {
-        r = raw_write(c, buf, (size_t)n);
-        if (r < 0)
-            return r;
-    }
-    return 0;
+    return raw_write(arg, p, n);
 }
 
 /* conn_write sends plaintext: through TLS when the connection has it. */
@@ -444,32 +334,18 @@ static int conn_write(struct conn *c, const char *data, size_t len)
 {
     if (c->closing)
         return VMG_ECANCELED;
-    if (!c->ssl)
+    if (!c->tls)
         return raw_write(c, data, len);
-    while (len > 0) {
-        int chunk = len > INT32_MAX ? INT32_MAX : (int)len;
-        int n = SSL_write(c->ssl, data, chunk);
-        if (n <= 0) {
-            ERR_clear_error();
-            return VMG_ETRANSPORT;
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-    return flush_tls(c);
+    return vmg_tls_conn_write(c->tls, data, len, tls_out, c);
 }
 
 /* finish_output: no more requests on c; it closes once writes are done. */
 static void finish_output(struct conn *c)
 {
     c->close_after_write = 1;
-    if (c->ssl && c->handshake_done) {
-        SSL_shutdown(c->ssl); /* queue close_notify */
-        ERR_clear_error();
-        if (flush_tls(c) < 0) {
-            conn_close(c);
-            return;
-        }
+    if (c->tls && vmg_tls_conn_shutdown(c->tls, tls_out, c) < 0) { /* close_notify */
+        conn_close(c);
+        return;
     }
     start_linger(c); /* the FIN follows the writes in flight */
 }
@@ -481,8 +357,7 @@ static void send_error(struct conn *c, int status)
     const char *reason = http_status_str((enum http_status)status);
     int n;
 
-    req_free(c->req);
-    c->req = NULL;
+    vmg_reqparse_drop(&c->rp);
     /* Until the answer is written and the client gone, the request's time
      * bounds the connection: garbage sent between two requests is no
      * request begun, and the idle timeout would be far longer. */
@@ -501,222 +376,39 @@ static void send_error(struct conn *c, int status)
     finish_output(c);
 }
 
-/* ---- parser callbacks ---- */
+/* ---- the parse's events ---- */
 
-static struct conn *parser_conn(http_parser *p)
+/* on_begun: a request's first byte; its headers' time runs from now. */
+static void on_begun(void *arg)
 {
-    return p->data;
-}
+    struct conn *c = arg;
 
-/* count_header_bytes adds n bytes to the request's URL and header bytes;
- * nonzero (an error for the parser) above the limit. */
-static int count_header_bytes(struct conn *c, size_t n)
-{
-    c->header_bytes += n;
-    if (c->header_bytes > c->srv->max_header_bytes) {
-        c->error_status = HTTP_STATUS_REQUEST_HEADER_FIELDS_TOO_LARGE;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_begin(http_parser *p)
-{
-    struct conn *c = parser_conn(p);
-
-    req_free(c->req);
-    c->req = calloc(1, sizeof(*c->req));
-    if (!c->req) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    memcpy(c->req->peer, c->peer, sizeof(c->peer));
-    c->header_bytes = 0;
-    c->last_was_value = 1;
-    c->error_status = 0;
     c->first_byte = uv_now(c->srv->loop);
     if (c->mode != T_REQUEST)
         c->req_start = c->first_byte;
     set_timer(c, T_HEADERS);
+}
+
+/* on_headers: the headers are in: the request's own bound only, and the
+ * "100 Continue" the client may wait for. */
+static int on_headers(void *arg, int expect_continue)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    struct conn *c = arg;
+
+    set_timer(c, T_REQUEST);
+    if (expect_continue && conn_write(c, cont, sizeof(cont) - 1) < 0)
+        return -1;
     return 0;
 }
-
-static int on_url(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-
-    if (count_header_bytes(c, n) < 0)
-        return -1;
-    if (append(&c->req->url, &c->req->url_len, at, n) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-    vmg_server_req *r = c->req;
-
-    if (count_header_bytes(c, n) < 0)
-        return -1;
-    if (c->last_was_value) {
-        struct hdr *nh;
-        if (r->nhdrs >= c->srv->max_headers) {
-            c->error_status = HTTP_STATUS_REQUEST_HEADER_FIELDS_TOO_LARGE;
-            return -1;
-        }
-        nh = realloc(r->hdrs, (r->nhdrs + 1) * sizeof(*nh));
-        if (!nh)
-            goto nomem;
-        r->hdrs = nh;
-        memset(&r->hdrs[r->nhdrs], 0, sizeof(*nh));
-        r->nhdrs++;
-        c->last_was_value = 0;
-    }
-    if (append(&r->hdrs[r->nhdrs - 1].name, &r->hdrs[r->nhdrs - 1].nlen, at, n) < 0)
-        goto nomem;
-    return 0;
-nomem:
-    c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-    return -1;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-    struct hdr *h;
-
-    if (count_header_bytes(c, n) < 0)
-        return -1;
-    if (c->req->nhdrs == 0)
-        return -1;
-    h = &c->req->hdrs[c->req->nhdrs - 1];
-    c->last_was_value = 1;
-    if (append(&h->value, &h->vlen, at, n) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    return 0;
-}
-
-static char *dup_range(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
-static int on_headers_complete(http_parser *p)
-{
-    struct conn *c = parser_conn(p);
-    vmg_server_req *r = c->req;
-    struct http_parser_url u;
-    const char *expect;
-
-    /* Every header has a value (maybe empty), without trailing blanks. */
-    for (size_t i = 0; i < r->nhdrs; i++) {
-        struct hdr *h = &r->hdrs[i];
-        if (!h->value && append(&h->value, &h->vlen, "", 0) < 0)
-            goto nomem;
-        while (h->vlen > 0 && (h->value[h->vlen - 1] == ' ' || h->value[h->vlen - 1] == '\t'))
-            h->value[--h->vlen] = '\0';
-    }
-    if (!r->url) {
-        c->error_status = HTTP_STATUS_BAD_REQUEST;
-        return -1;
-    }
-    http_parser_url_init(&u);
-    if (http_parser_parse_url(r->url, r->url_len, p->method == HTTP_CONNECT, &u) != 0) {
-        c->error_status = HTTP_STATUS_BAD_REQUEST;
-        return -1;
-    }
-    if (u.field_set & (1 << UF_PATH))
-        r->path = dup_range(r->url + u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
-    else
-        r->path = dup_range("/", 1);
-    if (u.field_set & (1 << UF_QUERY))
-        r->query = dup_range(r->url + u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
-    else
-        r->query = dup_range("", 0);
-    if (!r->path || !r->query)
-        goto nomem;
-    r->method = http_method_str((enum http_method)p->method);
-    r->head = p->method == HTTP_HEAD;
-    r->keep_alive = http_should_keep_alive(p) && !p->upgrade;
-
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->srv->max_body) {
-        c->error_status = HTTP_STATUS_PAYLOAD_TOO_LARGE;
-        return -1;
-    }
-    set_timer(c, T_REQUEST); /* the headers are in: the request's own bound only */
-    expect = vmg_server_req_header(r, "Expect");
-    if (expect && strcasecmp(expect, "100-continue") == 0 && p->http_major == 1 &&
-        p->http_minor >= 1) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (conn_write(c, cont, sizeof(cont) - 1) < 0) {
-            c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-            return -1;
-        }
-    }
-    return 0;
-nomem:
-    c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-    return -1;
-}
-
-static int on_body(http_parser *p, const char *at, size_t n)
-{
-    struct conn *c = parser_conn(p);
-    vmg_server_req *r = c->req;
-
-    if (n > c->srv->max_body - r->body_len) {
-        c->error_status = HTTP_STATUS_PAYLOAD_TOO_LARGE;
-        return -1;
-    }
-    if (append(&r->body, &r->body_len, at, n) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_message_complete(http_parser *p)
-{
-    struct conn *c = parser_conn(p);
-
-    if (!c->req->body && append(&c->req->body, &c->req->body_len, "", 0) < 0) {
-        c->error_status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
-        return -1;
-    }
-    c->req->complete = 1;
-    http_parser_pause(p, 1);
-    return 0;
-}
-
-static const http_parser_settings parser_settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
 
 /* ---- input ---- */
 
 static void dispatch(struct conn *c)
 {
-    vmg_server_req *r = c->req;
+    vmg_server_req *r = vmg_reqparse_take(&c->rp);
     vmg_server *s = c->srv;
 
-    c->req = NULL;
     c->active = r;
     c->served++;
     r->conn = c;
@@ -740,25 +432,18 @@ static void process_input(struct conn *c)
     c->in_process = 1;
     while (!c->closing && !c->active && !c->close_after_write && off < c->in_len &&
            !out_blocked(c)) {
-        size_t n;
-        enum http_errno e;
+        size_t n = vmg_reqparse_execute(&c->rp, c->in + off, c->in_len - off);
+        int status;
 
-        if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED)
-            http_parser_pause(&c->parser, 0);
-        n = http_parser_execute(&c->parser, &parser_settings, c->in + off, c->in_len - off);
         off += n < c->in_len - off ? n : c->in_len - off;
-        e = HTTP_PARSER_ERRNO(&c->parser);
-        if (c->req && c->req->complete) {
-            if (!c->req->keep_alive || c->parser.upgrade)
+        if (c->rp.req && c->rp.req->complete) {
+            if (!c->rp.req->keep_alive || c->rp.parser.upgrade)
                 off = c->in_len; /* nothing after this request is parsed */
             dispatch(c);
             continue;
         }
-        if (e != HPE_OK) {
-            int status = c->error_status;
-            if (!status)
-                status = e == HPE_HEADER_OVERFLOW ? HTTP_STATUS_REQUEST_HEADER_FIELDS_TOO_LARGE
-                                                  : HTTP_STATUS_BAD_REQUEST;
+        status = vmg_reqparse_status(&c->rp);
+        if (status) {
             off = c->in_len;
             send_error(c, status);
             break;
@@ -783,7 +468,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     buf->base = NULL;
     buf->len = 0;
-    if (c->ssl || c->lingering) {
+    if (c->tls || c->lingering) {
         buf->base = malloc(want);
         buf->len = buf->base ? want : 0;
         return;
@@ -802,58 +487,39 @@ static int in_reserve(struct conn *c, size_t n)
     return in_resize(c, c->in_len + (n > READ_CHUNK ? n : READ_CHUNK));
 }
 
-/* tls_input feeds n bytes of ciphertext to OpenSSL and moves the plaintext
- * into the input buffer. Returns 0, or a negative code when the connection
- * must close (1 for a clean close_notify). */
+/* tls_plain moves plaintext from the TLS engine into the input buffer. */
+static int tls_plain(void *arg, const char *p, size_t n)
+{
+    struct conn *c = arg;
+
+    if (in_reserve(c, n) < 0)
+        return -ENOMEM;
+    memcpy(c->in + c->in_len, p, n);
+    c->in_len += n;
+    return 0;
+}
+
+/* tls_input feeds n bytes of ciphertext to the TLS engine. Returns 0, or
+ * nonzero when the connection must close (VMG_TLS_CLOSED for a clean
+ * close_notify). */
 static int tls_input(struct conn *c, const char *data, size_t n)
 {
-    char buf[16 * 1024];
-    int r;
+    int r = vmg_tls_conn_input(c->tls, data, n, tls_plain, tls_out, c);
 
-    if (n > 0 && BIO_write(c->rbio, data, (int)n) != (int)n)
-        return -ENOMEM;
-    if (!c->handshake_done) {
-        r = SSL_do_handshake(c->ssl);
-        if (flush_tls(c) < 0)
-            return VMG_ETRANSPORT;
-        if (r != 1) {
-            int e = SSL_get_error(c->ssl, r);
-            ERR_clear_error();
-            if (e == SSL_ERROR_WANT_READ)
-                return 0;
-            /* Let the alert OpenSSL queued reach the client, then close. */
-            c->close_after_write = 1;
-            c->in_len = 0;
-            start_linger(c);
-            return 0;
-        }
-        c->handshake_done = 1;
-    }
-    for (;;) {
-        r = SSL_read(c->ssl, buf, sizeof(buf));
-        if (r <= 0)
-            break;
-        if (in_reserve(c, (size_t)r) < 0) {
-            OPENSSL_cleanse(buf, sizeof(buf));
-            return -ENOMEM;
-        }
-        memcpy(c->in + c->in_len, buf, (size_t)r);
-        c->in_len += (size_t)r;
-    }
-    OPENSSL_cleanse(buf, sizeof(buf)); /* plaintext: a token, maybe */
-    r = SSL_get_error(c->ssl, r);
-    ERR_clear_error();
-    if (flush_tls(c) < 0)
-        return VMG_ETRANSPORT;
-    if (r == SSL_ERROR_WANT_READ)
+    if (r == VMG_TLS_REFUSED) {
+        /* Let the alert the engine sent reach the client, then close. */
+        c->close_after_write = 1;
+        c->in_len = 0;
+        start_linger(c);
         return 0;
-    return r == SSL_ERROR_ZERO_RETURN ? 1 : VMG_ETRANSPORT;
+    }
+    return r;
 }
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = (struct conn *)stream;
-    int own = c->ssl || c->lingering; /* buf was malloc'd by alloc_cb */
+    int own = c->tls || c->lingering; /* buf was malloc'd by alloc_cb */
 
     if (c->closing)
         goto out;
@@ -874,7 +540,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             conn_close(c);
         goto out;
     }
-    if (c->ssl) {
+    if (c->tls) {
         int r = tls_input(c, buf->base, (size_t)nread);
         if (r != 0) {
             conn_close(c);
@@ -886,7 +552,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     process_input(c);
 out:
     if (own) /* ciphertext, or input drained and dropped: a request all the same */
-        wipe_free(buf->base, nread > 0 ? (size_t)nread : 0);
+        vmg_wipe_free(buf->base, nread > 0 ? (size_t)nread : 0);
 }
 
 /* update_reading reads while there is room: the buffer holds less than
@@ -920,9 +586,6 @@ static void maybe_free_server(vmg_server *s)
         return;
     void (*closed)(void *) = s->closed;
     void *data = s->closed_data;
-    SSL_CTX_free(s->ctx);
-    free(s->cert_file);
-    free(s->key_file);
     free(s);
     if (closed)
         closed(data);
@@ -935,16 +598,11 @@ static void conn_handle_closed(uv_handle_t *h)
 
     if (--c->handles > 0)
         return;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    lq_remove(&c->link);
     s->nconns--;
-    SSL_free(c->ssl); /* frees the BIOs too */
+    vmg_tls_conn_free(c->tls);
     in_resize(c, 0);
-    wipe_free(c, sizeof(*c));
+    vmg_wipe_free(c, sizeof(*c));
     s->handles--;
     maybe_resume(s);
     maybe_free_server(s);
@@ -958,8 +616,7 @@ static void conn_close(struct conn *c)
         return;
     c->closing = 1;
     c->srv->open--;
-    req_free(c->req);
-    c->req = NULL;
+    vmg_reqparse_drop(&c->rp);
     r = c->active;
     c->active = NULL;
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
@@ -1014,7 +671,7 @@ static void format_peer(struct conn *c)
  * (whatever it pipelined behind them). */
 static int evictable(const struct conn *c)
 {
-    if (c->closing || c->lingering || c->close_after_write || c->active || c->req)
+    if (c->closing || c->lingering || c->close_after_write || c->active || c->rp.req)
         return 0;
     return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN;
 }
@@ -1043,9 +700,9 @@ static int incomplete(const struct conn *c, uint64_t *since)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active)
         return 0;
-    if (c->req) {
+    if (c->rp.req) {
         *since = c->first_byte;
-        return c->req->complete ? 0 : 1;
+        return c->rp.req->complete ? 0 : 1;
     }
     *since = c->born;
     if (c->mode != T_REQUEST && c->mode != T_HEADERS)
@@ -1068,7 +725,11 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
     struct conn *best = NULL, *partial = NULL, *silent_old = NULL, *silent_new = NULL;
     uint64_t oldest = 0, since = 0, now = uv_now(s->loop);
 
-    for (struct conn *c = s->conns; c; c = c->next) {
+    struct lq *p;
+
+    lq_foreach(p, &s->conns)
+    {
+        struct conn *c = lq_entry(p, struct conn, link);
         if (c == except || (host && strcmp(c->host, host) != 0))
             continue;
         if (evictable(c)) {
@@ -1105,10 +766,14 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
 static size_t peer_conns(vmg_server *s, const char *host)
 {
     size_t n = 0;
+    struct lq *p;
 
-    for (struct conn *c = s->conns; c; c = c->next)
+    lq_foreach(p, &s->conns)
+    {
+        const struct conn *c = lq_entry(p, struct conn, link);
         if (!c->closing && strcmp(c->host, host) == 0)
             n++;
+    }
     return n;
 }
 
@@ -1177,12 +842,15 @@ static void on_connection(uv_stream_t *server, int status)
     s->open++;
     c->born = c->idle_since = uv_now(s->loop);
     c->seq = ++s->accepted;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
+    lq_insert_head(&s->conns, &c->link);
+    vmg_reqparse_init(&c->rp);
+    c->rp.max_header_bytes = s->max_header_bytes;
+    c->rp.max_headers = s->max_headers;
+    c->rp.max_body = s->max_body;
+    c->rp.peer = c->peer; /* formatted below, before the first byte */
+    c->rp.begun = on_begun;
+    c->rp.headers = on_headers;
+    c->rp.arg = c;
 
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
@@ -1194,24 +862,9 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    if (s->ctx) {
-        c->ssl = SSL_new(s->ctx);
-        c->rbio = BIO_new(BIO_s_mem());
-        c->wbio = BIO_new(BIO_s_mem());
-        if (!c->ssl || !c->rbio || !c->wbio) {
-            if (c->ssl) {
-                SSL_free(c->ssl);
-                c->ssl = NULL;
-            }
-            BIO_free(c->rbio);
-            BIO_free(c->wbio);
-            ERR_clear_error();
-            conn_close(c);
-            return;
-        }
-        BIO_set_mem_eof_return(c->rbio, -1);
-        SSL_set_bio(c->ssl, c->rbio, c->wbio);
-        SSL_set_accept_state(c->ssl);
+    if (s->tls && !(c->tls = vmg_tls_conn_new(s->tls))) {
+        conn_close(c);
+        return;
     }
     /* The first request's time runs from the accept, TLS handshake included. */
     c->req_start = c->born;
@@ -1226,59 +879,36 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
 {
     struct conn *c;
     vmg_server *s;
-    char head[512];
     char *msg;
-    size_t hlen, total;
-    int n, keep, retire;
+    size_t total;
+    int keep, retire;
 
     if (!r)
         return -EINVAL;
     c = r->conn;
     if (!c || c->closing || c->active != r) {
-        req_free(r);
+        vmg_req_free(r);
         return VMG_ECANCELED;
     }
-    if (status < 100 || status > 599)
-        status = 500;
-    if (content_type && (strlen(content_type) > 200 || strpbrk(content_type, "\r\n")))
-        content_type = NULL;
-    if (!body)
-        len = 0;
     s = c->srv;
     /* However busy, a connection serves so many requests for so long. */
     retire = c->served >= s->max_requests || uv_now(s->loop) - c->born >= s->max_conn_age_ms;
     keep = r->keep_alive && !s->closing && !retire;
     if (r->keep_alive && retire)
         s->stats.retired++;
-    n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\n%s", status,
-                 http_status_str((enum http_status)status), content_type ? "Content-Type: " : "",
-                 content_type ? content_type : "", content_type ? "\r\n" : "", len,
-                 keep ? "" : "Connection: close\r\n");
-    hlen = n > 0 && (size_t)n < sizeof(head) ? (size_t)n : 0; /* always fits */
-    if (r->head)
-        len = 0;
-    total = hlen + r->extra_len + 2 + len;
     c->active = NULL; /* r is answered: closing c will not abort it */
-    msg = malloc(total);
+    msg = vmg_req_response(r, status, content_type, body, len, keep, &total);
+    vmg_req_free(r);
     if (!msg) {
-        req_free(r);
         conn_close(c);
         return -ENOMEM;
     }
-    memcpy(msg, head, hlen);
-    if (r->extra_len)
-        memcpy(msg + hlen, r->extra, r->extra_len);
-    memcpy(msg + hlen + r->extra_len, "\r\n", 2);
-    if (len)
-        memcpy(msg + hlen + r->extra_len + 2, body, len);
-
-    req_free(r);
     if (conn_write(c, msg, total) < 0) {
-        wipe_free(msg, total);
+        vmg_wipe_free(msg, total);
         conn_close(c);
         return VMG_ETRANSPORT;
     }
-    wipe_free(msg, total);
+    vmg_wipe_free(msg, total);
     c->idle_since = uv_now(s->loop);
     if (!keep) {
         finish_output(c);
@@ -1289,360 +919,6 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
     set_timer(c, out_blocked(c) ? T_DRAIN : T_IDLE);
     process_input(c);
     return 0;
-}
-
-static int token_char(char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           (ch && strchr("!#$%&'*+-.^_`|~", ch));
-}
-
-int vmg_server_req_add_header(vmg_server_req *r, const char *name, const char *value)
-{
-    static const char *const reserved[] = {"Content-Length", "Content-Type", "Connection",
-                                           "Transfer-Encoding"};
-    size_t nl, vl;
-
-    if (!r || !name || !value || !*name)
-        return -EINVAL;
-    for (const char *p = name; *p; p++)
-        if (!token_char(*p))
-            return -EINVAL;
-    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-        if (strcasecmp(name, reserved[i]) == 0)
-            return -EINVAL;
-    if (strpbrk(value, "\r\n"))
-        return -EINVAL;
-    nl = strlen(name);
-    vl = strlen(value);
-    if (nl + vl + 4 > VMG_SERVER_MAX_EXTRA_HEADERS - r->extra_len)
-        return VMG_ETOOBIG;
-    if (append(&r->extra, &r->extra_len, name, nl) < 0 ||
-        append(&r->extra, &r->extra_len, ": ", 2) < 0 ||
-        append(&r->extra, &r->extra_len, value, vl) < 0 ||
-        append(&r->extra, &r->extra_len, "\r\n", 2) < 0)
-        return -ENOMEM;
-    return 0;
-}
-
-/* ---- request accessors ---- */
-
-const char *vmg_server_req_method(const vmg_server_req *r)
-{
-    return r->method;
-}
-
-const char *vmg_server_req_path(const vmg_server_req *r)
-{
-    return r->path;
-}
-
-const char *vmg_server_req_query(const vmg_server_req *r)
-{
-    return r->query;
-}
-
-const char *vmg_server_req_header(const vmg_server_req *r, const char *name)
-{
-    if (!r || !name)
-        return NULL;
-    for (size_t i = 0; i < r->nhdrs; i++)
-        if (r->hdrs[i].name && strcasecmp(r->hdrs[i].name, name) == 0)
-            return r->hdrs[i].value ? r->hdrs[i].value : "";
-    return NULL;
-}
-
-const char *vmg_server_req_peer(const vmg_server_req *r)
-{
-    return r->peer;
-}
-
-const char *vmg_server_req_body(const vmg_server_req *r, size_t *ret_len)
-{
-    if (ret_len)
-        *ret_len = r->body_len;
-    return r->body ? r->body : "";
-}
-
-int vmg_server_req_aborted(const vmg_server_req *r)
-{
-    return r->conn == NULL;
-}
-
-void vmg_server_req_on_abort(vmg_server_req *r, void (*fn)(void *data, vmg_server_req *r),
-                             void *data)
-{
-    if (!r)
-        return;
-    r->on_abort = fn;
-    r->abort_data = data;
-}
-
-/* ---- TLS setup ---- */
-
-static int read_file(const char *path, char **ret)
-{
-    FILE *f = fopen(path, "re");
-    char *buf = NULL;
-    size_t n;
-    int r = VMG_ECONFIG;
-
-    if (!f)
-        return VMG_ECONFIG;
-    setvbuf(f, NULL, _IONBF, 0); /* no copy of a key in stdio's buffer */
-    buf = malloc(VMG_SERVER_MAX_PEM + 1);
-    if (!buf) {
-        r = -ENOMEM;
-        goto out;
-    }
-    n = fread(buf, 1, VMG_SERVER_MAX_PEM + 1, f);
-    if (ferror(f) || n > VMG_SERVER_MAX_PEM)
-        goto out;
-    buf[n] = '\0';
-    *ret = buf;
-    buf = NULL;
-    r = 0;
-out:
-    wipe_free(buf, VMG_SERVER_MAX_PEM + 1); /* a key read in part, too big or unreadable */
-    fclose(f);
-    return r;
-}
-
-static void ssl_err(const struct vmg_server_opts *o, const char *what)
-{
-    char msg[256], full[400];
-    unsigned long e = ERR_get_error();
-
-    if (e)
-        ERR_error_string_n(e, msg, sizeof(msg));
-    else
-        snprintf(msg, sizeof(msg), "no detail");
-    snprintf(full, sizeof(full), "%s: %s", what, msg);
-    set_err(o, full, NULL);
-    ERR_clear_error();
-}
-
-static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
-                       const unsigned char *in, unsigned int inlen, void *arg)
-{
-    static const unsigned char h11[] = "\x08http/1.1";
-    unsigned char *sel = NULL;
-
-    (void)ssl;
-    (void)arg;
-    if (SSL_select_next_proto(&sel, outlen, h11, sizeof(h11) - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
-        return SSL_TLSEXT_ERR_NOACK;
-    *out = sel;
-    return SSL_TLSEXT_ERR_OK;
-}
-
-/* make_ctx builds the TLS context from PEM text. */
-static int make_ctx(const struct vmg_server_opts *o, const char *cert_pem, const char *key_pem,
-                    SSL_CTX **ret)
-{
-    SSL_CTX *ctx = NULL;
-    BIO *b = NULL;
-    X509 *x = NULL;
-    EVP_PKEY *k = NULL;
-    int r = VMG_ECONFIG;
-
-    ERR_clear_error();
-    ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) {
-        ssl_err(o, "TLS context");
-        return -ENOMEM;
-    }
-    if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
-        !SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20")) {
-        ssl_err(o, "TLS settings");
-        goto out;
-    }
-    /* OpenSSL wipes the plaintext it decrypted (a token) once it is read. */
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-                                 SSL_OP_NO_COMPRESSION | SSL_OP_CLEANSE_PLAINTEXT);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
-
-    /* The certificate, then the chain behind it. */
-    b = BIO_new_mem_buf(cert_pem, -1);
-    if (!b || !(x = PEM_read_bio_X509(b, NULL, NULL, NULL)) || !SSL_CTX_use_certificate(ctx, x)) {
-        ssl_err(o, "TLS certificate");
-        goto out;
-    }
-    X509_free(x);
-    x = NULL;
-    while ((x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
-        if (!SSL_CTX_add0_chain_cert(ctx, x)) {
-            ssl_err(o, "TLS certificate chain");
-            goto out;
-        }
-        x = NULL;
-    }
-    ERR_clear_error(); /* the end of the PEM text */
-    BIO_free(b);
-    b = BIO_new_mem_buf(key_pem, -1);
-    if (!b || !(k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL)) ||
-        !SSL_CTX_use_PrivateKey(ctx, k)) {
-        ssl_err(o, "TLS key");
-        goto out;
-    }
-    if (!SSL_CTX_check_private_key(ctx)) {
-        ssl_err(o, "TLS key does not match the certificate");
-        goto out;
-    }
-    *ret = ctx;
-    ctx = NULL;
-    r = 0;
-out:
-    EVP_PKEY_free(k);
-    X509_free(x);
-    BIO_free(b);
-    SSL_CTX_free(ctx);
-    return r;
-}
-
-/* pem_digest is the SHA-256 of a certificate and key's PEM text: a reload
- * of files that did not change changes nothing. */
-static void pem_digest(const char *cert, const char *key, unsigned char d[32])
-{
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    unsigned int n = 0;
-
-    memset(d, 0, 32);
-    if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
-        EVP_DigestUpdate(md, cert, strlen(cert)) && EVP_DigestUpdate(md, "\0", 1) &&
-        EVP_DigestUpdate(md, key, strlen(key)))
-        EVP_DigestFinal_ex(md, d, &n);
-    EVP_MD_CTX_free(md);
-    ERR_clear_error();
-}
-
-static int setup_tls(vmg_server *s, const struct vmg_server_opts *o)
-{
-    char *cert = NULL, *key = NULL;
-    const char *cert_pem = o->cert_pem, *key_pem = o->key_pem;
-    int r;
-
-    if (!cert_pem && o->cert_file) {
-        r = read_file(o->cert_file, &cert);
-        if (r < 0) {
-            set_err(o, "cannot read the TLS certificate", o->cert_file);
-            goto out;
-        }
-        cert_pem = cert;
-    }
-    if (!key_pem && o->key_file) {
-        r = read_file(o->key_file, &key);
-        if (r < 0) {
-            set_err(o, "cannot read the TLS key", o->key_file);
-            goto out;
-        }
-        key_pem = key;
-    }
-    if (!cert_pem && !key_pem) {
-        r = 0; /* plain HTTP */
-        goto out;
-    }
-    if (!cert_pem || !key_pem) {
-        set_err(o, "TLS needs both a certificate and a key", NULL);
-        r = VMG_ECONFIG;
-        goto out;
-    }
-    r = make_ctx(o, cert_pem, key_pem, &s->ctx);
-    if (r == 0)
-        pem_digest(cert_pem, key_pem, s->tls_digest);
-out:
-    free(cert);
-    if (key) {
-        OPENSSL_cleanse(key, strlen(key));
-        free(key);
-    }
-    return r;
-}
-
-/* tls_reload builds a TLS context from the files again and, when it works,
- * new connections get it (open ones keep theirs: SSL_CTX is counted).
- * Files unchanged since the last attempt are not reported twice. */
-static void tls_reload(vmg_server *s)
-{
-    char msg[512] = "";
-    struct vmg_server_opts eo = {.errbuf = msg, .errbuf_size = sizeof(msg)};
-    char *cert = NULL, *key = NULL;
-    unsigned char d[32];
-    SSL_CTX *ctx = NULL;
-    int r;
-
-    r = read_file(s->cert_file, &cert);
-    if (r < 0) {
-        snprintf(msg, sizeof(msg), "cannot read the TLS certificate %s", s->cert_file);
-        goto report;
-    }
-    r = read_file(s->key_file, &key);
-    if (r < 0) {
-        snprintf(msg, sizeof(msg), "cannot read the TLS key %s", s->key_file);
-        goto report;
-    }
-    pem_digest(cert, key, d);
-    if (memcmp(d, s->tls_digest, sizeof(d)) == 0 || memcmp(d, s->tls_failed, sizeof(d)) == 0)
-        goto out; /* nothing new */
-    r = make_ctx(&eo, cert, key, &ctx);
-    if (r < 0) {
-        memcpy(s->tls_failed, d, sizeof(d));
-        goto report;
-    }
-    SSL_CTX_free(s->ctx);
-    s->ctx = ctx;
-    memcpy(s->tls_digest, d, sizeof(d));
-    memset(s->tls_failed, 0, sizeof(s->tls_failed));
-    s->stats.tls_reloads++;
-report:
-    if (s->tls_reloaded)
-        s->tls_reloaded(s->data, r, msg);
-out:
-    free(cert);
-    wipe_str(key);
-}
-
-static void on_tls_file(uv_fs_poll_t *h, int status, const uv_stat_t *prev, const uv_stat_t *curr)
-{
-    vmg_server *s = h->data;
-
-    (void)status; /* a file gone is reported by the reload */
-    (void)prev;
-    (void)curr;
-    if (!s->closing)
-        tls_reload(s);
-}
-
-static void poll_closed(uv_handle_t *h)
-{
-    vmg_server *s = h->data;
-    s->handles--;
-    maybe_free_server(s);
-}
-
-/* watch_tls polls the certificate and key files (a stat follows the
- * Secret's symlinks, so the ..data swap shows as a change). */
-static void watch_tls(vmg_server *s, uint64_t ms)
-{
-    int r;
-
-    uv_fs_poll_init(s->loop, &s->cert_poll); /* cannot fail */
-    uv_fs_poll_init(s->loop, &s->key_poll);
-    s->cert_poll.data = s->key_poll.data = s;
-    s->polling = 1;
-    s->handles += 2;
-    ms = ms > UINT32_MAX ? UINT32_MAX : ms;
-    r = uv_fs_poll_start(&s->cert_poll, on_tls_file, s->cert_file, (unsigned)ms);
-    if (r == 0)
-        r = uv_fs_poll_start(&s->key_poll, on_tls_file, s->key_file, (unsigned)ms);
-    if (r < 0 && s->tls_reloaded) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "cannot watch %s and %s: %s", s->cert_file, s->key_file,
-                 uv_strerror(r));
-        s->tls_reloaded(s->data, r, msg);
-    }
 }
 
 /* ---- the server ---- */
@@ -1707,10 +983,16 @@ static void listener_closed(uv_handle_t *h)
 static void free_unstarted(uv_handle_t *h)
 {
     vmg_server *s = h->data;
-    SSL_CTX_free(s->ctx);
-    free(s->cert_file);
-    free(s->key_file);
+    vmg_tls_close(s->tls, NULL, NULL); /* not watching yet: at once */
     free(s);
+}
+
+static void tls_closed(void *data)
+{
+    vmg_server *s = data;
+    s->tls = NULL;
+    s->handles--;
+    maybe_free_server(s);
 }
 
 static int bind_listen(vmg_server *s, const struct vmg_server_opts *o)
@@ -1750,6 +1032,7 @@ static int bind_listen(vmg_server *s, const struct vmg_server_opts *o)
 
 vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, int *err)
 {
+    struct vmg_tls_opts tls_opts;
     vmg_server *s;
     int r;
 
@@ -1764,8 +1047,19 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
             *err = -ENOMEM;
         return NULL;
     }
+    tls_opts = (struct vmg_tls_opts){
+        .cert_pem = opts->cert_pem,
+        .key_pem = opts->key_pem,
+        .cert_file = opts->cert_file,
+        .key_file = opts->key_file,
+        .reloaded = opts->tls_reloaded,
+        .data = opts->data,
+        .errbuf = opts->errbuf,
+        .errbuf_size = opts->errbuf_size,
+    };
     s->loop = loop;
     s->port = -1;
+    lq_init(&s->conns);
     s->max_conns = opts->max_conns ? opts->max_conns : VMG_SERVER_MAX_CONNS;
     s->max_header_bytes =
         opts->max_header_bytes ? opts->max_header_bytes : VMG_SERVER_MAX_HEADER_BYTES;
@@ -1787,30 +1081,12 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
     s->max_conn_age_ms = opts->max_conn_age_ms ? opts->max_conn_age_ms : VMG_SERVER_MAX_CONN_AGE_MS;
     s->handler = opts->handler;
     s->data = opts->data;
-    s->tls_reloaded = opts->tls_reloaded;
 
-    r = setup_tls(s, opts);
-    if (r == 0 && s->ctx && !opts->cert_pem && !opts->key_pem) {
-        /* From files: kept, to be read again when they change. */
-        s->cert_file = strdup(opts->cert_file);
-        s->key_file = strdup(opts->key_file);
-        if (!s->cert_file || !s->key_file)
-            r = -ENOMEM;
-    }
+    r = vmg_tls_new(loop, &tls_opts, &s->tls);
+    if (r == 0)
+        r = uv_tcp_init(loop, &s->listener);
     if (r < 0) {
-        SSL_CTX_free(s->ctx);
-        free(s->cert_file);
-        free(s->key_file);
-        free(s);
-        if (err)
-            *err = r;
-        return NULL;
-    }
-    r = uv_tcp_init(loop, &s->listener);
-    if (r < 0) {
-        SSL_CTX_free(s->ctx);
-        free(s->cert_file);
-        free(s->key_file);
+        vmg_tls_close(s->tls, NULL, NULL); /* not watching yet: at once */
         free(s);
         if (err)
             *err = r;
@@ -1826,8 +1102,7 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
         return NULL;
     }
     s->handles = 1;
-    if (s->cert_file)
-        watch_tls(s, opts->tls_reload_ms ? opts->tls_reload_ms : VMG_SERVER_TLS_RELOAD_MS);
+    vmg_tls_watch(s->tls, opts->tls_reload_ms ? opts->tls_reload_ms : VMG_SERVER_TLS_RELOAD_MS);
     return s;
 }
 
@@ -1846,17 +1121,23 @@ void vmg_server_get_stats(const vmg_server *s, struct vmg_server_stats *ret)
     memset(ret, 0, sizeof(*ret));
     if (!s)
         return;
+    const struct lq *p;
+
     *ret = s->stats;
     ret->connections = s->open;
     ret->buffered = s->buffered;
-    for (const struct conn *c = s->conns; c; c = c->next)
+    ret->tls_reloads = vmg_tls_reloads(s->tls);
+    lq_foreach(p, &s->conns)
+    {
+        const struct conn *c = lq_entry(p, struct conn, link);
         if (!c->closing && !c->reading)
             ret->paused++;
+    }
 }
 
 void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data)
 {
-    struct conn *c, *next;
+    struct lq *p, *next;
 
     if (!s || s->closing)
         return;
@@ -1864,12 +1145,12 @@ void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data)
     s->closed = closed;
     s->closed_data = data;
     uv_close((uv_handle_t *)&s->listener, listener_closed);
-    if (s->polling) {
-        uv_close((uv_handle_t *)&s->cert_poll, poll_closed);
-        uv_close((uv_handle_t *)&s->key_poll, poll_closed);
+    if (s->tls) {
+        s->handles++;
+        vmg_tls_close(s->tls, tls_closed, s);
     }
-    for (c = s->conns; c; c = next) {
-        next = c->next;
-        conn_close(c);
+    lq_foreach_safe(p, next, &s->conns)
+    {
+        conn_close(lq_entry(p, struct conn, link));
     }
 }

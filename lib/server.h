@@ -91,7 +91,7 @@
 #define VMG_SERVER_MAX_CONN_AGE_MS (10 * 60 * 1000)
 #define VMG_SERVER_TLS_RELOAD_MS 5000
 /* Bounds that are not options. */
-#define VMG_SERVER_MAX_PEM (1024 * 1024)        /* bytes of a certificate or key file */
+#define VMG_SERVER_MAX_PEM (1024 * 1024)        /* = VMG_TLS_MAX_PEM: bytes of a PEM file */
 #define VMG_SERVER_MAX_EXTRA_HEADERS (8 * 1024) /* bytes of a response's extra headers */
 
 typedef struct vmg_server vmg_server;

@@ -217,7 +217,7 @@ static int obj_xml(char *buf, size_t size, const struct obj *o)
 /* list_page answers one page of the view's listing, from object from on. */
 static void list_page(struct fake *f, vmg_server_req *r, size_t from)
 {
-    char objs[12000], token[64] = "";
+    char objs[12000] = "", token[64] = "";
     int n = 0, count = 0;
     size_t i;
 
