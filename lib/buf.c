@@ -132,6 +132,8 @@ int vmg_buf_append_vfmt(struct vmg_buf *b, const char *fmt, va_list ap)
     va_end(ap2);
     if (n < 0)
         return fail(b, -EINVAL);
+    if (n == 0)
+        return 0; /* nothing to add; data may still be NULL */
     r = vmg_buf_reserve(b, (size_t)n);
     if (r < 0)
         return r;

@@ -40,7 +40,7 @@ int vmg_buf_reserve(struct vmg_buf *b, size_t n);
 
 /* vmg_buf_append adds p[0..n); vmg_buf_append_str adds s; vmg_buf_append_fmt
  * adds what printf would write. 0 or the (sticky) error; a failed call adds
- * nothing. */
+ * nothing. p must not point into b itself (growing may move it). */
 int vmg_buf_append(struct vmg_buf *b, const void *p, size_t n);
 int vmg_buf_append_str(struct vmg_buf *b, const char *s);
 int vmg_buf_append_fmt(struct vmg_buf *b, const char *fmt, ...)
@@ -53,7 +53,8 @@ int vmg_buf_append_vfmt(struct vmg_buf *b, const char *fmt, va_list ap)
  * It grows the buffer as appends do, aiming at room for want bytes
  * (want 0: any); *ret_room is at least 1 and at most max - len. Returns
  * NULL with the (sticky) error when len is max already (VMG_ETOOBIG) or
- * memory is short. */
+ * memory is short. With VMG_BUF_WIPE, bytes written there and not
+ * committed are the caller's to wipe. */
 char *vmg_buf_prepare(struct vmg_buf *b, size_t want, size_t *ret_room);
 /* vmg_buf_commit adds n bytes written at what vmg_buf_prepare returned
  * (n at most the room it gave). */

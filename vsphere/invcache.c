@@ -216,7 +216,9 @@ static void link_parent(vs_cache *c, struct node *n)
 
 static void mark_dirty(vs_cache *c, struct node *n, unsigned flag)
 {
-    if (!n->dirty)
+    /* Linked once: a node that left and came back in one update set has
+     * no flag left but is still on the list. */
+    if (!lq_linked(&n->dlink))
         lq_insert_head(&c->dirty, &n->dlink);
     n->dirty |= flag;
 }

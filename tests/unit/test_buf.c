@@ -50,6 +50,9 @@ static void test_append_keeps_a_string(void **state)
     assert_int_equal(vmg_buf_len(&b), 0);
     assert_int_equal(vmg_buf_append(&b, "", 0), 0); /* nothing: no block yet */
     assert_null(b.data);
+    assert_int_equal(vmg_buf_append_fmt(&b, "%s", ""), 0); /* an empty format, too */
+    assert_null(b.data);
+    assert_string_equal(vmg_buf_str(&b), "");
     assert_int_equal(vmg_buf_append(&b, "abc", 3), 0);
     assert_int_equal(vmg_buf_append_str(&b, "-de"), 0);
     assert_int_equal(vmg_buf_append_fmt(&b, "/%d/%s", 42, "x"), 0);

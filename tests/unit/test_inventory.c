@@ -340,6 +340,27 @@ static void test_modify_reports_once(void **state)
     vs_cache_free(c);
 }
 
+/* An object that leaves and comes back changed in one update set is one
+ * update, reported once: the commit ends (it was linked twice on the list
+ * of changes, a cycle that reported it without end). */
+static void test_leave_and_enter_in_one_set(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    r.n = 0;
+    begin(&b);
+    leave(&b, "VirtualMachine", "vm-11");
+    vm(&b, "enter", "vm-11", "a-0", "group-a", "poweredOff", 2, 2048, "uid-a");
+    assert_int_equal(feed(c, &b), 1);
+    expect(&r, "vm-11", VS_CHANGE_UPDATED, "ns_a", "-");
+    assert_false(vs_cache_get(c, "vm-11")->powered_on);
+    assert_int_equal(vs_cache_size(c), 8);
+    vs_cache_free(c);
+}
+
 static void test_removals_keep_groups(void **state)
 {
     struct rec r;
@@ -593,6 +614,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_initial_state),
         cmocka_unit_test(test_modify_reports_once),
+        cmocka_unit_test(test_leave_and_enter_in_one_set),
         cmocka_unit_test(test_removals_keep_groups),
         cmocka_unit_test(test_move_and_rename),
         cmocka_unit_test(test_resync_reports_the_difference),
