@@ -46,6 +46,7 @@ root=/DC0/vm/vm-operator
 hz=$(getconf CLK_TCK)
 rc=0
 pid=
+ncase=0
 
 cleanup() {
 	[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
@@ -144,7 +145,8 @@ none_left() { [ -z "$(kubectl get vg -n "$ns" -o name)" ]; }
 # o_cpu o_rss o_mcpu o_writes o_vc.
 operator() {
 	local vms=$(($1 * replicas)) mport pport t0 t1 t2 t3 k0 k1 m0 m1 mi m2 w0 v0 prof=
-	groups=$1 ns=converge-$1-$$
+	ncase=$((ncase + 1))
+	groups=$1 ns=converge-$1-$$-$ncase
 	mport=$((20000 + RANDOM % 6000))
 	pport=$((26000 + RANDOM % 6000))
 	murl=http://127.0.0.1:$mport/metrics
@@ -164,7 +166,10 @@ operator() {
 	t0=$(now)
 	for i in $(seq 0 $((groups - 1))); do
 		printf 'apiVersion: vm.codeconnect.vmworld.com/v1alpha1\nkind: VmGroup\nmetadata:\n  name: g%d\n  namespace: %s\nspec:\n  cpu: 1\n  memory: 1\n  template: vm-operator-template\n  replicas: %d\n---\n' "$i" "$ns" "$replicas"
-	done | kubectl create -f - >/dev/null
+	done | kubectl create -f - >/dev/null || {
+		echo "converge: creating the groups failed" >&2
+		exit 1
+	}
 	if ! wait_until "$timeout" all_running; then
 		fail "$groups x $replicas not RUNNING after $timeout s"
 	fi
