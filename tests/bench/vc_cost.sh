@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/bench/vc_cost.sh: where vcsim's CPU goes when VMs are made, by the
 # kind of request the operator makes (issue 15). VC_COST_VMS (150) VMs are
-# cloned, VC_COST_INFLIGHT (8) at a time, and destroyed, four ways, each
+# cloned, VC_COST_INFLIGHT (8) at a time, and destroyed, five ways, each
 # measured by vcsim's CPU seconds (/proc/PID/stat) and its count of SOAP
 # requests by method:
 #   govc           `govc vm.clone -on` processes, one filter per task (the
@@ -11,8 +11,9 @@
 #                  running task, its long poll; no inventory watch;
 #   govc + watch   govc as above while the operator's inventory watch
 #                  (vsdrv idle: the filter over the root folder) follows;
-#   govc + watch over M   the same with VC_COST_EXTRA (150) powered-off VMs
-#                  already in the watched tree.
+#   tracker + watch  both parts of the operator's vCenter client at once;
+#   govc + watch over M   govc + watch with VC_COST_EXTRA (150) powered-off
+#                  VMs already in the watched tree.
 # It prints vcsim CPU seconds and milliseconds per VM created for each,
 # and the difference each part adds to the ceiling. Informational: it does
 # not fail on figures.
@@ -94,7 +95,8 @@ tracker_clones() { # FOLDER
 : >"$ENV_DIR/vc_cost.methods"
 govc about >/dev/null
 p=cost-$$
-govc folder.create "$root/$p-govc" "$root/$p-tracker" "$root/$p-watch" "$root/$p-watch2" "$root/$p-extra" >/dev/null
+govc folder.create "$root/$p-govc" "$root/$p-tracker" "$root/$p-watch" "$root/$p-watch2" "$root/$p-extra" \
+	"$root/$p-both" >/dev/null
 
 measure "govc" govc_clones "$p-govc" "$vms" true
 govc_destroy "$p-govc"
@@ -104,6 +106,10 @@ start_watch
 measure "govc + watch" govc_clones "$p-watch" "$vms" true
 stop_watch
 govc_destroy "$p-watch"
+start_watch
+measure "tracker + watch" tracker_clones "$p-both"
+stop_watch
+govc_destroy "$p-both"
 govc_clones "$p-extra" "$extra" false
 start_watch
 measure "govc + watch over $extra more" govc_clones "$p-watch2" "$vms" true
