@@ -147,16 +147,25 @@ start_kube_apiserver() {
 		"https://$APISERVER_HOST:$APISERVER_PORT/readyz"
 }
 
+# The benchmarks' settings, from the environment of up or restart:
+# VCSIM_TASK_DELAYS and VCSIM_METHOD_DELAYS ("CloneVM_Task=5000,..."
+# milliseconds per task or per call), VCSIM_DELAY_JITTER (stddev/mean).
+# VCSIM_DEBUG_PORT (chosen at up) serves pprof and the count of requests by
+# method on 127.0.0.1 (tests/env/go/vcsim/main.go).
 start_vcsim() {
-	local load=()
+	local load=() opt=()
 	load_ports
 	mkdir -p "$D/vcsim"
 	[ -d "$D/vcsim/state" ] && load=(-load "$D/vcsim/state")
+	[ -z "${VCSIM_DEBUG_PORT:-}" ] || opt+=(-debug-addr "127.0.0.1:$VCSIM_DEBUG_PORT")
+	[ -z "${VCSIM_TASK_DELAYS:-}" ] || opt+=(-task-delays "$VCSIM_TASK_DELAYS")
+	[ -z "${VCSIM_METHOD_DELAYS:-}" ] || opt+=(-method-delays "$VCSIM_METHOD_DELAYS")
+	[ -z "${VCSIM_DELAY_JITTER:-}" ] || opt+=(-delay-jitter "$VCSIM_DELAY_JITTER")
 	rm -f "$D/vcsim/url"
 	launch vcsim "$(tool vcsim)" -l "$VCSIM_HOST:$VCSIM_PORT" \
 		-username "$(cat "$D/vcsim/user")" -password-file "$D/vcsim/password" \
 		-tlscert "$D/pki/vcsim.crt" -tlskey "$D/pki/vcsim.key" \
-		-url-file "$D/vcsim/url" "${load[@]}"
+		-url-file "$D/vcsim/url" "${load[@]}" "${opt[@]}"
 	wait_for vcsim 30 test -s "$D/vcsim/url"
 }
 

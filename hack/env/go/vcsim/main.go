@@ -2,20 +2,33 @@
 // vmgroup-operator: a VPX model with TLS, the vAPI REST endpoints, and a
 // fixed user whose password is read from a file, so that a wrong password is
 // refused. With -load it starts from an inventory saved by `govc object.save`.
+//
+// For the benchmarks: -task-delays and -method-delays make tasks and calls
+// take time as on a real vCenter, and -debug-addr serves Go's pprof
+// (/debug/pprof/) and the count of SOAP requests by method
+// (/debug/soap-methods) on a plain HTTP listener.
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"math/rand"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/simulator/esx"
@@ -23,6 +36,104 @@ import (
 	// The vSphere Automation REST API (sessions, tagging).
 	_ "github.com/vmware/govmomi/vapi/simulator"
 )
+
+// taskNames maps the SOAP methods that start a task to the name the
+// simulator gives the task (simulator.TaskDelay is keyed by the latter).
+var taskNames = map[string]string{
+	"CloneVM_Task":    "CloneVm",
+	"PowerOnVM_Task":  "PowerOn",
+	"PowerOffVM_Task": "PowerOff",
+	"Destroy_Task":    "Destroy",
+	"ReconfigVM_Task": "ReconfigVm",
+	"ResetVM_Task":    "Reset",
+	"SuspendVM_Task":  "Suspend",
+	"RelocateVM_Task": "RelocateVm",
+}
+
+// parseDelays reads "Name=ms,Name=ms".
+func parseDelays(s string) (map[string]int, error) {
+	m := map[string]int{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		ms, err := strconv.Atoi(v)
+		if !ok || k == "" || err != nil || ms < 0 {
+			return nil, fmt.Errorf("%q: want Name=milliseconds", kv)
+		}
+		m[k] = ms
+	}
+	return m, nil
+}
+
+// methods counts SOAP requests by method and delays those asked for.
+type methods struct {
+	mu     sync.Mutex
+	count  map[string]int64
+	delay  map[string]int
+	jitter float64
+}
+
+// methodOf finds the first element inside the SOAP Body: the method's name.
+func methodOf(body []byte) string {
+	i := bytes.Index(body, []byte("Body"))
+	if i < 0 {
+		return "?"
+	}
+	j := bytes.IndexByte(body[i:], '<')
+	if j < 0 {
+		return "?"
+	}
+	rest := body[i+j+1:]
+	end := bytes.IndexAny(rest, " />")
+	if end < 0 {
+		return "?"
+	}
+	name := rest[:end]
+	if k := bytes.IndexByte(name, ':'); k >= 0 {
+		name = name[k+1:]
+	}
+	return string(name)
+}
+
+func (m *methods) wrap(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		name := methodOf(body)
+		m.mu.Lock()
+		m.count[name]++
+		m.mu.Unlock()
+		if d := m.delay[name]; d > 0 {
+			d += int(rand.NormFloat64() * m.jitter * float64(d))
+			time.Sleep(time.Duration(max(d, 0)) * time.Millisecond)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next(w, r)
+	}
+}
+
+func (m *methods) serve(w http.ResponseWriter, _ *http.Request) {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.count))
+	for k := range m.count {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&b, "%s %d\n", k, m.count[k])
+	}
+	m.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, b.String())
+}
 
 func main() {
 	model := simulator.VPX()
@@ -43,7 +154,35 @@ func main() {
 	key := flag.String("tlskey", "", "TLS key file")
 	load := flag.String("load", "", "load the inventory from this directory (govc object.save)")
 	urlFile := flag.String("url-file", "", "write the SDK URL to this file once serving")
+	taskDelays := flag.String("task-delays", "", "Method=ms,...: how long each task of these "+
+		"methods (CloneVM_Task, PowerOnVM_Task, PowerOffVM_Task, Destroy_Task, ...) runs")
+	methodDelays := flag.String("method-delays", "", "Method=ms,...: how long each call of "+
+		"these methods takes before it is served")
+	jitter := flag.Float64("delay-jitter", 0, "the delays' coefficient of variation (stddev/mean)")
+	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/ and /debug/soap-methods here (plain HTTP)")
 	flag.Parse()
+
+	mc := &methods{count: map[string]int64{}, jitter: *jitter}
+	var err error
+	if mc.delay, err = parseDelays(*methodDelays); err != nil {
+		log.Fatalf("vcsim: -method-delays: %v", err)
+	}
+	td, err := parseDelays(*taskDelays)
+	if err != nil {
+		log.Fatalf("vcsim: -task-delays: %v", err)
+	}
+	if len(td) > 0 {
+		// The task takes the entity's lock after its delay, not before:
+		// otherwise clones of one template would run one at a time.
+		simulator.TaskDelay.MethodDelay = map[string]int{"LockHandoff": 0}
+		simulator.TaskDelay.DelayJitter = *jitter
+		for k, v := range td {
+			if n, ok := taskNames[k]; ok {
+				k = n
+			}
+			simulator.TaskDelay.MethodDelay[k] = v
+		}
+	}
 
 	if *user == "" || *passFile == "" {
 		log.Fatal("vcsim: -username and -password-file are required")
@@ -70,6 +209,26 @@ func main() {
 	}
 	if err != nil {
 		log.Fatalf("vcsim: building the inventory: %v", err)
+	}
+
+	// Every SOAP call goes through the counter (and the delays) first; a
+	// pattern with a method is more specific than the simulator's "/sdk".
+	if model.Service.ServeMux == nil {
+		model.Service.ServeMux = http.NewServeMux()
+	}
+	model.Service.ServeMux.HandleFunc("POST /sdk", mc.wrap(model.Service.ServeSDK))
+	if *debugAddr != "" {
+		dm := http.NewServeMux()
+		dm.HandleFunc("/debug/pprof/", pprof.Index)
+		dm.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		dm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		dm.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		dm.HandleFunc("/debug/soap-methods", mc.serve)
+		ln, err := net.Listen("tcp", *debugAddr)
+		if err != nil {
+			log.Fatalf("vcsim: -debug-addr: %v", err)
+		}
+		go func() { log.Print(http.Serve(ln, dm)) }()
 	}
 
 	model.Service.RegisterEndpoints = true

@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# tests/bench/converge.sh: the operator converging and deleting VmGroups
+# beside the simulator's own ceiling, on one environment in the same run
+# (issue 15). For each case of CONVERGE_GROUPS (default "50 100") groups of 3
+# replicas, i.e. VMs = groups x 3:
+#   ceiling  govc, CONVERGE_INFLIGHT (8) `govc vm.clone -on` processes at a
+#            time making the VMs, then as many `govc vm.destroy` at a time;
+#   operator bin/vmgroup-operator with its defaults: `kubectl create` of the
+#            groups until all are RUNNING with 3, IDLE_SECONDS (60) idle,
+#            then `kubectl delete vg --all` until none is left.
+# Then the same with vCenter-like task latencies (vcsim restarted with
+# CONVERGE_DELAYS, default 5 s per clone, 0.5 s per power-on, power-off and
+# destroy) for CONVERGE_DELAYED_GROUPS (50) groups; "" skips it.
+#
+# Figures: seconds to RUNNING (ceiling: to the last clone powered on), VMs/s,
+# vcsim's CPU seconds from the start to RUNNING and per VM created (from
+# /proc/PID/stat), the manager's peak RSS and CPU seconds (start to end of
+# deletion), its API-server writes (POST/PUT/PATCH/DELETE, its own
+# rest_client_requests_total) and its vCenter requests other than the
+# WaitForUpdatesEx long poll during the idle period, and deletion seconds.
+# Then vcsim's count of SOAP requests by method per VM created and destroyed
+# (tests/env/go/vcsim/main.go counts them), for govc and for the operator.
+# CONVERGE_PROFILE=DIR saves a CPU profile of vcsim during each operator
+# convergence (DIR/vcsim-GROUPS.pprof; `go tool pprof -top` reads it).
+#
+# Exits non-zero when a target of issue 15 is missed: to RUNNING, deletion
+# and vcsim CPU per VM within 2x the ceiling's; 0 API writes when idle;
+# peak RSS under CONVERGE_MAX_RSS_MIB (24) and manager CPU per VM under
+# CONVERGE_MAX_CPU_MS_PER_VM (12): "no worse than today", measured at
+# 19.6-23.2 MiB and 8-10.4 ms per VM on a shared 2-core machine; with
+# delays, convergence and deletion within 1.1x govc's.
+set -uo pipefail
+. "$ENV_DIR/env"
+export GOVC_PERSIST_SESSION=true GOVMOMI_HOME
+GOVMOMI_HOME=$(mktemp -d /tmp/converge-govmomi.XXXXXX)
+cases=${CONVERGE_GROUPS-50 100}
+replicas=3
+inflight=${CONVERGE_INFLIGHT:-8}
+idle=${IDLE_SECONDS:-60}
+delays=${CONVERGE_DELAYS-CloneVM_Task=5000,PowerOnVM_Task=500,PowerOffVM_Task=500,Destroy_Task=500}
+delayed=${CONVERGE_DELAYED_GROUPS-50}
+timeout=${CONVERGE_TIMEOUT:-900}
+max_rss=${CONVERGE_MAX_RSS_MIB:-24}
+max_cpu=${CONVERGE_MAX_CPU_MS_PER_VM:-12}
+log=$ENV_DIR/logs/converge-manager.log
+root=/DC0/vm/vm-operator
+hz=$(getconf CLK_TCK)
+rc=0
+pid=
+ncase=0
+
+cleanup() {
+	[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
+	rm -rf "$GOVMOMI_HOME"
+}
+trap cleanup EXIT
+
+kubectl apply -k "$VMG_TOP/crds" >/dev/null
+kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
+
+now() { date +%s.%N; }
+vcsim_pid() { cat "$ENV_DIR/run/vcsim.pid"; }
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# methods: vcsim's count of SOAP requests so far, "Method count" lines.
+methods() { curl -sf "$VCSIM_DEBUG_URL/debug/soap-methods"; }
+# per_vm BEFORE AFTER VMS: the requests between two counts, per VM.
+per_vm() {
+	awk -v n="$3" 'FNR == NR { a[$1] = $2; next } { d = $2 - a[$1]; if (d > 0) s[$1] = d }
+		END { for (k in s) { printf "%s=%.2f ", k, s[k] / n; t += s[k] } printf "(all %.1f)", t / n }' \
+		<(printf '%s\n' "$1") <(printf '%s\n' "$2")
+}
+metric_sum() { # PATTERN: the manager's samples whose line matches, summed
+	curl -sf "$murl" | awk -v p="$1" '$0 !~ /^#/ && $1 ~ p { s += $2 } END { printf "%d", s }'
+}
+writes() { metric_sum '^rest_client_requests_total.*method="(POST|PUT|PATCH|DELETE)"'; }
+vc_requests() { # the manager's vCenter requests, the long poll excepted
+	curl -sf "$murl" | awk '$0 !~ /^#/ && $1 ~ /^vmgroup_vcenter_requests_total/ &&
+		$1 !~ /WaitForUpdates/ { s += $2 } END { printf "%d", s }'
+}
+fail() {
+	echo "converge: MISSED: $*"
+	rc=1
+}
+
+rows=
+detail=
+add_row() { rows="$rows$(printf '%-24s %s' "$1" "$2")
+"; }
+
+# ceiling GROUPS: govc makes and destroys GROUPS x 3 VMs, $inflight at a
+# time; sets c_run c_del c_cpu.
+ceiling() {
+	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 t2 k0 k1 m0 m1 m2 n
+	govc folder.create "$root/$folder" >/dev/null
+	govc about >/dev/null # the session, kept for the processes below
+	m0=$(methods)
+	k0=$(ticks "$(vcsim_pid)")
+	t0=$(now)
+	seq 1 "$vms" | xargs -P "$inflight" -I{} govc vm.clone -vm /DC0/vm/vm-operator-template \
+		-folder "$root/$folder" -pool /DC0/host/DC0_C0/Resources -c 1 -m 1024 -on=true \
+		"$folder-{}" >/dev/null
+	t1=$(now)
+	k1=$(ticks "$(vcsim_pid)")
+	m1=$(methods)
+	n=$(govc find "$root/$folder" -type m -runtime.powerState poweredOn | wc -l)
+	[ "$n" -eq "$vms" ] || fail "govc made $n of $vms VMs powered on"
+	govc ls "$root/$folder" | xargs -P "$inflight" -n 1 govc vm.destroy >/dev/null
+	t2=$(now)
+	m2=$(methods)
+	govc object.destroy "$root/$folder" >/dev/null
+	c_run=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+	c_del=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
+	c_cpu=$(awk -v a="$k0" -v b="$k1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
+	detail="$detail  govc $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
+  govc $vms VMs, per VM destroyed: $(per_vm "$m1" "$m2" "$vms")
+"
+}
+
+alive() {
+	kill -0 "$pid" 2>/dev/null || {
+		echo "converge: the manager died; see $log" >&2
+		exit 1
+	}
+}
+
+# wait_until SECONDS CMD...: until CMD succeeds (0) or the time is up (1).
+wait_until() {
+	local end=$(($(date +%s) + $1))
+	shift
+	while [ "$(date +%s)" -lt "$end" ]; do
+		"$@" && return 0
+		alive
+		sleep 0.25
+	done
+	return 1
+}
+all_running() {
+	local n
+	n=$(kubectl get vg -n "$ns" -o jsonpath='{range .items[*]}{.status.phase}{"/"}{.status.currentReplicas}{"\n"}{end}' |
+		grep -c "^RUNNING/$replicas\$")
+	[ "$n" -eq "$groups" ]
+}
+none_left() { [ -z "$(kubectl get vg -n "$ns" -o name)" ]; }
+
+# operator GROUPS IDLE: the manager converges and deletes; sets o_run o_del
+# o_cpu o_rss o_mcpu o_writes o_vc.
+operator() {
+	local vms=$(($1 * replicas)) mport pport t0 t1 t2 t3 k0 k1 m0 m1 mi m2 w0 v0 prof=
+	ncase=$((ncase + 1))
+	groups=$1 ns=converge-$1-$$-$ncase
+	mport=$((20000 + RANDOM % 6000))
+	pport=$((26000 + RANDOM % 6000))
+	murl=http://127.0.0.1:$mport/metrics
+	kubectl create namespace "$ns" >/dev/null
+	"$VMG_BIN" --kubeconfig "$KUBECONFIG" --vc-ca-file "$VC_CA_FILE" \
+		--metrics-bind-address "127.0.0.1:$mport" --metrics-secure=false \
+		--health-probe-bind-address "127.0.0.1:$pport" </dev/null >>"$log" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$pport/readyz" >/dev/null && break; sleep 0.2; done
+	m0=$(methods)
+	k0=$(ticks "$(vcsim_pid)")
+	if [ -n "${CONVERGE_PROFILE:-}" ] && [ "$2" -gt 0 ]; then
+		mkdir -p "$CONVERGE_PROFILE"
+		prof=$CONVERGE_PROFILE/vcsim-$1.pprof
+		curl -sf -o "$prof" "$VCSIM_DEBUG_URL/debug/pprof/profile?seconds=${CONVERGE_PROFILE_SECONDS:-30}" &
+	fi
+	t0=$(now)
+	for i in $(seq 0 $((groups - 1))); do
+		printf 'apiVersion: vm.codeconnect.vmworld.com/v1alpha1\nkind: VmGroup\nmetadata:\n  name: g%d\n  namespace: %s\nspec:\n  cpu: 1\n  memory: 1\n  template: vm-operator-template\n  replicas: %d\n---\n' "$i" "$ns" "$replicas"
+	done | kubectl create -f - >/dev/null || {
+		echo "converge: creating the groups failed" >&2
+		exit 1
+	}
+	if ! wait_until "$timeout" all_running; then
+		fail "$groups x $replicas not RUNNING after $timeout s"
+	fi
+	t1=$(now)
+	k1=$(ticks "$(vcsim_pid)")
+	m1=$(methods)
+	o_writes=- o_vc=-
+	if [ "$2" -gt 0 ]; then
+		w0=$(writes)
+		v0=$(vc_requests)
+		sleep "$2"
+		o_writes=$(($(writes) - w0))
+		o_vc=$(($(vc_requests) - v0))
+	fi
+	mi=$(methods)
+	t2=$(now)
+	kubectl delete vg --all -n "$ns" --wait=false >/dev/null
+	if ! wait_until "$timeout" none_left; then
+		fail "$groups x $replicas groups left after $timeout s of deletion"
+	fi
+	t3=$(now)
+	m2=$(methods)
+	o_rss=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
+	o_mcpu=$(awk -v hz="$hz" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$pid/stat")
+	kill -TERM "$pid"
+	wait "$pid" 2>/dev/null
+	pid=
+	kubectl delete namespace "$ns" --wait=false >/dev/null
+	[ -z "$prof" ] || wait
+	o_run=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+	o_del=$(awk -v a="$t2" -v b="$t3" 'BEGIN { printf "%.1f", b - a }')
+	o_cpu=$(awk -v a="$k0" -v b="$k1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
+	detail="$detail  operator $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
+  operator $vms VMs, per VM destroyed: $(per_vm "$mi" "$m2" "$vms")
+"
+	[ -z "$prof" ] || detail="$detail  vcsim CPU profile: $prof
+"
+}
+
+# fmt_row RUN DEL VMS CPU RSS MCPU WRITES VC
+fmt_row() {
+	awk -v r="$1" -v d="$2" -v n="$3" -v c="$4" -v rss="$5" -v m="$6" -v w="$7" -v v="$8" 'BEGIN {
+		printf "%8.1f %7.1f %9.2f %10.1f %9s %8s %9s %9s %8.1f", r, n / r, c, 1000 * c / n, rss, m, w, v, d }'
+}
+ratio_ok() { # A B LIMIT: A <= LIMIT x B
+	awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { exit !(a <= l * b) }'
+}
+
+printf '== plain vcsim: %s clones in flight for govc; the operator with its defaults\n' "$inflight"
+for g in $cases; do
+	vms=$((g * replicas))
+	ceiling "$g"
+	operator "$g" "$idle"
+	add_row "govc ${vms} VMs (ceiling)" "$(fmt_row "$c_run" "$c_del" "$vms" "$c_cpu" - - - -)"
+	add_row "operator ${g}x${replicas}" "$(fmt_row "$o_run" "$o_del" "$vms" "$o_cpu" "$o_rss" "$o_mcpu" "$o_writes" "$o_vc")"
+	ratio_ok "$o_run" "$c_run" 2 || fail "${g}x$replicas to RUNNING $o_run s > 2 x $c_run s"
+	ratio_ok "$o_del" "$c_del" 2 || fail "${g}x$replicas deletion $o_del s > 2 x $c_del s"
+	ratio_ok "$o_cpu" "$c_cpu" 2 || fail "${g}x$replicas vcsim CPU $o_cpu s > 2 x $c_cpu s"
+	[ "$o_writes" = 0 ] || fail "${g}x$replicas $o_writes API writes in $idle s idle"
+	ratio_ok "$o_rss" "$max_rss" 1 || fail "${g}x$replicas peak RSS $o_rss MiB > $max_rss"
+	ratio_ok "$o_mcpu" "$(awk -v n="$vms" -v m="$max_cpu" 'BEGIN { print n * m / 1000 }')" 1 ||
+		fail "${g}x$replicas manager CPU $o_mcpu s > $max_cpu ms per VM"
+done
+hdr=$(printf '%-24s %8s %7s %9s %10s %9s %8s %9s %9s %8s' "" "to RUN s" "VMs/s" "vcsim CPU" "vcsim ms/VM" "peak MiB" "CPU s" "API wr.(*)" "vC req(*)" "delete s")
+printf '%s\n%s' "$hdr" "$rows"
+printf '(*) during %s s idle once RUNNING: API-server writes, and vCenter requests but the long poll.\n' "$idle"
+printf 'SOAP requests by method (vcsim'"'"'s count):\n%s' "$detail"
+
+if [ -n "$delayed" ]; then
+	vms=$((delayed * replicas))
+	printf '\n== vcsim with task delays %s; %s in flight\n' "$delays" "$inflight"
+	VCSIM_TASK_DELAYS=$delays "$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim >/dev/null 2>&1 || {
+		echo "converge: restarting vcsim with delays failed" >&2
+		exit 1
+	}
+	rm -rf "${GOVMOMI_HOME:?}"/*
+	rows= detail=
+	ceiling "$delayed"
+	operator "$delayed" 0
+	# The lower bounds: VMs / in flight x the tasks' time per VM.
+	bounds=$(awk -v d="$delays" -v n="$vms" -v f="$inflight" 'BEGIN {
+		k = split(d, a, ","); for (i = 1; i <= k; i++) { split(a[i], kv, "="); t[kv[1]] = kv[2] / 1000 }
+		printf "%.1f %.1f", n / f * (t["CloneVM_Task"] + t["PowerOnVM_Task"]), n / f * (t["PowerOffVM_Task"] + t["Destroy_Task"]) }')
+	printf '%-24s %8s %9s %8s %9s\n' "" "to RUN s" "vcsim CPU" "delete s" "x govc"
+	printf '%-24s %8s %9s %8s\n' "lower bound ($inflight in flight)" "${bounds% *}" - "${bounds#* }"
+	printf '%-24s %8s %9s %8s\n' "govc $vms VMs" "$c_run" "$c_cpu" "$c_del"
+	printf '%-24s %8s %9s %8s %9s\n' "operator ${delayed}x$replicas" "$o_run" "$o_cpu" "$o_del" \
+		"$(awk -v a="$o_run" -v b="$c_run" -v c="$o_del" -v d="$c_del" 'BEGIN { printf "%.2f/%.2f", a / b, c / d }')"
+	printf 'SOAP requests by method (vcsim'"'"'s count):\n%s' "$detail"
+	ratio_ok "$o_run" "$c_run" 1.1 || fail "with delays, to RUNNING $o_run s > 1.1 x govc's $c_run s"
+	ratio_ok "$o_del" "$c_del" 1.1 || fail "with delays, deletion $o_del s > 1.1 x govc's $c_del s"
+	env -u VCSIM_TASK_DELAYS "$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim >/dev/null 2>&1 ||
+		echo "converge: restarting vcsim without delays failed" >&2
+fi
+exit $rc
