@@ -551,13 +551,12 @@ static void op_done(void *data, const struct vs_op_result *r)
         vmg_histogram_observe(c->w->m_task_seconds,
                               (double)(uv_now(c->w->loop) - c->queued_ms) / 1000.0,
                               (const char *[]){vs_op_kind_name(r->kind)});
-    /* A VM a task created, powered on or off, resized or destroyed is read
-     * back at once, not only learned from the watch, which can lag (vcsim's
-     * by minutes under load): until the cache shows it, the reconciler
-     * waits (reconciler.c, AWAIT_MS), then plans again. */
+    /* A new or destroyed VM is read back at once, not only learned from the
+     * watch, which can lag (vcsim's by minutes under load): until the cache
+     * shows it, the reconciler waits, then plans again. */
     if (r->err == 0 && r->kind == VS_OP_CLONE && r->result)
         (void)vs_inventory_reread(c->w->inv, r->result->value);
-    else if (r->err == 0 && c->vm_ref[0])
+    else if (r->err == 0 && r->kind == VS_OP_DESTROY && c->vm_ref[0])
         (void)vs_inventory_reread(c->w->inv, c->vm_ref);
     c->cb(c->cbdata, r->err, fault, tenant_msg(c, r->err, fault, r->message, msg, sizeof(msg)));
     if (c->tag && r->err == 0 && r->result && c->w->rest && vs_rest_available(c->w->rest)) {
