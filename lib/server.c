@@ -617,6 +617,10 @@ static void conn_close(struct conn *c)
     c->closing = 1;
     c->srv->open--;
     vmg_reqparse_drop(&c->rp);
+    /* Nothing reads it again: its input goes now, not when libuv has
+     * closed its handles, so the budget and the stats see it gone. */
+    c->in_len = 0;
+    in_resize(c, 0);
     r = c->active;
     c->active = NULL;
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
