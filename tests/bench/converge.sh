@@ -19,7 +19,7 @@
 # rest_client_requests_total) and its vCenter requests other than the
 # WaitForUpdatesEx long poll during the idle period, and deletion seconds.
 # Then vcsim's count of SOAP requests by method per VM created and destroyed
-# (tests/env/go/vcsim/main.go counts them), for govc and for the operator.
+# (hack/env/go/vcsim/main.go counts them), for govc and for the operator.
 # CONVERGE_PROFILE=DIR saves a CPU profile of vcsim during each operator
 # convergence (DIR/vcsim-GROUPS.pprof; `go tool pprof -top` reads it).
 #
@@ -242,7 +242,7 @@ printf 'SOAP requests by method (vcsim'"'"'s count):\n%s' "$detail"
 if [ -n "$delayed" ]; then
 	vms=$((delayed * replicas))
 	printf '\n== vcsim with task delays %s; %s in flight\n' "$delays" "$inflight"
-	VCSIM_TASK_DELAYS=$delays "$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim >/dev/null 2>&1 || {
+	VCSIM_TASK_DELAYS=$delays "$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim >/dev/null 2>&1 || {
 		echo "converge: restarting vcsim with delays failed" >&2
 		exit 1
 	}
@@ -262,7 +262,7 @@ if [ -n "$delayed" ]; then
 	printf 'SOAP requests by method (vcsim'"'"'s count):\n%s' "$detail"
 	ratio_ok "$o_run" "$c_run" 1.1 || fail "with delays, to RUNNING $o_run s > 1.1 x govc's $c_run s"
 	ratio_ok "$o_del" "$c_del" 1.1 || fail "with delays, deletion $o_del s > 1.1 x govc's $c_del s"
-	env -u VCSIM_TASK_DELAYS "$VMG_TOP/tests/env/restart" "$ENV_DIR" vcsim >/dev/null 2>&1 ||
+	env -u VCSIM_TASK_DELAYS "$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim >/dev/null 2>&1 ||
 		echo "converge: restarting vcsim without delays failed" >&2
 fi
 exit $rc
