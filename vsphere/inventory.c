@@ -31,6 +31,11 @@ struct vs_inventory {
     int max_updates;
     size_t max_objects;
     char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX]; /* "" when none */
+    /* What is read of a VM: vim_vm_paths without the whole extraConfig, and
+     * the mark keys' entries alone (vm_paths_init). */
+    char mark_paths[2][VIM_MARK_PATH_MAX];
+    const char *vm_paths[16];
+    size_t vm_paths_n;
     uint64_t backoff_min_ms, backoff_max_ms;
     vs_cache_cb on_change;
     void *data;
@@ -92,6 +97,15 @@ static void rebuild(vs_inventory *inv);
 static void start_resolve(vs_inventory *inv);
 static void refresh_next(vs_inventory *inv);
 
+/* vm_paths_init sets what is read of a VM (vim_vm_paths_with_marks). */
+static void vm_paths_init(vs_inventory *inv)
+{
+    const char *keys[2] = {inv->mark_uid_key, inv->mark_template_key};
+
+    inv->vm_paths_n = vim_vm_paths_with_marks(keys, inv->mark_paths, inv->vm_paths,
+                                              sizeof(inv->vm_paths) / sizeof(inv->vm_paths[0]));
+}
+
 /* build_filter is CreateFilter over everything below the root folder: a
  * traversal of Folder.childEntity, recursive, reading VirtualMachine
  * (vim_vm_paths and config.changeVersion, by which some servers, vcsim,
@@ -102,8 +116,8 @@ static void refresh_next(vs_inventory *inv);
  * the filter (the view's lock and the filter's are taken in opposite
  * orders); with a traversal that path is taken only when the root folder
  * itself changes. vCenter serves both alike. */
-static int build_filter(const struct vim_moref *pc, const struct vim_moref *root, char **ret_buf,
-                        size_t *ret_len)
+static int build_filter(const struct vim_moref *pc, const struct vim_moref *root,
+                        const char *const *paths, size_t npaths, char **ret_buf, size_t *ret_len)
 {
     soap_req *req = soap_req_new("CreateFilter", pc->type, pc->value);
     xmlNode *m, *spec, *ps, *os, *ts;
@@ -116,8 +130,8 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     ps = soap_add_text(spec, "propSet", "");
     soap_add_text(ps, "type", "VirtualMachine");
     soap_add_bool(ps, "all", false);
-    for (size_t i = 0; i < vim_vm_paths_n; i++)
-        soap_add_text(ps, "pathSet", vim_vm_paths[i]);
+    for (size_t i = 0; i < npaths; i++)
+        soap_add_text(ps, "pathSet", paths[i]);
     soap_add_text(ps, "pathSet", CHANGE_VERSION);
     ps = soap_add_text(spec, "propSet", "");
     soap_add_text(ps, "type", "Folder");
@@ -234,7 +248,7 @@ static void refresh_next(vs_inventory *inv)
     inv->refresh_cur = vm;
     memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
     inv->nrefresh--;
-    if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, vim_vm_paths, vim_vm_paths_n,
+    if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, inv->vm_paths, inv->vm_paths_n,
                                        0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
                 &inv->refresh_req) < 0)
@@ -523,7 +537,8 @@ static void on_i_reply(void *data, const struct vs_reply *r)
         }
         inv->have_pc = true;
         inv->gen = vs_session_generation(inv->s);
-        e = build_filter(&inv->pc, &inv->placement.root_folder, &buf, &len);
+        e = build_filter(&inv->pc, &inv->placement.root_folder, inv->vm_paths, inv->vm_paths_n,
+                         &buf, &len);
         if (e == 0)
             e = i_send(inv, I_FILTER, "CreateFilter", buf, len, false);
         if (e < 0)
@@ -578,6 +593,7 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
              cfg->marks.uid ? cfg->marks.uid : "");
     vmg_putf(inv->mark_template_key, sizeof(inv->mark_template_key), "%s",
              cfg->marks.template_key ? cfg->marks.template_key : "");
+    vm_paths_init(inv);
     inv->backoff_min_ms = cfg->backoff_min_ms ? cfg->backoff_min_ms : VS_DEFAULT_BACKOFF_MIN_MS;
     inv->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
     inv->on_change = on_change;

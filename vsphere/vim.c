@@ -22,6 +22,28 @@ const char *const vim_vm_paths[] = {
 };
 const size_t vim_vm_paths_n = sizeof(vim_vm_paths) / sizeof(vim_vm_paths[0]);
 
+size_t vim_vm_paths_with_marks(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
+                               const char **paths, size_t max)
+{
+    static const char whole_ec[] = "config.extraConfig";
+    bool whole = false;
+    size_t n = 0, k = 0;
+
+    for (size_t i = 0; i < 2; i++)
+        if (keys[i] && (strpbrk(keys[i], "\"\\") || strlen(keys[i]) + 24 > VIM_MARK_PATH_MAX))
+            whole = true;
+    for (size_t i = 0; i < vim_vm_paths_n && n < max; i++)
+        if (whole || strcmp(vim_vm_paths[i], whole_ec) != 0)
+            paths[n++] = vim_vm_paths[i];
+    for (size_t i = 0; i < 2 && !whole && n < max; i++) {
+        if (!keys[i] || !keys[i][0])
+            continue;
+        snprintf(mark_paths[k], VIM_MARK_PATH_MAX, "%s[\"%s\"]", whole_ec, keys[i]);
+        paths[n++] = mark_paths[k++];
+    }
+    return n;
+}
+
 const char *const vim_folder_paths[] = {"name", "parent"};
 const size_t vim_folder_paths_n = sizeof(vim_folder_paths) / sizeof(vim_folder_paths[0]);
 

@@ -79,6 +79,17 @@ int vim_req_destroy_property_collector(const struct vim_moref *pc, char **ret_bu
 /* The property paths the inventory filter watches. */
 extern const char *const vim_vm_paths[];
 extern const size_t vim_vm_paths_n;
+
+/* vim_vm_paths_with_marks fills paths (room for max) with what a watch
+ * reads of a VM: vim_vm_paths, but of its extraConfig only the entries of
+ * the mark keys (config.extraConfig["key"], written into mark_paths), not
+ * the whole: other entries can be large or secret (a guest's cloud-init
+ * user data) and would come back with every update of the VM. Empty keys
+ * are skipped; a key that cannot be written in that form (a quote, a
+ * backslash, too long) keeps the whole extraConfig. Returns the count. */
+#define VIM_MARK_PATH_MAX 300
+size_t vim_vm_paths_with_marks(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
+                               const char **paths, size_t max);
 extern const char *const vim_folder_paths[];
 extern const size_t vim_folder_paths_n;
 extern const char *const vim_task_paths[];

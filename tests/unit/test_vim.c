@@ -1093,6 +1093,40 @@ static void test_builder_options(void **state)
     soap_buf_free(buf, len);
 }
 
+/* A watch reads of a VM's extraConfig only the marks' entries, never the
+ * whole (a guest's user data would come back with every update); a key
+ * that cannot be indexed keeps the whole. */
+static void test_vm_paths_with_marks(void **state)
+{
+    const char *keys[2] = {"vm.example/uid", "vm.example/template"};
+    const char *odd[2] = {"vm.example/uid", "bad\"key"};
+    const char *none[2] = {"", NULL};
+    char marks[2][VIM_MARK_PATH_MAX];
+    const char *paths[16];
+    size_t n, i;
+    bool whole = false;
+
+    (void)state;
+    n = vim_vm_paths_with_marks(keys, marks, paths, 16);
+    assert_int_equal(n, vim_vm_paths_n + 1);
+    for (i = 0; i < n; i++)
+        whole |= strcmp(paths[i], "config.extraConfig") == 0;
+    assert_false(whole);
+    assert_string_equal(paths[n - 2], "config.extraConfig[\"vm.example/uid\"]");
+    assert_string_equal(paths[n - 1], "config.extraConfig[\"vm.example/template\"]");
+    assert_string_equal(paths[0], "name");
+
+    n = vim_vm_paths_with_marks(odd, marks, paths, 16);
+    assert_int_equal(n, vim_vm_paths_n);
+    assert_string_equal(paths[n - 1], "config.extraConfig");
+
+    n = vim_vm_paths_with_marks(none, marks, paths, 16); /* no marks: no extraConfig */
+    assert_int_equal(n, vim_vm_paths_n - 1);
+    for (i = 0; i < n; i++)
+        assert_null(strstr(paths[i], "extraConfig"));
+    assert_int_equal(vim_vm_paths_with_marks(keys, marks, paths, 3), 3); /* room bounds it */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1115,6 +1149,7 @@ int main(void)
         cmocka_unit_test(test_decoders_refuse_other_responses),
         cmocka_unit_test(test_builders_check_arguments),
         cmocka_unit_test(test_builder_options),
+        cmocka_unit_test(test_vm_paths_with_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
