@@ -19,6 +19,7 @@
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
 #include "kube/leader.h"
+#include "controller/bootstrap.h"
 #include "controller/naming.h"
 #include "controller/reconciler.h"
 #include "controller/vcworld.h"
@@ -584,6 +585,14 @@ static int w_patch_meta(void *data, const struct vmgroup *g, const cJSON *patch,
     return w_patch(data, g, patch, false, cb, cbdata);
 }
 
+static int w_get_secret(void *data, const char *ns, const char *name, rec_secret_cb cb,
+                        void *cbdata)
+{
+    struct mgr *m = data;
+
+    return bootstrap_get_secret(m->kc, ns, name, cb, cbdata);
+}
+
 static void w_event(void *data, const struct vmgroup *g, bool warning, const char *reason,
                     const char *message)
 {
@@ -1052,6 +1061,7 @@ static int setup(struct mgr *m)
     rw.patch_status = w_patch_status;
     rw.patch_meta = w_patch_meta;
     rw.event = w_event;
+    rw.get_secret = w_get_secret;
     rw.observed = w_observed;
     rw.reconciled = w_reconciled;
     rw.forgotten = w_forgotten;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/bootstrap.h"
 #include "controller/naming.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -327,9 +328,14 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         note_transient(r, gs, text);
         keep = true;
         retry_later = true;
-    } else if (op->kind == PLAN_CLONE && !fault &&
-               (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG)) {
-        const char *reason = template_reason(err);
+    } else if (op->kind == PLAN_CLONE &&
+               (bootstrap_block_reason(fault) ||
+                (!fault &&
+                 (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG)))) {
+        /* The template, or the bootstrap's Secret, cannot be used: no
+         * clone until the spec or the Secret changes. */
+        const char *reason =
+            bootstrap_block_reason(fault) ? bootstrap_block_reason(fault) : template_reason(err);
 
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "cannot create VM %s: %s", op->vm, text);
@@ -397,8 +403,8 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
         rc = r->w.destroy_folder(r->w.vcdata, gs->folder, op_done, op);
         break;
     case PLAN_CLONE:
-        rc = r->w.clone(r->w.vcdata, g, gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
-                        op_done, op);
+        rc = bootstrap_clone(&r->w, g, gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
+                             op_done, op);
         break;
     case PLAN_POWER_ON:
     case PLAN_POWER_OFF:

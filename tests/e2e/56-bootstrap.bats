@@ -1,0 +1,149 @@
+#!/usr/bin/env bats
+# Guest bootstrap with cloud-init: a VmGroup's spec.bootstrap.cloudInit.secretRef
+# reaches each clone as the VMware guestinfo datasource (extraConfig), with
+# metadata of its own; a missing Secret or key is an ERROR with no clone; the
+# user data shows nowhere but in the clones.
+
+load helpers
+load manager
+
+# The user data's text, which must appear in no log, event or status.
+MARKER=boot-marker-5c1e9a
+USERDATA=$'#cloud-config\nruncmd:\n  - echo boot-marker-5c1e9a\n'
+USERDATA2=$'#cloud-config\nruncmd:\n  - echo boot-marker-5c1e9a second\n'
+
+setup_file() {
+	kubectl apply -k "$VMG_TOP/crds" >/dev/null
+	kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
+	kubectl create namespace boot --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+	kubectl -n boot create secret generic init --from-literal=user-data="$USERDATA" >/dev/null
+	kubectl -n boot create secret generic other --from-literal=cloud.cfg="$USERDATA" >/dev/null
+	start_manager boot-manager --sync-period=3s --watch-namespace boot
+}
+
+teardown_file() {
+	kubectl delete vg --all -n boot --wait=false >/dev/null 2>&1 || true
+	retry 60 bash -c '[ -z "$(kubectl get vg -n boot -o name 2>/dev/null)" ]' || true
+	stop_manager boot-manager
+}
+
+setup() {
+	manager_urls boot-manager
+}
+
+# apply_boot NAME REPLICAS SECRET [KEY]: a group with a bootstrap.
+apply_boot() {
+	local key=""
+	[ -z "${4:-}" ] || key="
+        key: $4"
+	kubectl apply -f - <<YAML
+apiVersion: vm.codeconnect.vmworld.com/v1alpha1
+kind: VmGroup
+metadata:
+  name: $1
+  namespace: boot
+spec:
+  cpu: 1
+  memory: 1
+  template: vm-operator-template
+  replicas: $2
+  bootstrap:
+    cloudInit:
+      secretRef:
+        name: $3$key
+YAML
+}
+
+# extra NAME VM KEY: one extraConfig value of a group's VM, as govc reads it.
+extra() {
+	GOVC_PERSIST_SESSION=false govc vm.info -e -json "$(folder_of boot "$1")/$2" |
+		jq -r --arg k "$3" '(.virtualMachines // .VirtualMachines)[0] | (.config // .Config) | (.extraConfig // .ExtraConfig)[] | select((.key // .Key) == $k) | (.value // .Value)'
+}
+
+@test "bootstrap: kubectl explain describes every field of spec.bootstrap" {
+	run kubectl explain vg.spec.bootstrap
+	[ "$status" -eq 0 ]
+	[[ "$output" == *cloudInit* ]]
+	[[ "$output" == *"first boot"* ]]
+	run kubectl explain vg.spec.bootstrap.cloudInit.secretRef
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"name"*"Name of the Secret"* ]]
+	[[ "$output" == *"key"*"user-data when not given"* ]]
+	# name is required, and the key's form is checked.
+	run kubectl apply -f - <<YAML
+apiVersion: vm.codeconnect.vmworld.com/v1alpha1
+kind: VmGroup
+metadata: {name: bad, namespace: boot}
+spec: {cpu: 1, memory: 1, template: t, replicas: 0, bootstrap: {cloudInit: {secretRef: {key: a/b}}}}
+YAML
+	[ "$status" -ne 0 ]
+	[[ "$output" == *secretRef.name* ]]
+	[[ "$output" == *secretRef.key* ]]
+}
+
+@test "bootstrap: each clone carries the user data and its own metadata in guestinfo" {
+	apply_boot web 2 init
+	wait_running boot web 2
+	want=$(kubectl -n boot get secret init -o jsonpath='{.data.user-data}')
+	for vm in web-0 web-1; do
+		[ "$(extra web $vm guestinfo.userdata)" = "$want" ]
+		[ "$(extra web $vm guestinfo.userdata.encoding)" = base64 ]
+		[ "$(extra web $vm guestinfo.metadata.encoding)" = base64 ]
+		meta=$(extra web $vm guestinfo.metadata | base64 -d)
+		[ "$(jq -r '."local-hostname"' <<<"$meta")" = "$vm" ]
+		[ "$(jq -r '."instance-id"' <<<"$meta")" = "$vm" ]
+		[ "$(extra web $vm guestinfo.userdata | base64 -d)" = "$(printf '%s' "$USERDATA")" ]
+	done
+	[ "$(extra web web-0 guestinfo.metadata)" != "$(extra web web-1 guestinfo.metadata)" ]
+}
+
+@test "bootstrap: a change of the Secret applies to the VMs created afterwards" {
+	kubectl -n boot create secret generic init --from-literal=user-data="$USERDATA2" \
+		--dry-run=client -o yaml | kubectl apply -f - >/dev/null
+	kubectl scale vg web -n boot --replicas=3
+	wait_running boot web 3
+	[ "$(extra web web-2 guestinfo.userdata | base64 -d)" = "$(printf '%s' "$USERDATA2")" ]
+	[ "$(extra web web-0 guestinfo.userdata | base64 -d)" = "$(printf '%s' "$USERDATA")" ]
+}
+
+@test "bootstrap: a missing Secret is phase ERROR naming it, with no clone" {
+	apply_boot nosecret 2 absent
+	retry 30 bash -c '[ "$(kubectl get vg nosecret -n boot -o jsonpath={.status.phase})" = ERROR ]'
+	msg=$(vg_field boot nosecret '{.status.lastMessage}')
+	[[ "$msg" == *boot/absent* ]]
+	[ "$(vg_field boot nosecret '{.status.conditions[?(@.type=="Degraded")].reason}')" = BootstrapSecretNotFound ]
+	sleep 3
+	[ "$(vm_count boot nosecret)" = 0 ]
+	run kubectl describe vg nosecret -n boot
+	[[ "$output" == *BootstrapSecretNotFound* ]]
+}
+
+@test "bootstrap: a missing key is phase ERROR naming the Secret and key, with no clone" {
+	apply_boot nokey 1 other
+	retry 30 bash -c '[ "$(kubectl get vg nokey -n boot -o jsonpath={.status.phase})" = ERROR ]'
+	msg=$(vg_field boot nokey '{.status.lastMessage}')
+	[[ "$msg" == *boot/other* ]]
+	[[ "$msg" == *'"user-data"'* ]]
+	[ "$(vg_field boot nokey '{.status.conditions[?(@.type=="Degraded")].reason}')" = BootstrapKeyNotFound ]
+	sleep 3
+	[ "$(vm_count boot nokey)" = 0 ]
+	# With the right key, the group recovers (the spec changed).
+	apply_boot nokey 1 other cloud.cfg
+	wait_running boot nokey 1
+	[ "$(extra nokey nokey-0 guestinfo.userdata | base64 -d)" = "$(printf '%s' "$USERDATA")" ]
+}
+
+@test "bootstrap: the user data appears in no log, event or status" {
+	b64=$(printf '%s' "$USERDATA" | base64 -w0)
+	refute grep -q -e "$MARKER" -e "$b64" "$ENV_DIR/logs/boot-manager.log"
+	run kubectl get events -n boot -o json
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"$MARKER"* ]]
+	[[ "$output" != *"$b64"* ]]
+	run kubectl get vg -n boot -o json
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"$MARKER"* ]]
+	[[ "$output" != *"$b64"* ]]
+	run curl -sf "$METRICS_URL"
+	[[ "$output" != *"$MARKER"* ]]
+}
