@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "controller/bootstrap.h"
+#include "controller/planner.h"
 #include "lib/err.h"
 
 /* b64d decodes s into out (NUL terminated) and returns its length. */
@@ -358,12 +359,64 @@ static void test_clone_failures(void **state)
     vmgroup_free(g);
 }
 
+/* A RUNNING group with a bootstrap says which Secret, and that a change of
+ * it applies to VMs created afterwards; it never shows the content. */
+static void test_planner_status(void **state)
+{
+    struct vmgroup *g = group(",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"init\"}}}");
+    struct vmgroup *plain = group("");
+    struct plan_vm vms[2] = {
+        {.name = "web-0",
+         .mark_uid = "u1",
+         .template = "t",
+         .powered_on = true,
+         .num_cpu = 1,
+         .memory_mb = 1024,
+         .create_order = 1},
+        {.name = "web-1",
+         .mark_uid = "u1",
+         .template = "t",
+         .powered_on = true,
+         .num_cpu = 1,
+         .memory_mb = 1024,
+         .create_order = 2},
+    };
+    struct planner_input in = {.vms = vms,
+                               .n_vms = 2,
+                               .folder = PLAN_FOLDER_PRESENT,
+                               .now = "2024-05-01T10:00:00Z",
+                               .max_inflight = 4};
+    struct plan *p = NULL;
+    const char *fin = VMGROUP_FINALIZER;
+
+    (void)state;
+    /* The finalizer is there: the group is in sync. */
+    g->meta.finalizers = &fin;
+    g->meta.n_finalizers = 1;
+    plain->meta.finalizers = &fin;
+    plain->meta.n_finalizers = 1;
+    in.g = g;
+    assert_int_equal(planner_plan(&in, &p), 0);
+    assert_int_equal(p->status.phase, VMGROUP_PHASE_RUNNING);
+    assert_non_null(strstr(p->status.last_message, "Secret \"init\""));
+    assert_non_null(strstr(p->status.last_message, "applies to VMs created afterwards"));
+    plan_free(p);
+    in.g = plain;
+    assert_int_equal(planner_plan(&in, &p), 0);
+    assert_int_equal(p->status.phase, VMGROUP_PHASE_RUNNING);
+    assert_null(strstr(p->status.last_message, "Secret"));
+    plan_free(p);
+    vmgroup_free(g);
+    vmgroup_free(plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata),          cmocka_unit_test(test_userdata),
         cmocka_unit_test(test_guestinfo),         cmocka_unit_test(test_clone_plain),
         cmocka_unit_test(test_clone_with_secret), cmocka_unit_test(test_clone_failures),
+        cmocka_unit_test(test_planner_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
