@@ -25,13 +25,15 @@ teardown_file() {
 	kubectl delete vg --all -n boot --wait=false >/dev/null 2>&1 || true
 	retry 60 bash -c '[ -z "$(kubectl get vg -n boot -o name 2>/dev/null)" ]' || true
 	stop_manager boot-manager
+	stop_manager boot-sa
 }
 
 setup() {
 	manager_urls boot-manager
 }
 
-# apply_boot NAME REPLICAS SECRET [KEY]: a group with a bootstrap.
+# apply_boot NAME REPLICAS SECRET [KEY]: a group with a bootstrap, in
+# namespace $BOOT_NS (boot by default).
 apply_boot() {
 	local key=""
 	[ -z "${4:-}" ] || key="
@@ -41,7 +43,7 @@ apiVersion: vm.codeconnect.vmworld.com/v1alpha1
 kind: VmGroup
 metadata:
   name: $1
-  namespace: boot
+  namespace: ${BOOT_NS:-boot}
 spec:
   cpu: 1
   memory: 1
@@ -54,10 +56,12 @@ spec:
 YAML
 }
 
-# extra NAME VM KEY: one extraConfig value of a group's VM, as govc reads it.
-extra() {
-	GOVC_PERSIST_SESSION=false govc vm.info -e -json "$(folder_of boot "$1")/$2" |
-		jq -r --arg k "$3" '(.virtualMachines // .VirtualMachines)[0] | (.config // .Config) | (.extraConfig // .ExtraConfig)[] | select((.key // .Key) == $k) | (.value // .Value)'
+# extra NAME VM KEY: one extraConfig value of a group's VM in boot, as govc
+# reads it; extra_in NS NAME VM KEY in another namespace.
+extra() { extra_in boot "$@"; }
+extra_in() {
+	GOVC_PERSIST_SESSION=false govc vm.info -e -json "$(folder_of "$1" "$2")/$3" |
+		jq -r --arg k "$4" '(.virtualMachines // .VirtualMachines)[0] | (.config // .Config) | (.extraConfig // .ExtraConfig)[] | select((.key // .Key) == $k) | (.value // .Value)'
 }
 
 @test "bootstrap: kubectl explain describes every field of spec.bootstrap" {
@@ -153,4 +157,56 @@ YAML
 	[[ "$output" != *"$b64"* ]]
 	run curl -sf "$METRICS_URL"
 	[[ "$output" != *"$MARKER"* ]]
+}
+
+@test "bootstrap: the shipped RBAC only gets Secrets; without its binding a group is ERROR BootstrapSecretForbidden, and a RoleBinding mends it" {
+	local sa=vmgroup-operator-controller-manager op=vmgroup-operator-system
+	local as=system:serviceaccount:$op:$sa rb=vmgroup-operator-manager-secret-reader
+	for ns in "$op" boot-rb; do
+		kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+	done
+	kubectl kustomize "$VMG_TOP/config/default" |
+		awk 'BEGIN { RS = "\n---\n" } /\nkind: (ServiceAccount|Role|ClusterRole|RoleBinding|ClusterRoleBinding)\n/ { print; print "---" }' |
+		kubectl apply -f - >/dev/null
+	[ "$(kubectl auth can-i get secrets -n boot --as="$as")" = yes ]
+	run kubectl auth can-i list secrets -n boot --as="$as"
+	[ "$output" = no ]
+	run kubectl auth can-i watch secrets -n boot --as="$as"
+	[ "$output" = no ]
+
+	# As the README says, for those who want less: no ClusterRoleBinding,
+	# a RoleBinding per namespace.
+	kubectl delete clusterrolebinding "$rb" >/dev/null
+	kubectl -n boot-rb create secret generic init --from-literal=user-data="$USERDATA" >/dev/null
+	token=$(kubectl create token "$sa" -n "$op" --duration=1h)
+	cat >"$BATS_FILE_TMPDIR/sa.kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: "$KUBE_APISERVER_URL", certificate-authority: "$ENV_DIR/pki/ca.crt"}
+users:
+- name: sa
+  user: {token: "$token"}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: sa}
+current-context: e2e
+YAML
+	KUBECONFIG="$BATS_FILE_TMPDIR/sa.kubeconfig" start_manager boot-sa --sync-period=3s --watch-namespace boot-rb
+	BOOT_NS=boot-rb apply_boot rb 1 init
+	retry 30 bash -c '[ "$(kubectl get vg rb -n boot-rb -o jsonpath={.status.phase})" = ERROR ]'
+	[ "$(vg_field boot-rb rb '{.status.conditions[?(@.type=="Degraded")].reason}')" = BootstrapSecretForbidden ]
+	[[ "$(vg_field boot-rb rb '{.status.lastMessage}')" == *boot-rb/init* ]]
+	[ "$(vm_count boot-rb rb)" = 0 ]
+	kubectl -n boot-rb create rolebinding "$rb" --clusterrole="$rb" --serviceaccount="$op:$sa" >/dev/null
+	# A spec change ends the block at once (else within a minute).
+	kubectl scale vg rb -n boot-rb --replicas=2
+	wait_running boot-rb rb 2
+	[ "$(extra_in boot-rb rb rb-1 guestinfo.userdata | base64 -d)" = "$(printf '%s' "$USERDATA")" ]
+	kubectl delete vg rb -n boot-rb --timeout=90s
+	stop_manager boot-sa
+	kubectl kustomize "$VMG_TOP/config/default" |
+		awk 'BEGIN { RS = "\n---\n" } /\nkind: ClusterRoleBinding\n/ { print; print "---" }' |
+		kubectl apply -f - >/dev/null
 }
