@@ -147,10 +147,11 @@ int bootstrap_guestinfo(const char *userdata_b64, const char *vm, struct bootstr
     n = bootstrap_metadata(vm, NULL, ret->metadata, sizeof(ret->metadata));
     if (n < 0)
         return n;
-    ret->kv[0] = (struct rec_keyval){"guestinfo.userdata", userdata_b64};
-    ret->kv[1] = (struct rec_keyval){"guestinfo.userdata.encoding", "base64"};
-    ret->kv[2] = (struct rec_keyval){"guestinfo.metadata", ret->metadata};
-    ret->kv[3] = (struct rec_keyval){"guestinfo.metadata.encoding", "base64"};
+    ret->kv[0] =
+        (struct rec_keyval){.key = "guestinfo.userdata", .value = userdata_b64, .secret = true};
+    ret->kv[1] = (struct rec_keyval){.key = "guestinfo.userdata.encoding", .value = "base64"};
+    ret->kv[2] = (struct rec_keyval){.key = "guestinfo.metadata", .value = ret->metadata};
+    ret->kv[3] = (struct rec_keyval){.key = "guestinfo.metadata.encoding", .value = "base64"};
     return 0;
 }
 

@@ -29,11 +29,13 @@
  * "DuplicateName"), else NULL; msg is one sentence for users, or NULL. */
 typedef void (*rec_done_cb)(void *cbdata, int err, const char *fault, const char *msg);
 
-/* An extraConfig entry of a clone (e.g. guestinfo.userdata); the value may
- * be a secret: it is never logged. */
+/* An extraConfig entry of a clone (e.g. guestinfo.userdata). No value is
+ * ever logged; a secret one (at most one a clone) is also kept out of the
+ * request's XML tree and wiped (vsphere/ops.h). */
 struct rec_keyval {
     const char *key;
     const char *value;
+    bool secret;
 };
 
 /* The answer to get_secret: err 0 and the Secret object as the API server

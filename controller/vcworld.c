@@ -675,7 +675,7 @@ static int w_clone(void *data, const struct vmgroup *g, const char *folder, cons
     spec.mark_uid = g->meta.uid;
     spec.mark_template = template_;
     for (size_t i = 0; i < n_extra; i++)
-        opts[i] = (struct vim_option){extra[i].key, extra[i].value};
+        opts[i] = (struct vim_option){extra[i].key, extra[i].value, extra[i].secret};
     spec.extra = n_extra ? opts : NULL;
     spec.n_extra = n_extra;
     return finish_start(c, vs_ops_clone(w->ops, &spec, op_done, c, NULL));

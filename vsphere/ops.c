@@ -372,9 +372,11 @@ static void send_clone(vs_op *op)
         return;
     }
     if (op->has_uid)
-        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_uid_key, op->mark_uid};
+        extra[cfg.n_extra++] =
+            (struct vim_option){.key = op->o->mark_uid_key, .value = op->mark_uid};
     if (op->has_tmark)
-        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_template_key, op->mark_template};
+        extra[cfg.n_extra++] =
+            (struct vim_option){.key = op->o->mark_template_key, .value = op->mark_template};
     for (size_t i = 0; i < op->n_extra; i++)
         extra[cfg.n_extra++] = op->extra[i];
     cfg.extra_config = cfg.n_extra ? extra : NULL;
@@ -917,6 +919,8 @@ int vs_ops_create_folder(vs_ops *o, const struct vim_moref *parent, const char *
  * sets *size to the bytes a copy of them takes. */
 static bool extra_ok(const vs_ops *o, const struct vs_clone_spec *spec, size_t *size)
 {
+    size_t secrets = 0;
+
     *size = 0;
     if (spec->n_extra > VS_CLONE_MAX_EXTRA || (spec->n_extra && !spec->extra))
         return false;
@@ -927,7 +931,8 @@ static bool extra_ok(const vs_ops *o, const struct vs_clone_spec *spec, size_t *
              (strcmp(x->key, o->mark_uid_key) == 0 || strcmp(x->key, o->mark_template_key) == 0)))
             return false;
         *size += strlen(x->key) + 1 + strnlen(x->value, VS_CLONE_MAX_EXTRA_BYTES + 1) + 1;
-        if (*size > VS_CLONE_MAX_EXTRA_BYTES)
+        secrets += x->secret;
+        if (*size > VS_CLONE_MAX_EXTRA_BYTES || secrets > 1)
             return false;
     }
     return true;
@@ -953,6 +958,7 @@ static int copy_extra(vs_op *op, const struct vs_clone_spec *spec, size_t size)
         p += k;
         memcpy(p, spec->extra[i].value, v);
         op->extra[i].value = p;
+        op->extra[i].secret = spec->extra[i].secret;
         p += v;
     }
     op->n_extra = spec->n_extra;

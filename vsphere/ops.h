@@ -116,8 +116,9 @@ struct vs_clone_spec {
     /* More extraConfig entries for the new VM, e.g. guestinfo.* keys;
      * NULL when n_extra is 0. At most VS_CLONE_MAX_EXTRA, with non-empty
      * keys of fewer than VS_NAME_MAX bytes other than the marks' keys, and
-     * VS_CLONE_MAX_EXTRA_BYTES in all. Copied; the copies are wiped when the
-     * operation ends, since a value may be a secret (it is never logged). */
+     * VS_CLONE_MAX_EXTRA_BYTES in all, at most one of them secret (it never
+     * enters the request's XML tree). Copied; the copies are wiped when the
+     * operation ends, since a value may be a secret (none is ever logged). */
     const struct vim_option *extra;
     size_t n_extra;
 };

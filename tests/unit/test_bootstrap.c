@@ -135,6 +135,10 @@ static void test_guestinfo(void **state)
     assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-1", &b), 0);
     assert_string_equal(a.kv[0].key, "guestinfo.userdata");
     assert_string_equal(a.kv[0].value, "I2Nsb3VkLWNvbmZpZwo=");
+    /* The user data is the secret one; the metadata is not. */
+    assert_true(a.kv[0].secret);
+    for (size_t i = 1; i < BOOTSTRAP_N_KEYS; i++)
+        assert_false(a.kv[i].secret);
     assert_string_equal(a.kv[1].key, "guestinfo.userdata.encoding");
     assert_string_equal(a.kv[1].value, "base64");
     assert_string_equal(a.kv[2].key, "guestinfo.metadata");

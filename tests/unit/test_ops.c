@@ -1152,9 +1152,13 @@ static void test_clone_extra(void **state)
     assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
     c.f = &f;
     for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
-        extra[i] = (struct vim_option){"guestinfo.x", "v"};
-    extra[0] = (struct vim_option){"guestinfo.userdata", "I2Nsb3VkLWNvbmZpZwo="};
-    extra[1] = (struct vim_option){"guestinfo.note", "a<b&c"};
+        extra[i] = (struct vim_option){.key = "guestinfo.x", .value = "v"};
+    extra[0] = (struct vim_option){
+        .key = "guestinfo.userdata", .value = "I2Nsb3VkLWNvbmZpZwo=", .secret = true};
+    extra[1] = (struct vim_option){.key = "guestinfo.note", .value = "a<b&c", .secret = true};
+    /* One secret a clone at most. */
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
+    extra[1].secret = false;
     spec.n_extra = VS_CLONE_MAX_EXTRA + 1;
     assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
     spec.n_extra = 2;
@@ -1174,7 +1178,10 @@ static void test_clone_extra(void **state)
     spin(&f, tracked);
     assert_non_null(strstr(f.clone_body, "<key>" MARK_UID_KEY "</key>"));
     assert_non_null(strstr(f.clone_body, "<key>guestinfo.userdata</key>"));
-    assert_non_null(strstr(f.clone_body, ">I2Nsb3VkLWNvbmZpZwo=</value>"));
+    /* The secret one is spliced in at serialization, typed like the others. */
+    assert_non_null(
+        strstr(f.clone_body, "<value xsi:type=\"xsd:string\">I2Nsb3VkLWNvbmZpZwo=</value>"));
+    assert_null(strstr(f.clone_body, "<!--"));
     assert_non_null(strstr(f.clone_body, ">a&lt;b&amp;c</value>"));
     assert_null(strstr(f.clone_body, "gone"));
     end_task(&f, 0, "success", NULL);
