@@ -11,7 +11,7 @@
 
 #include <openssl/evp.h>
 
-#include "kube/kube.h"
+#include "controller/outcome.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/str.h"
@@ -19,29 +19,6 @@
 /* The base64 of BOOTSTRAP_MAX_USERDATA bytes. */
 #define MAX_USERDATA_B64 (4 * ((BOOTSTRAP_MAX_USERDATA + 2) / 3))
 #define MSG_MAX 512
-
-/* The faults bootstrap_clone ends a clone with, and whether the group
- * blocks on them (only a change of the Secret or the spec mends them). */
-#define F_SECRET_NOT_FOUND "BootstrapSecretNotFound"
-#define F_KEY_NOT_FOUND "BootstrapKeyNotFound"
-#define F_FORBIDDEN "BootstrapSecretForbidden"
-#define F_INVALID "BootstrapUserDataInvalid"
-#define F_TOO_BIG "BootstrapUserDataTooLarge"
-#define F_UNREADABLE "BootstrapSecretUnreadable"
-#define F_NOT_STARTED "BootstrapCloneNotStarted"
-
-static const char *const blocking[] = {F_SECRET_NOT_FOUND, F_KEY_NOT_FOUND, F_FORBIDDEN, F_INVALID,
-                                       F_TOO_BIG};
-
-const char *bootstrap_block_reason(const char *fault)
-{
-    if (!fault)
-        return NULL;
-    for (size_t i = 0; i < sizeof(blocking) / sizeof(blocking[0]); i++)
-        if (strcmp(fault, blocking[i]) == 0)
-            return blocking[i];
-    return NULL;
-}
 
 int bootstrap_metadata(const char *vm, const char *instance_id, char *buf, size_t size)
 {
@@ -178,10 +155,10 @@ struct bctx {
 
 static const char *read_fault(int err)
 {
-    return err == VMG_ENOTFOUND    ? F_SECRET_NOT_FOUND
-           : err == VMG_EFORBIDDEN ? F_FORBIDDEN
+    return err == VMG_ENOTFOUND    ? OUTCOME_BOOTSTRAP_SECRET_NOT_FOUND
+           : err == VMG_EFORBIDDEN ? OUTCOME_BOOTSTRAP_FORBIDDEN
            : err == VMG_ECANCELED  ? NULL
-                                   : F_UNREADABLE;
+                                   : OUTCOME_BOOTSTRAP_UNREADABLE;
 }
 
 static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secret)
@@ -207,17 +184,17 @@ static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secre
                  msg && *msg ? msg : vmg_strerror(err));
     } else if ((rc = bootstrap_userdata(secret, c->ns, c->secret, c->secret_key, &ud, text,
                                         sizeof(text))) < 0) {
-        fault = rc == VMG_ENOTFOUND ? F_KEY_NOT_FOUND
-                : rc == VMG_ETOOBIG ? F_TOO_BIG
-                : rc == -ENOMEM     ? F_UNREADABLE
-                                    : F_INVALID;
+        fault = rc == VMG_ENOTFOUND ? OUTCOME_BOOTSTRAP_KEY_NOT_FOUND
+                : rc == VMG_ETOOBIG ? OUTCOME_BOOTSTRAP_TOO_BIG
+                : rc == -ENOMEM     ? OUTCOME_BOOTSTRAP_UNREADABLE
+                                    : OUTCOME_BOOTSTRAP_INVALID;
     } else if (!(g = c->get_group(c->data, c->key))) {
         rc = VMG_ECANCELED; /* the group went meanwhile */
         vmg_putf(text, sizeof(text), "the VmGroup is gone");
     } else if ((rc = bootstrap_guestinfo(ud, c->vm, &gi)) < 0 ||
                (rc = c->clone(c->vcdata, g, c->folder, c->vm, c->template_, c->cpu, c->memory_mb,
                               gi.kv, BOOTSTRAP_N_KEYS, c->cb, c->cbdata)) < 0) {
-        fault = F_NOT_STARTED;
+        fault = OUTCOME_BOOTSTRAP_NOT_STARTED;
         vmg_putf(text, sizeof(text), "cannot start the clone: %s", vmg_strerror(rc));
     }
     if (rc < 0) {
@@ -278,61 +255,6 @@ int bootstrap_clone(const struct rec_world *w, const struct vmgroup *g, const ch
     c->cb = cb;
     c->cbdata = cbdata;
     rc = w->get_secret(w->data, g->meta.ns, b->secret_name, on_secret, c);
-    if (rc < 0)
-        free(c);
-    return rc;
-}
-
-/* ---- reading the Secret ---- */
-
-struct gctx {
-    rec_secret_cb cb;
-    void *cbdata;
-};
-
-/* wipe_json overwrites every string and key of j, recursively. */
-static void wipe_json(cJSON *j)
-{
-    for (; j; j = j->next) {
-        if (j->valuestring)
-            vmg_wipe(j->valuestring, strlen(j->valuestring));
-        if (j->string)
-            vmg_wipe(j->string, strlen(j->string));
-        wipe_json(j->child);
-    }
-}
-
-static void on_get(void *data, const struct kube_result *res)
-{
-    struct gctx *c = data;
-    cJSON *body = res->err == 0 ? kube_result_take_body(res) : NULL;
-
-    if (res->err < 0)
-        c->cb(c->cbdata, res->err, res->message, NULL);
-    else if (!cJSON_IsObject(body))
-        c->cb(c->cbdata, VMG_EPARSE, "the API server's answer is not an object", NULL);
-    else
-        c->cb(c->cbdata, 0, NULL, body);
-    wipe_json(body);
-    cJSON_Delete(body);
-    free(c);
-}
-
-int bootstrap_get_secret(struct kube_client *kc, const char *ns, const char *name, rec_secret_cb cb,
-                         void *cbdata)
-{
-    char path[512];
-    struct gctx *c;
-    int rc;
-
-    if (!kc || !cb || kube_path(path, sizeof(path), "", "v1", ns, "secrets", name, NULL) < 0)
-        return -EINVAL;
-    c = calloc(1, sizeof(*c));
-    if (!c)
-        return -ENOMEM;
-    c->cb = cb;
-    c->cbdata = cbdata;
-    rc = kube_get(kc, path, on_get, c);
     if (rc < 0)
         free(c);
     return rc;

@@ -27,8 +27,6 @@
 #include "controller/reconciler.h"
 #include "controller/vmgroup.h"
 
-struct kube_client;
-
 /* The most bytes of user data (decoded): vCenter bounds extraConfig values. */
 #define BOOTSTRAP_MAX_USERDATA (64 * 1024)
 /* The extraConfig entries a bootstrap sets. */
@@ -67,21 +65,13 @@ int bootstrap_guestinfo(const char *userdata_b64, const char *vm, struct bootstr
  * w->get_secret, then clones with the guestinfo entries. cb is called once,
  * later, unless a negative code is returned. A Secret or key that is
  * missing, a Secret not readable (forbidden) and user data that is not
- * base64 or too big end in cb with a fault that bootstrap_block_reason
- * knows (the group blocks: phase ERROR, no clone); another failure to read
- * the Secret with the fault "BootstrapSecretUnreadable" (retried). */
+ * base64 or too big end in cb with a fault that outcome_bootstrap_block
+ * knows (controller/outcome.h: the group blocks, phase ERROR, no clone);
+ * another failure to read the Secret with OUTCOME_BOOTSTRAP_UNREADABLE,
+ * and a clone that could not be started after the read with
+ * OUTCOME_BOOTSTRAP_NOT_STARTED (both retried). */
 int bootstrap_clone(const struct rec_world *w, const struct vmgroup *g, const char *folder,
                     const char *vm, const char *template_, int cpu, int memory_mb, rec_done_cb cb,
                     void *cbdata);
-
-/* bootstrap_block_reason returns the CamelCase reason (static) of a fault
- * given by bootstrap_clone that only a user's change can mend, else NULL. */
-const char *bootstrap_block_reason(const char *fault);
-
-/* bootstrap_get_secret is a get_secret (reconciler.h) over a Kubernetes
- * client: GET /api/v1/namespaces/<ns>/secrets/<name>. The body is wiped
- * before it is freed. */
-int bootstrap_get_secret(struct kube_client *kc, const char *ns, const char *name, rec_secret_cb cb,
-                         void *cbdata);
 
 #endif

@@ -19,13 +19,12 @@
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
 #include "kube/leader.h"
-#include "controller/bootstrap.h"
+#include "controller/kubeworld.h"
 #include "controller/naming.h"
 #include "controller/reconciler.h"
 #include "controller/vcworld.h"
 #include "controller/vmgroup.h"
 #include "kube/workqueue.h"
-#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/http.h"
 #include "lib/log.h"
@@ -55,14 +54,12 @@ struct mgr {
 
     vmg_http *http;
     kcfg *cfg;
-    kube_client *kc;      /* the controller's requests */
+    struct kubeworld kw;  /* the controller's requests, the VmGroups' cache, events */
     kube_client *kc_le;   /* the elector's own, never queued behind the controller's */
     kube_client *kc_auth; /* the metrics' TokenReviews and SubjectAccessReviews, apart */
-    struct informer *inf;
     struct wq *q;
     reconciler *rec;
     leader *le;
-    events *ev;
     vcworld *vc;
     bool vc_ready;
     char vc_msg[512];
@@ -112,9 +109,9 @@ static double f_events_cached(void *d)
     struct mgr *m = d;
     struct events_stats st;
 
-    if (!m->ev)
+    if (!m->kw.ev)
         return 0;
-    events_get_stats(m->ev, &st);
+    events_get_stats(m->kw.ev, &st);
     return (double)(st.cached + st.buckets);
 }
 
@@ -290,7 +287,7 @@ static bool ready(struct mgr *m, char *failed, size_t len)
     } while (0)
     if (m->stopping)
         FAILED("shutdown");
-    if (!m->inf || !informer_has_synced(m->inf))
+    if (!m->kw.inf || !informer_has_synced(m->kw.inf))
         FAILED("cache");
     if (vcworld_ready(m->vc, why, sizeof(why)) < 0)
         FAILED("vcenter");
@@ -511,99 +508,7 @@ static int servers_start(struct mgr *m)
     return 0;
 }
 
-/* ---- the reconciler's world: the Kubernetes half ---- */
-
-static const struct vmgroup *w_get_group(void *data, const char *key)
-{
-    struct mgr *m = data;
-    return informer_get(m->inf, key);
-}
-
-static void w_now(void *data, char *buf, size_t len)
-{
-    vmg_rfc3339(vmg_clock_wall_us(data), buf, len);
-}
-
-struct write {
-    rec_done_cb cb;
-    void *cbdata;
-};
-
-static void write_done(void *data, const struct kube_result *res)
-{
-    struct write *w = data;
-    w->cb(w->cbdata, res->err, res->reason, res->message);
-    free(w);
-}
-
-static int group_path(const struct vmgroup *g, char *buf, size_t len)
-{
-    return kube_path(buf, len, VMGROUP_GROUP, VMGROUP_VERSION, g->meta.ns, VMGROUP_PLURAL,
-                     g->meta.name, NULL);
-}
-
-static int w_patch(struct mgr *m, const struct vmgroup *g, const cJSON *body, bool status,
-                   rec_done_cb cb, void *cbdata)
-{
-    char path[KUBE_PATH_MAX];
-    struct write *w;
-    int rc = group_path(g, path, sizeof(path));
-
-    if (rc < 0)
-        return rc;
-    w = calloc(1, sizeof(*w));
-    if (!w)
-        return -ENOMEM;
-    w->cb = cb;
-    w->cbdata = cbdata;
-    if (status) {
-        cJSON *patch = cJSON_CreateObject();
-        if (!patch || !cJSON_AddItemToObject(patch, "status", cJSON_Duplicate(body, 1))) {
-            cJSON_Delete(patch);
-            free(w);
-            return -ENOMEM;
-        }
-        rc = kube_merge_patch_status(m->kc, path, patch, write_done, w);
-        cJSON_Delete(patch);
-    } else {
-        rc = kube_merge_patch(m->kc, path, body, write_done, w);
-    }
-    if (rc < 0)
-        free(w);
-    return rc;
-}
-
-static int w_patch_status(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
-                          void *cbdata)
-{
-    return w_patch(data, g, status, true, cb, cbdata);
-}
-
-static int w_patch_meta(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
-                        void *cbdata)
-{
-    return w_patch(data, g, patch, false, cb, cbdata);
-}
-
-static int w_get_secret(void *data, const char *ns, const char *name, rec_secret_cb cb,
-                        void *cbdata)
-{
-    struct mgr *m = data;
-
-    return bootstrap_get_secret(m->kc, ns, name, cb, cbdata);
-}
-
-static void w_event(void *data, const struct vmgroup *g, bool warning, const char *reason,
-                    const char *message)
-{
-    struct mgr *m = data;
-    struct events_object obj;
-
-    if (!m->ev)
-        return;
-    vmgroup_event_object(g, &obj);
-    events_record(m->ev, &obj, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, message);
-}
+/* ---- the reconciler's hooks: metrics ---- */
 
 static void event_dropped(void *data, enum events_drop why, const struct events_object *obj,
                           const char *reason)
@@ -658,7 +563,7 @@ static void w_forgotten(void *data, const char *key)
     vmg_metric_remove(m->m_current, (const char *[]){ns, name});
     vmg_metric_remove(m->m_desired, (const char *[]){ns, name});
     vcworld_forget_group(m->vc, ns, name);
-    events_forget(m->ev, ns, name);
+    kubeworld_forget_group(&m->kw, ns, name);
 }
 
 /* ---- informer -> queue ---- */
@@ -760,8 +665,8 @@ static int enqueue_one(void *data, const char *key, const void *obj)
 
 static void enqueue_all(struct mgr *m)
 {
-    if (m->inf)
-        informer_foreach(m->inf, enqueue_one, m);
+    if (m->kw.inf)
+        informer_foreach(m->kw.inf, enqueue_one, m);
 }
 
 /* ---- vCenter -> queue ---- */
@@ -861,10 +766,10 @@ static void close_all(struct mgr *m)
     }
     authn_free(m->auth);
     m->auth = NULL;
-    if (m->inf) {
+    if (m->kw.inf) {
         m->closing++;
-        informer_close(m->inf, closed_one, m);
-        m->inf = NULL;
+        informer_close(m->kw.inf, closed_one, m);
+        m->kw.inf = NULL;
     }
     if (m->le) {
         m->closing++;
@@ -876,20 +781,20 @@ static void close_all(struct mgr *m)
         vcworld_close(m->vc, closed_one, m); /* completes operations in flight: canceled */
         m->vc = NULL;
     }
-    if (m->ev) {
+    if (m->kw.ev) {
         m->closing++;
-        events_close(m->ev, closed_one, m);
-        m->ev = NULL;
+        events_close(m->kw.ev, closed_one, m);
+        m->kw.ev = NULL;
     }
     if (m->q) {
         m->closing++;
         wq_close(m->q, closed_one, m);
         m->q = NULL;
     }
-    if (m->kc) {
+    if (m->kw.kc) {
         m->closing++;
-        kube_client_close(m->kc, closed_one, m);
-        m->kc = NULL;
+        kube_client_close(m->kw.kc, closed_one, m);
+        m->kw.kc = NULL;
     }
     if (m->kc_le) {
         m->closing++;
@@ -1026,7 +931,7 @@ static int setup(struct mgr *m)
     }
     vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "API server %s (from %s)", kcfg_server(m->cfg),
              kcfg_source(m->cfg));
-    rc = kube_client_new(&m->loop, m->http, m->cfg, &kco, &m->kc);
+    rc = kube_client_new(&m->loop, m->http, m->cfg, &kco, &m->kw.kc);
     if (rc < 0)
         return rc;
 
@@ -1037,10 +942,10 @@ static int setup(struct mgr *m)
     }
 
     eo.io = &events_kube_io;
-    eo.io_ctx = m->kc;
+    eo.io_ctx = m->kw.kc;
     eo.on_drop = event_dropped;
     eo.drop_data = m;
-    rc = events_new(&m->loop, &eo, &m->ev);
+    rc = events_new(&m->loop, &eo, &m->kw.ev);
     if (rc < 0)
         return rc;
 
@@ -1055,17 +960,12 @@ static int setup(struct mgr *m)
         return rc;
     vmg_metrics_add_collector(m->metrics, wq_collect, m);
 
-    rw.data = m;
-    rw.get_group = w_get_group;
-    rw.now = w_now;
-    rw.patch_status = w_patch_status;
-    rw.patch_meta = w_patch_meta;
-    rw.event = w_event;
-    rw.get_secret = w_get_secret;
+    kubeworld_fill(&m->kw, &rw);
+    vcworld_fill(m->vc, &rw);
+    rw.hookdata = m;
     rw.observed = w_observed;
     rw.reconciled = w_reconciled;
     rw.forgotten = w_forgotten;
-    vcworld_fill(m->vc, &rw);
     rc = reconciler_new(&rw, &ro, m->q, &m->rec);
     if (rc < 0)
         return rc;
@@ -1079,7 +979,7 @@ static int setup(struct mgr *m)
     io.resync_ms = o->resync_ms;
     io.ns = o->watch_namespace;
     vmgroup_informer_opts(&io);
-    rc = informer_new(&m->loop, m->kc, &io, &m->inf);
+    rc = informer_new(&m->loop, m->kw.kc, &io, &m->kw.inf);
     if (rc < 0)
         return rc;
 
@@ -1117,7 +1017,7 @@ static int setup(struct mgr *m)
     rc = servers_start(m);
     if (rc < 0)
         return rc;
-    rc = informer_start(m->inf);
+    rc = informer_start(m->kw.inf);
     if (rc < 0)
         return rc;
     rc = vcworld_start(m->vc);

@@ -1,5 +1,7 @@
-/* reconciler.c: the VmGroup sync function (read caches -> plan -> act) and
- * the bookkeeping of the operations it starts. */
+/* reconciler.c: the VmGroup sync function (gather the caches -> plan -> act
+ * -> decide when to look again) and the bookkeeping of the operations it
+ * starts. What an operation's end means is decided in outcome.c; this file
+ * applies it. */
 #include "controller/reconciler.h"
 
 #include <errno.h>
@@ -9,6 +11,9 @@
 
 #include "controller/bootstrap.h"
 #include "controller/naming.h"
+#include "controller/outcome.h"
+#include "lib/backoff.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/strmap.h"
@@ -16,6 +21,8 @@
 #define LOGGER "reconciler"
 #define MSG_MAX 512
 #define AWAIT_MS 30000 /* longest wait for the inventory to show a finished operation */
+#define BACKOFF_BASE_MS 1000
+#define BACKOFF_CAP_MS 300000
 
 struct gstate;
 
@@ -78,11 +85,37 @@ struct reconciler {
     uint64_t (*clock)(void *);
 };
 
-static uint64_t now_ms(void)
+/* What one pass asks of the queue for its key. reconcile() decides it;
+ * only reconciler_handle() acts on it (apply_result). */
+enum rec_outcome {
+    REC_DONE = 0,      /* success: the key's backoff is reset */
+    REC_REQUEUE_AFTER, /* look again after after_ms */
+    REC_ERROR,         /* failed: retried with the queue's rate limiter */
+};
+
+struct rec_result {
+    enum rec_outcome outcome;
+    uint64_t after_ms; /* REC_REQUEUE_AFTER: when to look again */
+    bool forget;       /* REC_REQUEUE_AFTER: the key's backoff is reset as well */
+    /* Besides the outcome, applied before it: a finalizer write that could
+     * not start is retried with the rate limiter; a finalizer written and
+     * not yet in the cache is looked at when the wait is over (0: none). */
+    bool write_failed;
+    uint64_t meta_wait_ms;
+    /* After it: the next deadline of an operation awaited in the cache (0: none). */
+    uint64_t await_ms;
+};
+
+static const char *result_label(const struct rec_result *res)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    switch (res->outcome) {
+    case REC_REQUEUE_AFTER:
+        return "requeue_after";
+    case REC_ERROR:
+        return "error";
+    default:
+        return "success";
+    }
 }
 
 static struct gstate *gs_find(reconciler *r, const char *key)
@@ -163,91 +196,153 @@ static void set_str(char **dst, const char *s)
     *dst = s ? strdup(s) : NULL;
 }
 
-static const char *kind_event_reason(enum plan_action_kind k, bool ok)
+/* ---- the operations, one row a kind ---- */
+
+static void op_done(void *cbdata, int err, const char *fault, const char *msg);
+
+static int start_create_folder(reconciler *r, struct op *op, const struct vmgroup *g,
+                               const struct plan_action *a)
 {
-    switch (k) {
-    case PLAN_CREATE_FOLDER:
-        return ok ? "FolderCreated" : "FolderCreateFailed";
-    case PLAN_DESTROY_FOLDER:
-        return ok ? "FolderDeleted" : "FolderDeleteFailed";
-    case PLAN_CLONE:
-        return ok ? "Created" : "CreateFailed";
-    case PLAN_POWER_ON:
-        return ok ? "PoweredOn" : "PowerOnFailed";
-    case PLAN_POWER_OFF:
-        return ok ? "PoweredOff" : "PowerOffFailed";
-    case PLAN_RECONFIGURE:
-        return ok ? "Reconfigured" : "ReconfigureFailed";
-    case PLAN_DESTROY_VM:
-        return ok ? "Deleted" : "DeleteFailed";
-    default:
-        return ok ? "Done" : "Failed";
-    }
+    (void)g;
+    (void)a;
+    return r->w.create_folder(r->w.vcdata, op->gs->folder, op_done, op);
 }
 
-static const char *kind_verb(enum plan_action_kind k)
+static int start_destroy_folder(reconciler *r, struct op *op, const struct vmgroup *g,
+                                const struct plan_action *a)
 {
-    switch (k) {
-    case PLAN_CREATE_FOLDER:
-        return "create folder";
-    case PLAN_DESTROY_FOLDER:
-        return "delete folder";
-    case PLAN_CLONE:
-        return "create VM";
-    case PLAN_POWER_ON:
-        return "power on VM";
-    case PLAN_POWER_OFF:
-        return "power off VM";
-    case PLAN_RECONFIGURE:
-        return "reconfigure VM";
-    case PLAN_DESTROY_VM:
-        return "delete VM";
-    default:
-        return "act on";
-    }
+    (void)g;
+    (void)a;
+    return r->w.destroy_folder(r->w.vcdata, op->gs->folder, op_done, op);
 }
 
-static bool fault_is(const char *fault, const char *name)
+static int start_clone(reconciler *r, struct op *op, const struct vmgroup *g,
+                       const struct plan_action *a)
 {
-    return fault && strcmp(fault, name) == 0;
+    /* With the bootstrap's Secret read first, when the group has one. */
+    return bootstrap_clone(&r->w, g, op->gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
+                           op_done, op);
 }
 
-/* benign tells whether a failed operation left things as wanted anyway: a
- * clone re-issued after a restart that collides by name, a folder already
- * there, a VM already gone or already in the asked power state. */
-static bool benign(enum plan_action_kind k, int err, const char *fault)
+static int start_power(reconciler *r, struct op *op, const struct vmgroup *g,
+                       const struct plan_action *a)
 {
-    switch (k) {
-    case PLAN_CLONE:
-    case PLAN_CREATE_FOLDER:
-        return fault_is(fault, "DuplicateName");
-    case PLAN_POWER_ON:
-    case PLAN_POWER_OFF:
-        return fault_is(fault, "InvalidPowerState");
-    case PLAN_DESTROY_VM:
-    case PLAN_DESTROY_FOLDER:
-        return fault_is(fault, "ManagedObjectNotFound") || err == VMG_ENOTFOUND;
-    default:
-        return false;
-    }
+    (void)g;
+    return r->w.power(r->w.vcdata, op->gs->folder, a->vm, a->kind == PLAN_POWER_ON, op_done, op);
 }
 
-/* template_reason names why a clone's template cannot be used: missing,
- * ambiguous, or refused (not a template, inside the operator's folder,
- * outside the datacenter). */
-static const char *template_reason(int err)
+static int start_reconfigure(reconciler *r, struct op *op, const struct vmgroup *g,
+                             const struct plan_action *a)
 {
-    return err == VMG_ENOTFOUND    ? "TemplateNotFound"
-           : err == VMG_EAMBIGUOUS ? "TemplateAmbiguous"
-                                   : "TemplateRefused";
+    (void)g;
+    return r->w.reconfigure(r->w.vcdata, op->gs->folder, a->vm, a->cpu, a->memory_mb, op_done, op);
 }
 
+static int start_destroy_vm(reconciler *r, struct op *op, const struct vmgroup *g,
+                            const struct plan_action *a)
+{
+    (void)g;
+    return r->w.destroy_vm(r->w.vcdata, op->gs->folder, a->vm, op_done, op);
+}
+
+/* The seen_ functions tell whether the inventory shows what op did; v is
+ * op's VM as the folder f holds it, or NULL. */
+
+static bool seen_folder_present(const struct op *op, const struct rec_folder *f,
+                                const struct plan_vm *v)
+{
+    (void)op;
+    (void)v;
+    return f->state == PLAN_FOLDER_PRESENT;
+}
+
+static bool seen_folder_absent(const struct op *op, const struct rec_folder *f,
+                               const struct plan_vm *v)
+{
+    (void)op;
+    (void)v;
+    return f->state == PLAN_FOLDER_ABSENT;
+}
+
+static bool seen_vm_present(const struct op *op, const struct rec_folder *f,
+                            const struct plan_vm *v)
+{
+    (void)op;
+    (void)f;
+    return v != NULL;
+}
+
+static bool seen_vm_absent(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)op;
+    return f->state != PLAN_FOLDER_UNKNOWN && v == NULL;
+}
+
+static bool seen_on(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)op;
+    (void)f;
+    return !v || v->powered_on;
+}
+
+static bool seen_off(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)op;
+    (void)f;
+    return !v || !v->powered_on;
+}
+
+static bool seen_sized(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)f;
+    return !v || (v->num_cpu == op->cpu && v->memory_mb == op->memory_mb);
+}
+
+/* What the reconciler knows of each kind of vCenter operation: how logs and
+ * events name it ("Failed to <verb> web-0", "<done> web-0", the events'
+ * reasons), how it is started, and how the inventory shows it done. */
+struct op_kind {
+    const char *verb;
+    const char *done;
+    const char *ok_reason, *fail_reason;
+    int (*start)(reconciler *r, struct op *op, const struct vmgroup *g,
+                 const struct plan_action *a);
+    bool (*seen)(const struct op *op, const struct rec_folder *f, const struct plan_vm *v);
+};
+
+static const struct op_kind op_kinds[] = {
+    [PLAN_CREATE_FOLDER] = {"create folder", "Created folder", "FolderCreated",
+                            "FolderCreateFailed", start_create_folder, seen_folder_present},
+    [PLAN_DESTROY_FOLDER] = {"delete folder", "Deleted folder", "FolderDeleted",
+                             "FolderDeleteFailed", start_destroy_folder, seen_folder_absent},
+    [PLAN_CLONE] = {"create VM", "Created VM", "Created", "CreateFailed", start_clone,
+                    seen_vm_present},
+    [PLAN_POWER_ON] = {"power on VM", "Powered on VM", "PoweredOn", "PowerOnFailed", start_power,
+                       seen_on},
+    [PLAN_POWER_OFF] = {"power off VM", "Powered off VM", "PoweredOff", "PowerOffFailed",
+                        start_power, seen_off},
+    [PLAN_RECONFIGURE] = {"reconfigure VM", "Reconfigured VM", "Reconfigured", "ReconfigureFailed",
+                          start_reconfigure, seen_sized},
+    [PLAN_DESTROY_VM] = {"delete VM", "Deleted VM", "Deleted", "DeleteFailed", start_destroy_vm,
+                         seen_vm_absent},
+};
+
+/* kind_of returns the row of k; a kind that is no vCenter operation (a
+ * finalizer write, an event) gets a row that starts nothing. */
+static const struct op_kind *kind_of(enum plan_action_kind k)
+{
+    static const struct op_kind none = {"act on", "Done", "Done", "Failed", NULL, NULL};
+
+    if ((size_t)k < sizeof(op_kinds) / sizeof(op_kinds[0]) && op_kinds[k].start)
+        return &op_kinds[k];
+    return &none;
+}
+
+/* backoff_ms: a group's wait after its failures-th failure in a row: 1 s,
+ * doubling, at most 5 min. */
 static uint64_t backoff_ms(unsigned failures)
 {
-    uint64_t d = 1000;
-    for (unsigned i = 1; i < failures && d < 300000; i++)
-        d *= 2;
-    return d > 300000 ? 300000 : d;
+    return vmg_backoff_ms(BACKOFF_BASE_MS, BACKOFF_CAP_MS, failures ? failures - 1 : 0);
 }
 
 static void note_transient(reconciler *r, struct gstate *gs, const char *msg)
@@ -257,106 +352,112 @@ static void note_transient(reconciler *r, struct gstate *gs, const char *msg)
     gs->transient_until = r->clock(NULL) + backoff_ms(gs->failures);
 }
 
-static uint64_t clock_default(void *data)
+/* How a key goes back to the queue. */
+enum requeue {
+    REQUEUE_NOW,          /* at once */
+    REQUEUE_AFTER,        /* after a delay */
+    REQUEUE_RATE_LIMITED, /* after the queue's rate limiter's delay, one more failure */
+};
+
+/* requeue puts key back in the queue: the only place, with apply_result's
+ * wq_forget, where the reconciler adds to the queue. */
+static void requeue(reconciler *r, const char *key, enum requeue how, uint64_t after_ms)
 {
-    (void)data;
-    return now_ms();
+    switch (how) {
+    case REQUEUE_NOW:
+        wq_add(r->q, key);
+        break;
+    case REQUEUE_AFTER:
+        wq_add_after(r->q, key, after_ms);
+        break;
+    case REQUEUE_RATE_LIMITED:
+        wq_add_rate_limited(r->q, key);
+        break;
+    }
 }
 
+/* op_done applies what the end of op means (outcome_decide): the one
+ * place that logs it, says it in an event, changes the group's state and
+ * plans the group again. */
 static void op_done(void *cbdata, int err, const char *fault, const char *msg)
 {
     struct op *op = cbdata;
     struct gstate *gs = op->gs;
     reconciler *r = op->r;
     const struct vmgroup *g = r->w.get_group(r->w.data, gs->key);
+    const char *what = op->vm[0] ? op->vm : gs->folder;
+    const char *why = msg && *msg ? msg : vmg_strerror(err);
     struct op **pp = &gs->ops;
-    char text[MSG_MAX];
-    bool retry_later = false;
-
-    bool keep = false;
+    const struct op_kind *k = kind_of(op->kind);
+    struct op_decision d;
+    char text[MSG_MAX] = "";
+    bool event;
 
     r->inflight--;
-    if (err == VMG_ECANCELED) {
-        /* Shutting down: nothing to report. */
-    } else if (err == 0 || benign(op->kind, err, fault)) {
-        if (err == 0) {
-            if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
-                snprintf(text, sizeof(text), "%s folder %s",
-                         op->kind == PLAN_CREATE_FOLDER ? "Created" : "Deleted", gs->folder);
-            else
-                snprintf(text, sizeof(text), "%s %s",
-                         op->kind == PLAN_CLONE         ? "Created VM"
-                         : op->kind == PLAN_POWER_ON    ? "Powered on VM"
-                         : op->kind == PLAN_POWER_OFF   ? "Powered off VM"
-                         : op->kind == PLAN_RECONFIGURE ? "Reconfigured VM"
-                                                        : "Deleted VM",
-                         op->vm);
-            vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name, "%s", text);
-            if (g)
-                r->w.event(r->w.data, g, false, kind_event_reason(op->kind, true), text);
-        } else {
-            vmg_log_v(1, LOGGER, gs->ns, gs->name, "%s %s: %s (already as wanted)",
-                      kind_verb(op->kind), op->vm[0] ? op->vm : gs->folder, fault ? fault : "");
-        }
-        gs->failures = 0;
-        keep = true;
-        if (op->kind == PLAN_CLONE && gs->block == PLAN_BLOCK_TEMPLATE && err == 0) {
-            gs->block = PLAN_BLOCK_NONE;
-            gs->block_reason = NULL;
-            set_str(&gs->block_msg, NULL);
-        }
-    } else if ((op->kind == PLAN_POWER_ON || op->kind == PLAN_POWER_OFF ||
-                op->kind == PLAN_RECONFIGURE) &&
-               fault_is(fault, "ManagedObjectNotFound")) {
-        /* The VM went meanwhile (destroyed out of band): nothing failed
-         * that waiting would mend, so the group's backoff does not grow.
-         * The VM is read again, and the group planned again shortly. */
+    outcome_decide(op->kind, err, fault, &d);
+    event = g && d.event != OP_EVENT_NONE;
+
+    /* What is said about it, in the log and in an event. */
+    switch (d.outcome) {
+    case OP_CANCELED:
+        break; /* shutting down: nothing to report */
+    case OP_DONE:
+        snprintf(text, sizeof(text), "%s %s", k->done, what);
+        vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name, "%s", text);
+        break;
+    case OP_AS_WANTED:
+        vmg_log_v(1, LOGGER, gs->ns, gs->name, "%s %s: %s (already as wanted)", k->verb, what,
+                  fault ? fault : "");
+        break;
+    case OP_VM_GONE:
         vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name,
                  "%s %s: the VM is gone from vCenter (ManagedObjectNotFound); planning again",
-                 kind_verb(op->kind), op->vm);
-        if (r->w.reread)
-            (void)r->w.reread(r->w.vcdata, gs->folder, op->vm);
-        retry_later = true;
-    } else if (op->kind == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT)) {
-        /* The clone may be under way or done (the request reached vCenter
-         * and its answer was lost, or vCenter forgot the task): it counts
-         * as in flight until the inventory shows the VM or the wait is
-         * over, so that a lower free slot is not cloned meanwhile. */
+                 k->verb, op->vm);
+        break;
+    case OP_UNSURE:
         snprintf(text, sizeof(text), "creating VM %s: %s; waiting to see it in the inventory",
-                 op->vm, msg && *msg ? msg : vmg_strerror(err));
+                 op->vm, why);
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
-        note_transient(r, gs, text);
-        keep = true;
-        retry_later = true;
-    } else if (op->kind == PLAN_CLONE &&
-               (bootstrap_block_reason(fault) ||
-                (!fault &&
-                 (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG)))) {
-        /* The template, or the bootstrap's Secret, cannot be used: no
-         * clone until the spec or the Secret changes. */
-        const char *reason =
-            bootstrap_block_reason(fault) ? bootstrap_block_reason(fault) : template_reason(err);
-
+        break;
+    case OP_TEMPLATE:
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "cannot create VM %s: %s", op->vm, text);
-        if (g && (gs->block != PLAN_BLOCK_TEMPLATE || !gs->block_msg ||
-                  strcmp(gs->block_msg, text) != 0))
-            r->w.event(r->w.data, g, true, reason, text);
+        /* Said once, not at every retry of the same block. */
+        event = event && (gs->block != PLAN_BLOCK_TEMPLATE || !gs->block_msg ||
+                          strcmp(gs->block_msg, text) != 0);
+        break;
+    case OP_FAILED:
+        snprintf(text, sizeof(text), "Failed to %s %s: %s", k->verb, what, why);
+        vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
+        break;
+    }
+    if (event)
+        r->w.event(r->w.data, g, d.event == OP_EVENT_WARNING,
+                   d.block_reason               ? d.block_reason
+                   : d.event == OP_EVENT_NORMAL ? k->ok_reason
+                                                : k->fail_reason,
+                   text);
+
+    /* The group's state. */
+    if (d.reread && r->w.reread)
+        (void)r->w.reread(r->w.vcdata, gs->folder, op->vm);
+    if (d.transient)
+        note_transient(r, gs, text);
+    if (d.settle)
+        gs->failures = 0;
+    if (d.unblock && gs->block == PLAN_BLOCK_TEMPLATE) {
+        gs->block = PLAN_BLOCK_NONE;
+        gs->block_reason = NULL;
+        set_str(&gs->block_msg, NULL);
+    }
+    if (d.block_reason) {
         gs->block = PLAN_BLOCK_TEMPLATE;
-        gs->block_reason = reason;
+        gs->block_reason = d.block_reason;
         set_str(&gs->block_msg, text);
         gs->block_gen = g ? g->meta.generation : 0;
         gs->block_at = r->clock(NULL);
-    } else {
-        snprintf(text, sizeof(text), "Failed to %s %s: %s", kind_verb(op->kind),
-                 op->vm[0] ? op->vm : gs->folder, msg && *msg ? msg : vmg_strerror(err));
-        vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
-        if (g)
-            r->w.event(r->w.data, g, true, kind_event_reason(op->kind, false), text);
-        note_transient(r, gs, text);
-        retry_later = true;
     }
-    if (keep && err != VMG_ECANCELED) {
+    if (d.await) {
         op->awaiting = true;
         op->deadline = r->clock(NULL) + AWAIT_MS;
     } else {
@@ -368,19 +469,17 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         free(op);
     }
 
-    if (err == VMG_ECANCELED)
-        return;
-    if (!g)
-        wq_add(r->q, gs->key); /* the object is gone: the pass drops the group */
-    else if (retry_later)
-        wq_add_after(r->q, gs->key, backoff_ms(gs->failures));
-    else
-        wq_add(r->q, gs->key);
+    /* The requeue; at once when the object is gone: the pass drops the group. */
+    if (d.requeue == OP_REQUEUE_BACKOFF && g)
+        requeue(r, gs->key, REQUEUE_AFTER, backoff_ms(gs->failures));
+    else if (d.requeue != OP_REQUEUE_NONE)
+        requeue(r, gs->key, REQUEUE_NOW, 0);
 }
 
 static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
                     const struct plan_action *a)
 {
+    const struct op_kind *k = kind_of(a->kind);
     struct op *op = calloc(1, sizeof(*op));
     int rc;
 
@@ -395,31 +494,7 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     op->cpu = a->cpu;
     op->memory_mb = a->memory_mb;
 
-    switch (a->kind) {
-    case PLAN_CREATE_FOLDER:
-        rc = r->w.create_folder(r->w.vcdata, gs->folder, op_done, op);
-        break;
-    case PLAN_DESTROY_FOLDER:
-        rc = r->w.destroy_folder(r->w.vcdata, gs->folder, op_done, op);
-        break;
-    case PLAN_CLONE:
-        rc = bootstrap_clone(&r->w, g, gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
-                             op_done, op);
-        break;
-    case PLAN_POWER_ON:
-    case PLAN_POWER_OFF:
-        rc = r->w.power(r->w.vcdata, gs->folder, a->vm, a->kind == PLAN_POWER_ON, op_done, op);
-        break;
-    case PLAN_RECONFIGURE:
-        rc = r->w.reconfigure(r->w.vcdata, gs->folder, a->vm, a->cpu, a->memory_mb, op_done, op);
-        break;
-    case PLAN_DESTROY_VM:
-        rc = r->w.destroy_vm(r->w.vcdata, gs->folder, a->vm, op_done, op);
-        break;
-    default:
-        rc = -EINVAL;
-        break;
-    }
+    rc = k->start ? k->start(r, op, g, a) : -EINVAL;
     if (rc < 0) {
         free(op);
         return rc;
@@ -429,7 +504,7 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     gs->n_ops++;
     r->inflight++;
     if (a->kind != PLAN_CLONE || op->vm[0])
-        vmg_log_v(1, LOGGER, gs->ns, gs->name, "started: %s %s", kind_verb(a->kind),
+        vmg_log_v(1, LOGGER, gs->ns, gs->name, "started: %s %s", k->verb,
                   op->vm[0] ? op->vm : gs->folder);
     return 0;
 }
@@ -448,7 +523,7 @@ static bool gone_after(reconciler *r, struct gstate *gs)
 {
     if (r->w.get_group(r->w.data, gs->key))
         return false;
-    wq_add(r->q, gs->key);
+    requeue(r, gs->key, REQUEUE_NOW, 0);
     return true;
 }
 
@@ -476,7 +551,7 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
          * computed while this write was in flight needs a pass of its own. */
         if (status && gs->status_dirty) {
             gs->status_dirty = false;
-            wq_add(r->q, gs->key);
+            requeue(r, gs->key, REQUEUE_NOW, 0);
         }
         return;
     }
@@ -486,17 +561,17 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     else
         gs->meta_until = 0;
     if (err == VMG_ENOTFOUND) {
-        wq_add(r->q, gs->key);
+        requeue(r, gs->key, REQUEUE_NOW, 0);
         return;
     }
     if (err == VMG_ECONFLICT) {
         vmg_log_v(1, LOGGER, gs->ns, gs->name, "write conflicted, retrying with the latest object");
-        wq_add_rate_limited(r->q, gs->key);
+        requeue(r, gs->key, REQUEUE_RATE_LIMITED, 0);
         return;
     }
     vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "writing the VmGroup failed: %s",
              msg && *msg ? msg : vmg_strerror(err));
-    wq_add_rate_limited(r->q, gs->key);
+    requeue(r, gs->key, REQUEUE_RATE_LIMITED, 0);
 }
 
 static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g, bool status,
@@ -542,26 +617,9 @@ static const struct plan_vm *find_vm(const struct rec_folder *f, const char *nam
 /* seen tells whether the inventory now shows what op did. */
 static bool seen(const struct op *op, const struct rec_folder *f)
 {
-    const struct plan_vm *v = op->vm[0] ? find_vm(f, op->vm) : NULL;
+    const struct op_kind *k = kind_of(op->kind);
 
-    switch (op->kind) {
-    case PLAN_CREATE_FOLDER:
-        return f->state == PLAN_FOLDER_PRESENT;
-    case PLAN_DESTROY_FOLDER:
-        return f->state == PLAN_FOLDER_ABSENT;
-    case PLAN_CLONE:
-        return v != NULL;
-    case PLAN_DESTROY_VM:
-        return f->state != PLAN_FOLDER_UNKNOWN && v == NULL;
-    case PLAN_POWER_ON:
-        return !v || v->powered_on;
-    case PLAN_POWER_OFF:
-        return !v || !v->powered_on;
-    case PLAN_RECONFIGURE:
-        return !v || (v->num_cpu == op->cpu && v->memory_mb == op->memory_mb);
-    default:
-        return true;
-    }
+    return !k->seen || k->seen(op, f, op->vm[0] ? find_vm(f, op->vm) : NULL);
 }
 
 /* sweep drops the finished operations that the inventory now shows, or
@@ -585,14 +643,14 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
              * itself, and wait once more before acting on the cache. */
             vmg_log_v(1, LOGGER, gs->ns, gs->name,
                       "the inventory did not show the end of %s %s in time; reading it again",
-                      kind_verb(op->kind), op->vm);
+                      kind_of(op->kind)->verb, op->vm);
             op->reread = true;
             op->deadline = t + AWAIT_MS;
         }
         if (op->awaiting && t >= op->deadline) {
             vmg_log_v(1, LOGGER, gs->ns, gs->name,
                       "the inventory did not show the end of %s %s in time; planning again",
-                      kind_verb(op->kind), op->vm[0] ? op->vm : gs->folder);
+                      kind_of(op->kind)->verb, op->vm[0] ? op->vm : gs->folder);
             *pp = op->next;
             gs->n_ops--;
             free(op);
@@ -641,76 +699,60 @@ static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     cJSON_Delete(st);
 }
 
-static const char *reconcile(reconciler *r, const char *key)
-{
-    const struct vmgroup *g = r->w.get_group(r->w.data, key);
-    struct gstate *gs = gs_find(r, key);
+/* What one pass gathers for the planner, and keeps until the plan is made. */
+struct pass {
     struct planner_input in;
     struct rec_folder f;
-    struct plan_vm *vms = NULL;
-    int *slots = NULL;
-    struct plan *p = NULL;
-    char vmsg[MSG_MAX] = "", now[64] = "", desc[512];
-    uint64_t t = r->clock(NULL);
-    int vr, rc;
-    size_t n = 0, ns = 0;
-    bool transient_now = false, blocked = false, meta_started = false;
-    const char *result = "success";
-    uint64_t await_ms = 0;
+    struct plan_vm *vms; /* f's VMs, marked when an operation on them is in flight */
+    int *slots;          /* the slots of the clones in flight */
+    char vmsg[MSG_MAX];  /* why vCenter cannot be used, or the folder's block */
+    char now[64];
+    int vr;             /* 0 when vCenter is usable, else why not */
+    bool transient_now; /* the planner is told of a transient failure */
+    uint64_t await_ms;  /* the next deadline of an awaited operation (0: none) */
+};
 
-    if (!g) {
-        if (gs) {
-            gs_drop(r, gs);
-            if (r->w.forgotten)
-                r->w.forgotten(r->w.data, key);
-        }
-        wq_forget(r->q, key);
-        return result;
-    }
-    if (!gs)
-        gs = gs_get(r, key);
-    if (!gs) {
-        vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
-        wq_add_rate_limited(r->q, key);
-        return "error";
-    }
-    /* The cache shows the finalizer write awaited: nothing to wait for. */
-    if (gs->meta_until && !gs->meta_inflight &&
-        vmgroup_has_finalizer(g, VMGROUP_FINALIZER) == (gs->meta_kind == PLAN_ADD_FINALIZER))
-        gs->meta_until = 0;
+/* gather reads the caches for the group of gs (object g) at time t and fills
+ * ps->in for the planner; ps->vms and ps->slots are the caller's to free,
+ * whatever it returns (0, or -ENOMEM). */
+static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uint64_t t,
+                  struct pass *ps)
+{
+    struct planner_input *in = &ps->in;
+    struct rec_folder *f = &ps->f;
+    size_t ns = 0;
+    int rc;
 
-    memset(&in, 0, sizeof(in));
-    memset(&f, 0, sizeof(f));
-    f.state = PLAN_FOLDER_UNKNOWN;
-    vr = r->w.vcenter_ready(r->w.vcdata, vmsg, sizeof(vmsg));
-    if (vr == 0) {
-        rc = r->w.folder(r->w.vcdata, gs->folder, &f);
+    memset(ps, 0, sizeof(*ps));
+    f->state = PLAN_FOLDER_UNKNOWN;
+    ps->vr = r->w.vcenter_ready(r->w.vcdata, ps->vmsg, sizeof(ps->vmsg));
+    if (ps->vr == 0) {
+        rc = r->w.folder(r->w.vcdata, gs->folder, f);
         if (rc < 0) {
-            snprintf(vmsg, sizeof(vmsg), "Cannot read the inventory: %s", vmg_strerror(rc));
-            vr = rc;
+            snprintf(ps->vmsg, sizeof(ps->vmsg), "Cannot read the inventory: %s", vmg_strerror(rc));
+            ps->vr = rc;
         }
     }
 
-    if (f.n_vms > VMGROUP_REPLICAS_MAX) {
-        f.n_vms = VMGROUP_REPLICAS_MAX;
-        f.truncated = true;
+    if (f->n_vms > VMGROUP_REPLICAS_MAX) {
+        f->n_vms = VMGROUP_REPLICAS_MAX;
+        f->truncated = true;
     }
-    await_ms = sweep(r, gs, &f, t);
-    vms = f.n_vms ? calloc(f.n_vms, sizeof(*vms)) : NULL;
-    slots = gs->n_ops ? calloc(gs->n_ops, sizeof(*slots)) : NULL;
-    if ((f.n_vms && !vms) || (gs->n_ops && !slots))
-        goto oom;
-    for (size_t i = 0; i < f.n_vms; i++) {
-        vms[i] = f.vms[i];
-        if (has_vm_op(gs, vms[i].name))
-            vms[i].inflight = true;
+    ps->await_ms = sweep(r, gs, f, t);
+    ps->vms = f->n_vms ? calloc(f->n_vms, sizeof(*ps->vms)) : NULL;
+    ps->slots = gs->n_ops ? calloc(gs->n_ops, sizeof(*ps->slots)) : NULL;
+    if ((f->n_vms && !ps->vms) || (gs->n_ops && !ps->slots))
+        return -ENOMEM;
+    for (size_t i = 0; i < f->n_vms; i++) {
+        ps->vms[i] = f->vms[i];
+        if (has_vm_op(gs, ps->vms[i].name))
+            ps->vms[i].inflight = true;
     }
-    n = f.n_vms;
     for (const struct op *op = gs->ops; op; op = op->next) {
         if (op->kind == PLAN_CLONE)
-            slots[ns++] = op->slot;
+            ps->slots[ns++] = op->slot;
         if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
-            in.folder_inflight = true;
+            in->folder_inflight = true;
     }
 
     /* A learned block holds until the spec changes, and is retried now and then. */
@@ -723,89 +765,98 @@ static const char *reconcile(reconciler *r, const char *key)
     if (gs->transient && t >= gs->transient_until)
         set_str(&gs->transient, NULL);
 
-    r->w.now(r->w.data, now, sizeof(now));
-    in.g = g;
-    in.vms = vms;
-    in.n_vms = n;
-    in.folder = f.state;
-    in.folder_other_objects = f.other_objects;
-    in.clones_inflight = slots;
-    in.n_clones_inflight = ns;
-    in.block = gs->block;
-    in.block_reason = gs->block_reason;
-    in.block_message = gs->block_msg;
-    if (f.truncated && !g->meta.deleting) {
+    r->w.now(r->w.data, ps->now, sizeof(ps->now));
+    in->g = g;
+    in->vms = ps->vms;
+    in->n_vms = f->n_vms;
+    in->folder = f->state;
+    in->folder_other_objects = f->other_objects;
+    in->clones_inflight = ps->slots;
+    in->n_clones_inflight = ns;
+    in->block = gs->block;
+    in->block_reason = gs->block_reason;
+    in->block_message = gs->block_msg;
+    if (f->truncated && !g->meta.deleting) {
         /* A partial view could make a live group clone over VMs it does
          * not see; a deleting one only removes what it sees, and sees more
          * as they go. */
-        snprintf(vmsg, sizeof(vmsg),
+        snprintf(ps->vmsg, sizeof(ps->vmsg),
                  "folder %s holds more than %d VMs, the most one group can manage: nothing is "
                  "done until it holds fewer",
                  gs->folder, VMGROUP_REPLICAS_MAX);
-        in.block = PLAN_BLOCK_OTHER;
-        in.block_reason = "TooManyVMs";
-        in.block_message = vmsg;
-    } else if (vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG) {
-        in.block = PLAN_BLOCK_PLACEMENT;
-        in.block_reason = NULL;
-        in.block_message = vmsg;
-    } else if (vr < 0) {
-        in.transient_message = vmsg;
-        transient_now = true;
+        in->block = PLAN_BLOCK_OTHER;
+        in->block_reason = "TooManyVMs";
+        in->block_message = ps->vmsg;
+    } else if (ps->vr == VMG_ENOTFOUND || ps->vr == VMG_EAMBIGUOUS || ps->vr == VMG_ECONFIG) {
+        in->block = PLAN_BLOCK_PLACEMENT;
+        in->block_reason = NULL;
+        in->block_message = ps->vmsg;
+    } else if (ps->vr < 0) {
+        in->transient_message = ps->vmsg;
+        ps->transient_now = true;
     } else if (gs->transient) {
-        in.transient_message = gs->transient;
-        transient_now = true;
+        in->transient_message = gs->transient;
+        ps->transient_now = true;
     }
-    in.now = now;
-    in.max_inflight = r->o.max_group_tasks;
+    in->now = ps->now;
+    in->max_inflight = r->o.max_group_tasks;
+    return 0;
+}
 
-    rc = planner_plan(&in, &p);
-    if (rc < 0) {
-        vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "planning failed: %s",
-                 vmg_strerror(rc));
-        wq_add_rate_limited(r->q, key);
-        result = "error";
-        goto out;
+/* write_finalizer starts the finalizer write a (PLAN_ADD_FINALIZER or
+ * PLAN_REMOVE_FINALIZER) unless a write is in flight or the one made is not
+ * in the cache yet; returns whether it started. */
+static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgroup *g,
+                            const struct plan_action *a, uint64_t t, struct rec_result *res)
+{
+    cJSON *patch = NULL;
+    bool started = false;
+
+    /* The finalizer patch is made against this version of the object: a
+     * status write in flight would make it conflict. When that write ends,
+     * the key is planned again. */
+    if (gs->status_inflight)
+        gs->status_dirty = true;
+    if (gs->meta_inflight || gs->status_inflight)
+        return false;
+    if (gs->meta_kind == a->kind && t < gs->meta_until) {
+        /* Written, and not in the cache yet: the write would only be made
+         * again (or conflict). Look again when the wait is over. */
+        res->meta_wait_ms = gs->meta_until - t;
+        return false;
     }
-    if (r->w.observed)
-        r->w.observed(r->w.data, g, p);
-    if (p->n_actions && plan_describe(p, desc, sizeof(desc)) >= 0)
-        vmg_log_v(1, LOGGER, g->meta.ns, g->meta.name, "plan: %s", desc);
+    if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
+        if (start_write(r, gs, g, false, patch) < 0) {
+            res->write_failed = true;
+        } else {
+            gs->meta_kind = a->kind;
+            started = true;
+            gs->meta_until = UINT64_MAX; /* set when the write succeeds */
+            if (a->kind == PLAN_REMOVE_FINALIZER)
+                vmg_logf(VMG_LOG_INFO, LOGGER, g->meta.ns, g->meta.name,
+                         "removing the finalizer: vCenter is clean");
+        }
+    }
+    cJSON_Delete(patch);
+    return started;
+}
+
+/* act starts the actions of p for the group of gs (object g) at time t:
+ * finalizer and status writes, events, vCenter operations. */
+static void act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const struct plan *p,
+                uint64_t t, struct rec_result *res)
+{
+    bool meta_started = false;
+    int rc;
 
     for (size_t i = 0; i < p->n_actions; i++) {
         const struct plan_action *a = &p->actions[i];
-        cJSON *patch = NULL;
 
         switch (a->kind) {
         case PLAN_ADD_FINALIZER:
         case PLAN_REMOVE_FINALIZER:
-            /* The finalizer patch is made against this version of the
-             * object: a status write in flight would make it conflict.
-             * When that write ends, the key is planned again. */
-            if (gs->status_inflight)
-                gs->status_dirty = true;
-            if (gs->meta_inflight || gs->status_inflight)
-                break;
-            if (gs->meta_kind == a->kind && t < gs->meta_until) {
-                /* Written, and not in the cache yet: the write would only
-                 * be made again (or conflict). Look again when the wait
-                 * is over. */
-                wq_add_after(r->q, key, gs->meta_until - t);
-                break;
-            }
-            if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
-                if (start_write(r, gs, g, false, patch) < 0) {
-                    wq_add_rate_limited(r->q, key);
-                } else {
-                    gs->meta_kind = a->kind;
-                    meta_started = true;
-                    gs->meta_until = UINT64_MAX; /* set when the write succeeds */
-                    if (a->kind == PLAN_REMOVE_FINALIZER)
-                        vmg_logf(VMG_LOG_INFO, LOGGER, g->meta.ns, g->meta.name,
-                                 "removing the finalizer: vCenter is clean");
-                }
-            }
-            cJSON_Delete(patch);
+            if (write_finalizer(r, gs, g, a, t, res))
+                meta_started = true;
             break;
         case PLAN_EVENT:
             r->w.event(r->w.data, g, a->event_type == PLAN_EVENT_WARNING, a->reason, a->message);
@@ -814,7 +865,7 @@ static const char *reconcile(reconciler *r, const char *key)
             rc = start_op(r, gs, g, a);
             if (rc < 0) {
                 char text[MSG_MAX];
-                snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_verb(a->kind),
+                snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_of(a->kind)->verb,
                          a->vm ? a->vm : gs->folder, vmg_strerror(rc));
                 vmg_logf(VMG_LOG_WARN, LOGGER, g->meta.ns, g->meta.name, "%s", text);
                 note_transient(r, gs, text);
@@ -828,35 +879,111 @@ static const char *reconcile(reconciler *r, const char *key)
      * the last finalizer of a deleted group removes it). */
     if (p->status_changed && !meta_started)
         write_status(r, gs, g, p);
+}
 
-    blocked = gs->block != PLAN_BLOCK_NONE;
-    if (vr < 0) {
-        wq_add_rate_limited(r->q, key);
-        result = "error";
+/* decide says when the group of gs is to be planned again, after a pass
+ * (ps) that ran its plan at time t. */
+static void decide(const reconciler *r, const struct gstate *gs, const struct pass *ps, uint64_t t,
+                   struct rec_result *res)
+{
+    if (ps->vr < 0) {
+        res->outcome = REC_ERROR;
     } else if (gs->transient) {
         uint64_t left = gs->transient_until > t ? gs->transient_until - t : 1;
-        wq_add_after(r->q, key, transient_now ? left : backoff_ms(gs->failures));
-        result = "requeue_after";
-    } else if (blocked) {
-        wq_add_after(r->q, key, r->o.blocked_retry_ms);
-        wq_forget(r->q, key);
-        result = "requeue_after";
+        res->outcome = REC_REQUEUE_AFTER;
+        res->after_ms = ps->transient_now ? left : backoff_ms(gs->failures);
+    } else if (gs->block != PLAN_BLOCK_NONE) {
+        res->outcome = REC_REQUEUE_AFTER;
+        res->after_ms = r->o.blocked_retry_ms;
+        res->forget = true;
     } else {
-        wq_forget(r->q, key);
+        res->outcome = REC_DONE;
     }
-    if (await_ms)
-        wq_add_after(r->q, key, await_ms);
-    goto out;
+    res->await_ms = ps->await_ms;
+}
 
-oom:
-    vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
-    wq_add_rate_limited(r->q, key);
-    result = "error";
+/* reconcile plans key once and starts what the plan says; it touches no
+ * queue but says in *res what the queue should do with key. */
+static void reconcile(reconciler *r, const char *key, struct rec_result *res)
+{
+    const struct vmgroup *g = r->w.get_group(r->w.data, key);
+    struct gstate *gs = gs_find(r, key);
+    struct pass ps;
+    struct plan *p = NULL;
+    char desc[512];
+    uint64_t t = r->clock(NULL);
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    if (!g) {
+        if (gs) {
+            gs_drop(r, gs);
+            if (r->w.forgotten)
+                r->w.forgotten(r->w.hookdata, key);
+        }
+        res->outcome = REC_DONE;
+        return;
+    }
+    if (!gs)
+        gs = gs_get(r, key);
+    if (!gs) {
+        vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
+        res->outcome = REC_ERROR;
+        return;
+    }
+    /* The cache shows the finalizer write awaited: nothing to wait for. */
+    if (gs->meta_until && !gs->meta_inflight &&
+        vmgroup_has_finalizer(g, VMGROUP_FINALIZER) == (gs->meta_kind == PLAN_ADD_FINALIZER))
+        gs->meta_until = 0;
+
+    rc = gather(r, gs, g, t, &ps);
+    if (rc < 0) {
+        vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
+        res->outcome = REC_ERROR;
+        goto out;
+    }
+    rc = planner_plan(&ps.in, &p);
+    if (rc < 0) {
+        vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "planning failed: %s",
+                 vmg_strerror(rc));
+        res->outcome = REC_ERROR;
+        goto out;
+    }
+    if (r->w.observed)
+        r->w.observed(r->w.hookdata, g, p);
+    if (p->n_actions && plan_describe(p, desc, sizeof(desc)) >= 0)
+        vmg_log_v(1, LOGGER, g->meta.ns, g->meta.name, "plan: %s", desc);
+    act(r, gs, g, p, t, res);
+    decide(r, gs, &ps, t, res);
 out:
     plan_free(p);
-    free(vms);
-    free(slots);
-    return result;
+    free(ps.vms);
+    free(ps.slots);
+}
+
+/* apply_result does with key what one pass of it asked: the one place where
+ * the outcome of a reconcile reaches the queue. */
+static void apply_result(reconciler *r, const char *key, const struct rec_result *res)
+{
+    if (res->meta_wait_ms)
+        requeue(r, key, REQUEUE_AFTER, res->meta_wait_ms);
+    if (res->write_failed)
+        requeue(r, key, REQUEUE_RATE_LIMITED, 0);
+    switch (res->outcome) {
+    case REC_DONE:
+        wq_forget(r->q, key);
+        break;
+    case REC_REQUEUE_AFTER:
+        requeue(r, key, REQUEUE_AFTER, res->after_ms);
+        if (res->forget)
+            wq_forget(r->q, key);
+        break;
+    case REC_ERROR:
+        requeue(r, key, REQUEUE_RATE_LIMITED, 0);
+        break;
+    }
+    if (res->await_ms)
+        requeue(r, key, REQUEUE_AFTER, res->await_ms);
 }
 
 void reconciler_handle(void *data, const char *key)
@@ -869,10 +996,14 @@ void reconciler_handle(void *data, const char *key)
         return;
     }
     {
-        uint64_t t0 = now_ms();
-        const char *result = reconcile(r, k);
+        uint64_t t0 = vmg_clock_mono_ms(NULL);
+        struct rec_result res;
+
+        reconcile(r, k, &res);
+        apply_result(r, k, &res);
         if (r->w.reconciled)
-            r->w.reconciled(r->w.data, k, result, (double)(now_ms() - t0) / 1000.0);
+            r->w.reconciled(r->w.hookdata, k, result_label(&res),
+                            (double)(vmg_clock_mono_ms(NULL) - t0) / 1000.0);
     }
     wq_done(r->q, k);
     free(k);
@@ -896,7 +1027,7 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
     if (r->o.blocked_retry_ms == 0)
         r->o.blocked_retry_ms = 60000;
     r->q = q;
-    r->clock = r->o.clock ? r->o.clock : clock_default;
+    r->clock = r->o.clock ? r->o.clock : vmg_clock_mono_ms;
     r->groups = strmap_new();
     if (!r->groups) {
         free(r);

@@ -7,9 +7,10 @@
  * as in flight until its completion callback, and completions only re-enqueue
  * the key: the next pass plans again from the caches (level-based).
  *
- * All I/O goes through struct rec_world, which the manager wires to the
- * Kubernetes client, the vCenter session and the inventory; the unit tests
- * wire it to a fake. Everything runs on one libuv loop; nothing blocks.
+ * All I/O goes through struct rec_world, which the manager wires to
+ * kubeworld (the VmGroups' cache, their writes and events) and vcworld (the
+ * vCenter session, the inventory, the operations); the unit tests wire it to
+ * a fake. Everything runs on one libuv loop; nothing blocks.
  */
 #ifndef VMG_RECONCILER_H
 #define VMG_RECONCILER_H
@@ -54,8 +55,9 @@ struct rec_folder {
 };
 
 struct rec_world {
-    void *data;   /* for the Kubernetes members */
-    void *vcdata; /* for the vCenter members: vcenter_ready, folder and the operations */
+    void *data;     /* for the Kubernetes members */
+    void *vcdata;   /* for the vCenter members: vcenter_ready, folder and the operations */
+    void *hookdata; /* for the optional hooks: observed, reconciled, forgotten */
     /* The cached VmGroup of key, or NULL when it is gone. Read-only. */
     const struct vmgroup *(*get_group)(void *data, const char *key);
     /* 0 when vCenter is usable (session up, inventory synced); else a
@@ -122,9 +124,10 @@ typedef struct reconciler reconciler;
 int reconciler_new(const struct rec_world *world, const struct rec_options *opts, struct wq *q,
                    reconciler **ret);
 
-/* reconciler_handle is the workqueue handler: it reconciles key and calls
- * wq_done for it before returning (the work it starts completes later and
- * re-enqueues the key). data is the reconciler. */
+/* reconciler_handle is the workqueue handler: it reconciles key, applies
+ * the pass's outcome to the queue (forget, requeue after a delay, or
+ * rate-limited) and calls wq_done for it before returning (the work it
+ * starts completes later and re-enqueues the key). data is the reconciler. */
 void reconciler_handle(void *data, const char *key);
 
 /* reconciler_inflight returns the operations in flight, in all groups. */

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "controller/bootstrap.h"
+#include "controller/outcome.h"
 #include "controller/planner.h"
 #include "lib/err.h"
 
@@ -329,7 +330,7 @@ static void test_clone_failures(void **state)
         assert_int_equal(F.dones, 1);
         assert_true(F.done_err < 0);
         assert_string_equal(F.done_fault, cases[i].fault);
-        assert_true((bootstrap_block_reason(F.done_fault) != NULL) == cases[i].blocks);
+        assert_true((outcome_bootstrap_block(F.done_fault) != NULL) == cases[i].blocks);
         if (!strstr(F.done_msg, cases[i].in_msg))
             fail_msg("case %zu: \"%s\" lacks \"%s\"", i, F.done_msg, cases[i].in_msg);
     }
@@ -356,8 +357,8 @@ static void test_clone_failures(void **state)
     start("web-0");
     F.scb(F.scbdata, VMG_ECANCELED, NULL, NULL);
     assert_int_equal(F.done_err, VMG_ECANCELED);
-    assert_null(bootstrap_block_reason(NULL));
-    assert_null(bootstrap_block_reason("DuplicateName"));
+    assert_null(outcome_bootstrap_block(NULL));
+    assert_null(outcome_bootstrap_block("DuplicateName"));
     cJSON_Delete(other);
     cJSON_Delete(bad);
     vmgroup_free(g);

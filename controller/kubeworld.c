@@ -1,0 +1,169 @@
+/* kubeworld.c: the Kubernetes half of the reconciler's world (see
+ * kubeworld.h). */
+#include "controller/kubeworld.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/vmgroup.h"
+#include "lib/buf.h"
+#include "lib/clock.h"
+#include "lib/err.h"
+
+static const struct vmgroup *w_get_group(void *data, const char *key)
+{
+    struct kubeworld *kw = data;
+    return informer_get(kw->inf, key);
+}
+
+static void w_now(void *data, char *buf, size_t len)
+{
+    vmg_rfc3339(vmg_clock_wall_us(data), buf, len);
+}
+
+struct write {
+    rec_done_cb cb;
+    void *cbdata;
+};
+
+static void write_done(void *data, const struct kube_result *res)
+{
+    struct write *w = data;
+    w->cb(w->cbdata, res->err, res->reason, res->message);
+    free(w);
+}
+
+static int group_path(const struct vmgroup *g, char *buf, size_t len)
+{
+    return kube_path(buf, len, VMGROUP_GROUP, VMGROUP_VERSION, g->meta.ns, VMGROUP_PLURAL,
+                     g->meta.name, NULL);
+}
+
+static int w_patch(struct kubeworld *kw, const struct vmgroup *g, const cJSON *body, bool status,
+                   rec_done_cb cb, void *cbdata)
+{
+    char path[KUBE_PATH_MAX];
+    struct write *w;
+    int rc = group_path(g, path, sizeof(path));
+
+    if (rc < 0)
+        return rc;
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->cb = cb;
+    w->cbdata = cbdata;
+    if (status) {
+        cJSON *patch = cJSON_CreateObject();
+        if (!patch || !cJSON_AddItemToObject(patch, "status", cJSON_Duplicate(body, 1))) {
+            cJSON_Delete(patch);
+            free(w);
+            return -ENOMEM;
+        }
+        rc = kube_merge_patch_status(kw->kc, path, patch, write_done, w);
+        cJSON_Delete(patch);
+    } else {
+        rc = kube_merge_patch(kw->kc, path, body, write_done, w);
+    }
+    if (rc < 0)
+        free(w);
+    return rc;
+}
+
+static int w_patch_status(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
+                          void *cbdata)
+{
+    return w_patch(data, g, status, true, cb, cbdata);
+}
+
+static int w_patch_meta(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
+                        void *cbdata)
+{
+    return w_patch(data, g, patch, false, cb, cbdata);
+}
+
+static void w_event(void *data, const struct vmgroup *g, bool warning, const char *reason,
+                    const char *message)
+{
+    struct kubeworld *kw = data;
+    struct events_object obj;
+
+    if (!kw->ev)
+        return;
+    vmgroup_event_object(g, &obj);
+    events_record(kw->ev, &obj, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, message);
+}
+
+struct secret_get {
+    rec_secret_cb cb;
+    void *cbdata;
+};
+
+/* wipe_json overwrites every string and key of j, recursively. */
+static void wipe_json(cJSON *j)
+{
+    for (; j; j = j->next) {
+        if (j->valuestring)
+            vmg_wipe(j->valuestring, strlen(j->valuestring));
+        if (j->string)
+            vmg_wipe(j->string, strlen(j->string));
+        wipe_json(j->child);
+    }
+}
+
+static void secret_got(void *data, const struct kube_result *res)
+{
+    struct secret_get *c = data;
+    cJSON *body = res->err == 0 ? kube_result_take_body(res) : NULL;
+
+    if (res->err < 0)
+        c->cb(c->cbdata, res->err, res->message, NULL);
+    else if (!cJSON_IsObject(body))
+        c->cb(c->cbdata, VMG_EPARSE, "the API server's answer is not an object", NULL);
+    else
+        c->cb(c->cbdata, 0, NULL, body);
+    wipe_json(body);
+    cJSON_Delete(body);
+    free(c);
+}
+
+/* w_get_secret GETs /api/v1/namespaces/<ns>/secrets/<name> for a clone's
+ * bootstrap (controller/bootstrap.h); the body is wiped before it is freed
+ * (the client wipes its buffer of the response). */
+static int w_get_secret(void *data, const char *ns, const char *name, rec_secret_cb cb,
+                        void *cbdata)
+{
+    struct kubeworld *kw = data;
+    char path[KUBE_PATH_MAX];
+    struct secret_get *c;
+    int rc;
+
+    if (!kw->kc || !cb || kube_path(path, sizeof(path), "", "v1", ns, "secrets", name, NULL) < 0)
+        return -EINVAL;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->cb = cb;
+    c->cbdata = cbdata;
+    rc = kube_get(kw->kc, path, secret_got, c);
+    if (rc < 0)
+        free(c);
+    return rc;
+}
+
+void kubeworld_fill(struct kubeworld *kw, struct rec_world *rw)
+{
+    rw->data = kw;
+    rw->get_group = w_get_group;
+    rw->now = w_now;
+    rw->patch_status = w_patch_status;
+    rw->patch_meta = w_patch_meta;
+    rw->event = w_event;
+    rw->get_secret = w_get_secret;
+}
+
+void kubeworld_forget_group(struct kubeworld *kw, const char *ns, const char *name)
+{
+    events_forget(kw->ev, ns, name);
+}

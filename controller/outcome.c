@@ -1,0 +1,120 @@
+/* outcome.c: what the end of a vCenter operation means (see outcome.h). */
+#include "controller/outcome.h"
+
+#include <string.h>
+
+#include "lib/err.h"
+
+static bool fault_is(const char *fault, const char *name)
+{
+    return fault && strcmp(fault, name) == 0;
+}
+
+/* What vCenter's answers mean for each kind of operation. */
+struct kind_rules {
+    /* The fault that says it is as wanted already: the folder or a clone
+     * re-issued after a restart is there (DuplicateName), the VM is in the
+     * asked power state (InvalidPowerState), the VM or folder is gone. */
+    const char *as_wanted_fault;
+    bool not_found_as_wanted; /* VMG_ENOTFOUND says so too (deletions) */
+    bool vm_may_go;           /* ManagedObjectNotFound: the VM went meanwhile */
+};
+
+static const struct kind_rules rules[] = {
+    [PLAN_CREATE_FOLDER] = {"DuplicateName", false, false},
+    [PLAN_CLONE] = {"DuplicateName", false, false},
+    [PLAN_POWER_ON] = {"InvalidPowerState", false, true},
+    [PLAN_POWER_OFF] = {"InvalidPowerState", false, true},
+    [PLAN_RECONFIGURE] = {NULL, false, true},
+    [PLAN_DESTROY_VM] = {"ManagedObjectNotFound", true, false},
+    [PLAN_DESTROY_FOLDER] = {"ManagedObjectNotFound", true, false},
+};
+
+static const char *const bootstrap_blocks[] = {
+    OUTCOME_BOOTSTRAP_SECRET_NOT_FOUND, OUTCOME_BOOTSTRAP_KEY_NOT_FOUND,
+    OUTCOME_BOOTSTRAP_FORBIDDEN, OUTCOME_BOOTSTRAP_INVALID, OUTCOME_BOOTSTRAP_TOO_BIG};
+
+const char *outcome_bootstrap_block(const char *fault)
+{
+    if (!fault)
+        return NULL;
+    for (size_t i = 0; i < sizeof(bootstrap_blocks) / sizeof(bootstrap_blocks[0]); i++)
+        if (strcmp(fault, bootstrap_blocks[i]) == 0)
+            return bootstrap_blocks[i];
+    return NULL;
+}
+
+static enum op_outcome classify(enum plan_action_kind k, int err, const char *fault)
+{
+    static const struct kind_rules none;
+    const struct kind_rules *kr = (size_t)k < sizeof(rules) / sizeof(rules[0]) ? &rules[k] : &none;
+
+    if (err == VMG_ECANCELED)
+        return OP_CANCELED;
+    if (err == 0)
+        return OP_DONE;
+    if ((kr->as_wanted_fault && fault_is(fault, kr->as_wanted_fault)) ||
+        (kr->not_found_as_wanted && err == VMG_ENOTFOUND))
+        return OP_AS_WANTED;
+    if (kr->vm_may_go && fault_is(fault, "ManagedObjectNotFound"))
+        return OP_VM_GONE;
+    if (k == PLAN_CLONE && outcome_bootstrap_block(fault))
+        return OP_TEMPLATE;
+    if (k == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT))
+        return OP_UNSURE;
+    if (k == PLAN_CLONE && !fault &&
+        (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG))
+        return OP_TEMPLATE;
+    return OP_FAILED;
+}
+
+void outcome_decide(enum plan_action_kind kind, int err, const char *fault, struct op_decision *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->outcome = classify(kind, err, fault);
+    switch (ret->outcome) {
+    case OP_CANCELED:
+        break;
+    case OP_DONE:
+        ret->await = true;
+        ret->settle = true;
+        ret->event = OP_EVENT_NORMAL;
+        ret->requeue = OP_REQUEUE_NOW;
+        ret->unblock = kind == PLAN_CLONE;
+        break;
+    case OP_AS_WANTED:
+        ret->await = true;
+        ret->settle = true;
+        ret->requeue = OP_REQUEUE_NOW;
+        break;
+    case OP_VM_GONE:
+        /* The group's backoff does not grow; the group is planned again
+         * shortly, once the VM has been read again. */
+        ret->reread = true;
+        ret->requeue = OP_REQUEUE_BACKOFF;
+        break;
+    case OP_UNSURE:
+        /* In flight until the inventory shows the VM or the wait is over,
+         * so that a lower free slot is not cloned meanwhile. */
+        ret->await = true;
+        ret->transient = true;
+        ret->requeue = OP_REQUEUE_BACKOFF;
+        break;
+    case OP_TEMPLATE:
+        /* A template missing, ambiguous, or refused (not a template, inside
+         * the operator's folder, outside the datacenter); or the bootstrap's
+         * Secret or key missing, forbidden, or its user data unusable. */
+        ret->event = OP_EVENT_WARNING;
+        ret->requeue = OP_REQUEUE_NOW;
+        ret->block_reason = outcome_bootstrap_block(fault) ? outcome_bootstrap_block(fault)
+                            : err == VMG_ENOTFOUND         ? "TemplateNotFound"
+                            : err == VMG_EAMBIGUOUS        ? "TemplateAmbiguous"
+                                                           : "TemplateRefused";
+        break;
+    case OP_FAILED:
+        ret->transient = true;
+        ret->event = OP_EVENT_WARNING;
+        ret->requeue = OP_REQUEUE_BACKOFF;
+        break;
+    }
+}

@@ -1,0 +1,247 @@
+/* test_kubeworld.c: the reconciler's Kubernetes side (kubeworld) against a
+ * small HTTP server on loopback: the status and finalizer patches reach the
+ * group's paths as merge patches, the status wrapped in {"status": ...};
+ * an API error reaches the reconciler's callback with its reason; with no
+ * informer every group is gone and with no recorder events are dropped. */
+#include "tests/unit/unit.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "controller/kubeworld.h"
+#include "controller/vmgroup.h"
+#include "kube/kubeconfig.h"
+#include "lib/err.h"
+#include "lib/http.h"
+#include "tests/unit/srv.h"
+
+#define GROUP_PATH "/apis/" VMGROUP_GROUP "/" VMGROUP_VERSION "/namespaces/ns/vmgroups/web"
+
+static const char CONFLICT[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"Operation cannot be fulfilled on vmgroups.vm.codeconnect.vmworld.com "
+    "\\\"web\\\": the object has been modified; please apply your changes to the latest "
+    "version and try again\",\"reason\":\"Conflict\",\"details\":{\"name\":\"web\"},"
+    "\"code\":409}";
+
+struct t {
+    uv_loop_t loop;
+    struct srv srv;
+    char dir[64];
+    kcfg *cfg;
+    vmg_http *http;
+    struct kubeworld kw;
+    struct rec_world rw;
+    struct vmgroup *g;
+    int status;      /* what the server answers */
+    int done, err;   /* the callback's calls and last error */
+    char reason[64]; /* and fault (the Status reason) */
+};
+
+static void handle(struct srv *s, int i, struct sconn *c)
+{
+    struct t *t = s->data;
+
+    (void)i;
+    if (t->status == 409)
+        srv_reply(c, 409, "Content-Type: application/json\r\n", CONFLICT);
+    else
+        srv_reply(c, 200, "Content-Type: application/json\r\n", "{}");
+}
+
+static void on_done(void *cbdata, int err, const char *fault, const char *msg)
+{
+    struct t *t = cbdata;
+
+    (void)msg;
+    t->done++;
+    t->err = err;
+    snprintf(t->reason, sizeof(t->reason), "%s", fault ? fault : "");
+}
+
+static struct vmgroup *make_group(void)
+{
+    const char *json = "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"u-1\","
+                       "\"resourceVersion\":\"7\",\"generation\":1},"
+                       "\"spec\":{\"cpu\":1,\"memory\":1,\"replicas\":1,\"template\":\"t\"}}";
+    cJSON *obj = cJSON_Parse(json);
+    struct vmgroup *g = NULL;
+    char err[256] = "";
+
+    assert_non_null(obj);
+    if (vmgroup_from_json(obj, &g, err, sizeof(err)) != 0)
+        fail_msg("vmgroup_from_json: %s", err);
+    cJSON_Delete(obj);
+    return g;
+}
+
+/* The environment (KUBECONFIG, in-cluster variables) plays no part. */
+static const char *no_env(void *data, const char *name)
+{
+    (void)data;
+    (void)name;
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    struct t *t = calloc(1, sizeof(*t));
+    struct kcfg_opts ko = {.getenv = no_env};
+    struct kube_client_opts o = {.qps = -1};
+    char path[128], text[1024], err[512] = "";
+    FILE *f;
+    int rc;
+
+    assert_non_null(t);
+    snprintf(t->dir, sizeof(t->dir), "/tmp/test_kubeworld.XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    assert_int_equal(uv_loop_init(&t->loop), 0);
+    t->srv.handle = handle;
+    t->srv.data = t;
+    srv_start(&t->srv, &t->loop);
+
+    snprintf(path, sizeof(path), "%s/config", t->dir);
+    snprintf(text, sizeof(text),
+             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+             "    server: http://127.0.0.1:%d\nusers:\n- name: u\n  user:\n    token: tok\n"
+             "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
+             "current-context: x\n",
+             t->srv.port);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    ko.kubeconfig = path;
+    if (kcfg_load(&ko, &t->cfg, err, sizeof(err)) != 0)
+        fail_msg("kcfg_load: %s", err);
+    unlink(path);
+    t->http = vmg_http_new(&t->loop, &rc);
+    assert_non_null(t->http);
+    assert_int_equal(kube_client_new(&t->loop, t->http, t->cfg, &o, &t->kw.kc), 0);
+    kubeworld_fill(&t->kw, &t->rw);
+    t->g = make_group();
+    *state = t;
+    return 0;
+}
+
+static void kc_closed(void *data)
+{
+    struct t *t = data;
+
+    vmg_http_close(t->http, NULL, NULL);
+}
+
+static int teardown(void **state)
+{
+    struct t *t = *state;
+
+    kube_client_close(t->kw.kc, kc_closed, t);
+    srv_stop(&t->srv);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    kcfg_free(t->cfg);
+    assert_int_equal(uv_loop_close(&t->loop), 0);
+    rmdir(t->dir);
+    vmgroup_free(t->g);
+    free(t);
+    return 0;
+}
+
+static void wait_done(struct t *t)
+{
+    while (!t->done)
+        uv_run(&t->loop, UV_RUN_ONCE);
+}
+
+/* The members kubeworld fills, and only those: the vCenter ones are
+ * vcworld's, the hooks the manager's. */
+static void test_fills_the_kubernetes_members(void **state)
+{
+    struct t *t = *state;
+
+    assert_ptr_equal(t->rw.data, &t->kw);
+    assert_non_null(t->rw.get_group);
+    assert_non_null(t->rw.now);
+    assert_non_null(t->rw.patch_status);
+    assert_non_null(t->rw.patch_meta);
+    assert_non_null(t->rw.event);
+    assert_null(t->rw.vcdata);
+    assert_null(t->rw.vcenter_ready);
+    assert_null(t->rw.clone);
+    assert_null(t->rw.observed);
+}
+
+static void test_status_patch(void **state)
+{
+    struct t *t = *state;
+    cJSON *st = cJSON_Parse("{\"phase\":\"RUNNING\",\"currentReplicas\":1}");
+    cJSON *body;
+
+    assert_int_equal(t->rw.patch_status(t->rw.data, t->g, st, on_done, t), 0);
+    wait_done(t);
+    assert_int_equal(t->err, 0);
+    assert_int_equal(t->srv.n, 1);
+    assert_string_equal(t->srv.reqs[0].method, "PATCH");
+    assert_string_equal(t->srv.reqs[0].target, GROUP_PATH "/status");
+    assert_string_equal(t->srv.reqs[0].ctype, "application/merge-patch+json");
+    body = cJSON_Parse(t->srv.reqs[0].body);
+    assert_non_null(body);
+    /* The status given, under "status"; the caller's JSON is not consumed. */
+    assert_true(cJSON_Compare(cJSON_GetObjectItem(body, "status"), st, true));
+    assert_int_equal(cJSON_GetArraySize(body), 1);
+    cJSON_Delete(body);
+    cJSON_Delete(st);
+}
+
+static void test_meta_patch_and_conflict(void **state)
+{
+    struct t *t = *state;
+    cJSON *patch = cJSON_Parse("{\"metadata\":{\"finalizers\":[\"x\"],\"resourceVersion\":\"7\"}}");
+    cJSON *body;
+
+    t->status = 409;
+    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, patch, on_done, t), 0);
+    wait_done(t);
+    assert_int_equal(t->err, VMG_ECONFLICT);
+    assert_string_equal(t->reason, "Conflict");
+    assert_int_equal(t->srv.n, 1);
+    assert_string_equal(t->srv.reqs[0].method, "PATCH");
+    assert_string_equal(t->srv.reqs[0].target, GROUP_PATH);
+    body = cJSON_Parse(t->srv.reqs[0].body);
+    assert_true(cJSON_Compare(body, patch, true));
+    cJSON_Delete(body);
+    cJSON_Delete(patch);
+}
+
+/* Without an informer (closed, or not made yet) no group exists; without a
+ * recorder an event goes nowhere; the clock writes RFC 3339. */
+static void test_without_informer_or_recorder(void **state)
+{
+    struct t *t = *state;
+    char now[64] = "";
+
+    assert_null(t->rw.get_group(t->rw.data, "ns/web"));
+    t->rw.event(t->rw.data, t->g, true, "Reason", "message");
+    kubeworld_forget_group(&t->kw, "ns", "web");
+    t->rw.now(t->rw.data, now, sizeof(now));
+    assert_int_equal(strlen(now) >= 20, 1);
+    assert_int_equal(now[4], '-');
+    assert_int_equal(now[10], 'T');
+    assert_int_equal(t->srv.n, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fills_the_kubernetes_members, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_patch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_patch_and_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_without_informer_or_recorder, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
