@@ -189,7 +189,10 @@ static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secre
                 : rc == -ENOMEM     ? OUTCOME_BOOTSTRAP_UNREADABLE
                                     : OUTCOME_BOOTSTRAP_INVALID;
     } else if (!(g = c->get_group(c->data, c->key))) {
-        rc = VMG_ECANCELED; /* the group went meanwhile */
+        /* The group went meanwhile: a failure (not a cancel), so that the
+         * reconciler plans the key again and forgets the group. */
+        rc = VMG_ENOTFOUND;
+        fault = OUTCOME_BOOTSTRAP_NOT_STARTED;
         vmg_putf(text, sizeof(text), "the VmGroup is gone");
     } else if ((rc = bootstrap_guestinfo(ud, c->vm, &gi)) < 0 ||
                (rc = c->clone(c->vcdata, g, c->folder, c->vm, c->template_, c->cpu, c->memory_mb,

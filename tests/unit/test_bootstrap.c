@@ -351,6 +351,19 @@ static void test_clone_failures(void **state)
     assert_int_equal(bootstrap_clone(&world, g, "folder", "web-0", "t", 1, 1024, f_done, NULL),
                      -ENOMEM);
     assert_int_equal(F.dones, 0);
+    /* The group gone while the Secret was read: no clone, a failure that
+     * does not block. */
+    memset(&F, 0, sizeof(F));
+    F.g = g;
+    start("web-0");
+    F.g = NULL;
+    good = secret_with("user-data", "I2Nsb3VkLWNvbmZpZwo=");
+    F.scb(F.scbdata, 0, NULL, good);
+    cJSON_Delete(good);
+    assert_int_equal(F.clones, 0);
+    assert_int_equal(F.dones, 1);
+    assert_string_equal(F.done_fault, "BootstrapCloneNotStarted");
+    assert_null(outcome_bootstrap_block(F.done_fault));
     /* Canceled: no fault, VMG_ECANCELED. */
     memset(&F, 0, sizeof(F));
     F.g = g;
