@@ -4,9 +4,12 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "controller/vmgroup.h"
+#include "lib/buf.h"
 #include "lib/clock.h"
+#include "lib/err.h"
 
 static const struct vmgroup *w_get_group(void *data, const char *key)
 {
@@ -92,6 +95,63 @@ static void w_event(void *data, const struct vmgroup *g, bool warning, const cha
     events_record(kw->ev, &obj, warning ? EVENTS_WARNING : EVENTS_NORMAL, reason, message);
 }
 
+struct secret_get {
+    rec_secret_cb cb;
+    void *cbdata;
+};
+
+/* wipe_json overwrites every string and key of j, recursively. */
+static void wipe_json(cJSON *j)
+{
+    for (; j; j = j->next) {
+        if (j->valuestring)
+            vmg_wipe(j->valuestring, strlen(j->valuestring));
+        if (j->string)
+            vmg_wipe(j->string, strlen(j->string));
+        wipe_json(j->child);
+    }
+}
+
+static void secret_got(void *data, const struct kube_result *res)
+{
+    struct secret_get *c = data;
+    cJSON *body = res->err == 0 ? kube_result_take_body(res) : NULL;
+
+    if (res->err < 0)
+        c->cb(c->cbdata, res->err, res->message, NULL);
+    else if (!cJSON_IsObject(body))
+        c->cb(c->cbdata, VMG_EPARSE, "the API server's answer is not an object", NULL);
+    else
+        c->cb(c->cbdata, 0, NULL, body);
+    wipe_json(body);
+    cJSON_Delete(body);
+    free(c);
+}
+
+/* w_get_secret GETs /api/v1/namespaces/<ns>/secrets/<name> for a clone's
+ * bootstrap (controller/bootstrap.h); the body is wiped before it is freed
+ * (the client wipes its buffer of the response). */
+static int w_get_secret(void *data, const char *ns, const char *name, rec_secret_cb cb,
+                        void *cbdata)
+{
+    struct kubeworld *kw = data;
+    char path[KUBE_PATH_MAX];
+    struct secret_get *c;
+    int rc;
+
+    if (!kw->kc || !cb || kube_path(path, sizeof(path), "", "v1", ns, "secrets", name, NULL) < 0)
+        return -EINVAL;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->cb = cb;
+    c->cbdata = cbdata;
+    rc = kube_get(kw->kc, path, secret_got, c);
+    if (rc < 0)
+        free(c);
+    return rc;
+}
+
 void kubeworld_fill(struct kubeworld *kw, struct rec_world *rw)
 {
     rw->data = kw;
@@ -100,6 +160,7 @@ void kubeworld_fill(struct kubeworld *kw, struct rec_world *rw)
     rw->patch_status = w_patch_status;
     rw->patch_meta = w_patch_meta;
     rw->event = w_event;
+    rw->get_secret = w_get_secret;
 }
 
 void kubeworld_forget_group(struct kubeworld *kw, const char *ns, const char *name)

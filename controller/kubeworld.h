@@ -22,7 +22,7 @@ struct kubeworld {
 };
 
 /* kubeworld_fill sets the Kubernetes members of *rw (get_group, now,
- * patch_status, patch_meta, event) with data kw; vcworld_fill sets the
+ * patch_status, patch_meta, event, get_secret) with data kw; vcworld_fill sets the
  * vCenter ones. */
 void kubeworld_fill(struct kubeworld *kw, struct rec_world *rw);
 

@@ -30,6 +30,20 @@ static const struct kind_rules rules[] = {
     [PLAN_DESTROY_FOLDER] = {"ManagedObjectNotFound", true, false},
 };
 
+static const char *const bootstrap_blocks[] = {
+    OUTCOME_BOOTSTRAP_SECRET_NOT_FOUND, OUTCOME_BOOTSTRAP_KEY_NOT_FOUND,
+    OUTCOME_BOOTSTRAP_FORBIDDEN, OUTCOME_BOOTSTRAP_INVALID, OUTCOME_BOOTSTRAP_TOO_BIG};
+
+const char *outcome_bootstrap_block(const char *fault)
+{
+    if (!fault)
+        return NULL;
+    for (size_t i = 0; i < sizeof(bootstrap_blocks) / sizeof(bootstrap_blocks[0]); i++)
+        if (strcmp(fault, bootstrap_blocks[i]) == 0)
+            return bootstrap_blocks[i];
+    return NULL;
+}
+
 static enum op_outcome classify(enum plan_action_kind k, int err, const char *fault)
 {
     static const struct kind_rules none;
@@ -44,6 +58,8 @@ static enum op_outcome classify(enum plan_action_kind k, int err, const char *fa
         return OP_AS_WANTED;
     if (kr->vm_may_go && fault_is(fault, "ManagedObjectNotFound"))
         return OP_VM_GONE;
+    if (k == PLAN_CLONE && outcome_bootstrap_block(fault))
+        return OP_TEMPLATE;
     if (k == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT))
         return OP_UNSURE;
     if (k == PLAN_CLONE && !fault &&
@@ -86,12 +102,14 @@ void outcome_decide(enum plan_action_kind kind, int err, const char *fault, stru
         break;
     case OP_TEMPLATE:
         /* A template missing, ambiguous, or refused (not a template, inside
-         * the operator's folder, outside the datacenter). */
+         * the operator's folder, outside the datacenter); or the bootstrap's
+         * Secret or key missing, forbidden, or its user data unusable. */
         ret->event = OP_EVENT_WARNING;
         ret->requeue = OP_REQUEUE_NOW;
-        ret->block_reason = err == VMG_ENOTFOUND    ? "TemplateNotFound"
-                            : err == VMG_EAMBIGUOUS ? "TemplateAmbiguous"
-                                                    : "TemplateRefused";
+        ret->block_reason = outcome_bootstrap_block(fault) ? outcome_bootstrap_block(fault)
+                            : err == VMG_ENOTFOUND         ? "TemplateNotFound"
+                            : err == VMG_EAMBIGUOUS        ? "TemplateAmbiguous"
+                                                           : "TemplateRefused";
         break;
     case OP_FAILED:
         ret->transient = true;

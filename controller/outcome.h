@@ -25,7 +25,9 @@ enum op_outcome {
     OP_UNSURE,       /* a clone whose end cannot be known (VMG_EUNKNOWN, or
                         VMG_ETRANSPORT with no fault): it may be under way or done */
     OP_TEMPLATE,     /* a clone whose template cannot be used (VMG_ENOTFOUND,
-                        VMG_EAMBIGUOUS, VMG_ECONFIG with no fault): the group blocks */
+                        VMG_EAMBIGUOUS, VMG_ECONFIG with no fault), or whose
+                        bootstrap cannot (a fault outcome_bootstrap_block
+                        knows): the group blocks */
     OP_FAILED,       /* any other failure */
 };
 
@@ -59,6 +61,22 @@ struct op_decision {
     /* OP_TEMPLATE: the CamelCase reason of the block (static), else NULL. */
     const char *block_reason;
 };
+
+/* The faults a clone ends with when its bootstrap (controller/bootstrap.h)
+ * fails before vCenter is asked. The first five only a change of the
+ * Secret or the spec mends: the group blocks on them, with the fault as
+ * the reason; the last two are failures, retried. */
+#define OUTCOME_BOOTSTRAP_SECRET_NOT_FOUND "BootstrapSecretNotFound"
+#define OUTCOME_BOOTSTRAP_KEY_NOT_FOUND "BootstrapKeyNotFound"
+#define OUTCOME_BOOTSTRAP_FORBIDDEN "BootstrapSecretForbidden"
+#define OUTCOME_BOOTSTRAP_INVALID "BootstrapUserDataInvalid"
+#define OUTCOME_BOOTSTRAP_TOO_BIG "BootstrapUserDataTooLarge"
+#define OUTCOME_BOOTSTRAP_UNREADABLE "BootstrapSecretUnreadable"
+#define OUTCOME_BOOTSTRAP_NOT_STARTED "BootstrapCloneNotStarted"
+
+/* outcome_bootstrap_block returns the CamelCase reason (static) of a
+ * bootstrap fault the group blocks on, else NULL (fault NULL too). */
+const char *outcome_bootstrap_block(const char *fault);
 
 /* outcome_decide writes to *ret what the end (err 0 or a negative code;
  * fault vCenter's fault type or NULL) of an operation of kind means. It reads

@@ -759,6 +759,13 @@ static int plan_live(struct ctx *c)
         if (c->p->old_template > 0)
             msg_add(&c->message, ", %d cloned from a template other than \"%s\"",
                     c->p->old_template, g->spec.template);
+        /* The Secret is read at each clone: whether a VM got its latest
+         * version cannot be seen afterwards, so the rule is said. */
+        if (c->replicas > 0 && g->spec.bootstrap.secret_name[0])
+            msg_add(&c->message,
+                    ", bootstrapped from Secret \"%s\" as it was when each was created (a change "
+                    "applies to VMs created afterwards)",
+                    g->spec.bootstrap.secret_name);
     }
     if (!c->degraded_reason && (c->n_foreign > 0 || in->folder_other_objects > 0)) {
         c->degraded_reason = "ForeignVMs";

@@ -31,6 +31,9 @@
  *     failed); members already off are reconfigured without waiting.
  *   - A template change applies to clones made from then on; the status
  *     counts members cloned from another template (plan_vm.template).
+ *     A bootstrap Secret (spec.bootstrap) is read at each clone, so its
+ *     change too applies to clones made from then on; a RUNNING status
+ *     says so, naming the Secret (never its content).
  *   - No action is planned on a VM with an operation in flight, and at most
  *     max_inflight vCenter operations of the group are in flight at once
  *     (those in flight count; the finalizer and events do not).

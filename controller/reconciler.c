@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/bootstrap.h"
 #include "controller/naming.h"
 #include "controller/outcome.h"
 #include "lib/backoff.h"
@@ -218,8 +219,9 @@ static int start_destroy_folder(reconciler *r, struct op *op, const struct vmgro
 static int start_clone(reconciler *r, struct op *op, const struct vmgroup *g,
                        const struct plan_action *a)
 {
-    return r->w.clone(r->w.vcdata, g, op->gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
-                      op_done, op);
+    /* With the bootstrap's Secret read first, when the group has one. */
+    return bootstrap_clone(&r->w, g, op->gs->folder, a->vm, a->template, a->cpu, a->memory_mb,
+                           op_done, op);
 }
 
 static int start_power(reconciler *r, struct op *op, const struct vmgroup *g,

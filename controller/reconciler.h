@@ -30,6 +30,20 @@
  * "DuplicateName"), else NULL; msg is one sentence for users, or NULL. */
 typedef void (*rec_done_cb)(void *cbdata, int err, const char *fault, const char *msg);
 
+/* An extraConfig entry of a clone (e.g. guestinfo.userdata). No value is
+ * ever logged; a secret one (at most one a clone) is also kept out of the
+ * request's XML tree and wiped (vsphere/ops.h). */
+struct rec_keyval {
+    const char *key;
+    const char *value;
+    bool secret;
+};
+
+/* The answer to get_secret: err 0 and the Secret object as the API server
+ * gave it (borrowed for the call; wiped and freed after it), or a negative
+ * code (VMG_ENOTFOUND, VMG_EFORBIDDEN, ...) and one sentence in msg. */
+typedef void (*rec_secret_cb)(void *cbdata, int err, const char *msg, const cJSON *secret);
+
 /* The VMs of one folder as the inventory cache holds them. Strings belong to
  * the world and stay valid until control returns to the loop. */
 struct rec_folder {
@@ -63,13 +77,20 @@ struct rec_world {
                       void *cbdata);
     void (*event)(void *data, const struct vmgroup *g, bool warning, const char *reason,
                   const char *message);
+    /* Optional: GET the Secret name of namespace ns (for a clone's
+     * bootstrap, controller/bootstrap.h). Calls cb exactly once, later,
+     * unless it returns a negative code. */
+    int (*get_secret)(void *data, const char *ns, const char *name, rec_secret_cb cb, void *cbdata);
 
     /* vCenter operations; each calls cb exactly once, later, unless it
      * returns a negative code (then cb is never called). */
     int (*create_folder)(void *data, const char *folder, rec_done_cb cb, void *cbdata);
     int (*destroy_folder)(void *data, const char *folder, rec_done_cb cb, void *cbdata);
+    /* extra: more extraConfig entries of the new VM (n_extra of them; NULL
+     * when none), copied before it returns. */
     int (*clone)(void *data, const struct vmgroup *g, const char *folder, const char *vm,
-                 const char *template_, int cpu, int memory_mb, rec_done_cb cb, void *cbdata);
+                 const char *template_, int cpu, int memory_mb, const struct rec_keyval *extra,
+                 size_t n_extra, rec_done_cb cb, void *cbdata);
     int (*power)(void *data, const char *folder, const char *vm, bool on, rec_done_cb cb,
                  void *cbdata);
     int (*reconfigure)(void *data, const char *folder, const char *vm, int cpu, int memory_mb,

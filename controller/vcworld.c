@@ -646,14 +646,19 @@ static int w_destroy_folder(void *data, const char *folder, rec_done_cb cb, void
 }
 
 static int w_clone(void *data, const struct vmgroup *g, const char *folder, const char *vm,
-                   const char *template_, int cpu, int memory_mb, rec_done_cb cb, void *cbdata)
+                   const char *template_, int cpu, int memory_mb, const struct rec_keyval *extra,
+                   size_t n_extra, rec_done_cb cb, void *cbdata)
 {
     vcworld *w = data;
     struct vim_moref ref;
     struct vs_clone_spec spec = {0};
+    struct vim_option opts[VS_CLONE_MAX_EXTRA];
     struct opctx *c;
-    int rc = find_folder(w, folder, &ref);
+    int rc;
 
+    if (n_extra > VS_CLONE_MAX_EXTRA || (n_extra && !extra))
+        return -EINVAL;
+    rc = find_folder(w, folder, &ref);
     if (rc < 0)
         return rc;
     c = ctx_new(w, cb, cbdata);
@@ -669,6 +674,10 @@ static int w_clone(void *data, const struct vmgroup *g, const char *folder, cons
     spec.memory_mb = memory_mb;
     spec.mark_uid = g->meta.uid;
     spec.mark_template = template_;
+    for (size_t i = 0; i < n_extra; i++)
+        opts[i] = (struct vim_option){extra[i].key, extra[i].value, extra[i].secret};
+    spec.extra = n_extra ? opts : NULL;
+    spec.n_extra = n_extra;
     return finish_start(c, vs_ops_clone(w->ops, &spec, op_done, c, NULL));
 }
 

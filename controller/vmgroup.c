@@ -14,8 +14,9 @@
 #include "lib/str.h"
 
 /* Every string field of a VmGroup, at most: 4 metadata, the finalizers, the
- * template, lastMessage, selector and 4 per condition. */
-#define MAX_STRINGS (4 + VMGROUP_MAX_FINALIZERS + 3 + 4 * VMGROUP_MAX_CONDITIONS)
+ * template, the bootstrap Secret's name and key, lastMessage, selector and 4
+ * per condition. */
+#define MAX_STRINGS (4 + VMGROUP_MAX_FINALIZERS + 5 + 4 * VMGROUP_MAX_CONDITIONS)
 #define MAX_LABEL_VALUE 63
 
 static const char empty[] = "";
@@ -179,6 +180,99 @@ static int parse_metadata(const cJSON *meta, struct draft *d, char *err, size_t 
     return 0;
 }
 
+bool vmgroup_secret_key_valid(const char *key)
+{
+    size_t n = 0;
+
+    if (!key)
+        return false;
+    for (; key[n]; n++) {
+        char ch = key[n];
+        if (n >= VMGROUP_MAX_SECRET_KEY ||
+            !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '.' || ch == '_'))
+            return false;
+    }
+    return n > 0;
+}
+
+bool vmgroup_secret_name_valid(const char *name)
+{
+    size_t n = 0;
+
+    if (!name)
+        return false;
+    for (; name[n]; n++) {
+        char ch = name[n];
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (n >= VMGROUP_MAX_SECRET_NAME || !(alnum || ch == '-' || ch == '.') ||
+            (!alnum && (n == 0 || !name[n + 1])))
+            return false;
+    }
+    return n > 0;
+}
+
+/* opt_object reads parent.field, an optional object: 0 and *out (NULL when
+ * absent or null), or VMG_EPARSE. */
+static int opt_object(const cJSON *parent, const char *field, const char *path, const cJSON **out,
+                      char *err, size_t errlen)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, field);
+
+    *out = NULL;
+    if (!item || cJSON_IsNull(item))
+        return 0;
+    if (!cJSON_IsObject(item)) {
+        vmg_putf(err, errlen, "%s%s: want an object", path, field);
+        return VMG_EPARSE;
+    }
+    *out = item;
+    return 0;
+}
+
+/* parse_bootstrap reads spec.bootstrap, optional; with it, cloudInit and its
+ * secretRef are required and secretRef.name too (the CRD says the same). */
+static int parse_bootstrap(const cJSON *spec, struct vmgroup_bootstrap *b, char *err, size_t errlen)
+{
+    static const char path[] = "spec.bootstrap.cloudInit.secretRef.";
+    const cJSON *boot, *ci, *ref, *key;
+    int r;
+
+    b->secret_name = empty;
+    b->secret_key = VMGROUP_DEFAULT_SECRET_KEY;
+    if ((r = opt_object(spec, "bootstrap", "spec.", &boot, err, errlen)) < 0 || !boot)
+        return r;
+    if ((r = opt_object(boot, "cloudInit", "spec.bootstrap.", &ci, err, errlen)) < 0)
+        return r;
+    if (!ci) {
+        vmg_putf(err, errlen, "spec.bootstrap.cloudInit: missing");
+        return VMG_EPARSE;
+    }
+    if ((r = opt_object(ci, "secretRef", "spec.bootstrap.cloudInit.", &ref, err, errlen)) < 0)
+        return r;
+    if (!ref) {
+        vmg_putf(err, errlen, "spec.bootstrap.cloudInit.secretRef: missing");
+        return VMG_EPARSE;
+    }
+    if ((r = req_string(ref, "name", path, VMGROUP_MAX_SECRET_NAME, true, &b->secret_name, err,
+                        errlen)) < 0)
+        return r;
+    if (!vmgroup_secret_name_valid(b->secret_name)) {
+        vmg_putf(err, errlen, "%sname: want a DNS subdomain (lowercase letters, digits, '-', '.')",
+                 path);
+        return VMG_EPARSE;
+    }
+    key = cJSON_GetObjectItemCaseSensitive(ref, "key");
+    if (key && !cJSON_IsNull(key) &&
+        (as_string(key, VMGROUP_MAX_SECRET_KEY, &b->secret_key) < 0 ||
+         !vmgroup_secret_key_valid(b->secret_key))) {
+        vmg_putf(err, errlen, "%skey: want 1 to %d characters of [-._a-zA-Z0-9]", path,
+                 VMGROUP_MAX_SECRET_KEY);
+        return VMG_EPARSE;
+    }
+    return 0;
+}
+
 static int parse_spec(const cJSON *spec, struct vmgroup_spec *s, char *err, size_t errlen)
 {
     int r;
@@ -191,7 +285,8 @@ static int parse_spec(const cJSON *spec, struct vmgroup_spec *s, char *err, size
         (r = req_int32(spec, "memory", "spec.", &s->memory, err, errlen)) < 0 ||
         (r = req_int32(spec, "replicas", "spec.", &s->replicas, err, errlen)) < 0 ||
         (r = req_string(spec, "template", "spec.", VMGROUP_MAX_TEMPLATE, false, &s->template, err,
-                        errlen)) < 0)
+                        errlen)) < 0 ||
+        (r = parse_bootstrap(spec, &s->bootstrap, err, errlen)) < 0)
         return r;
     return 0;
 }
@@ -321,6 +416,8 @@ static int pack(struct draft *d, struct vmgroup **ret)
     for (unsigned i = 0; i < d->g.meta.n_finalizers; i++)
         pack_add(&p, &d->finalizers[i]);
     pack_add(&p, &d->g.spec.template);
+    pack_add(&p, &d->g.spec.bootstrap.secret_name);
+    pack_add(&p, &d->g.spec.bootstrap.secret_key);
     pack_add(&p, &d->g.status.last_message);
     pack_add(&p, &d->g.status.selector);
     for (unsigned i = 0; i < d->g.status.n_conditions; i++) {

@@ -53,7 +53,11 @@ struct informer_type;
 #define VMGROUP_MAX_REASON 128
 #define VMGROUP_MAX_TIME 64
 #define VMGROUP_MAX_CONDITIONS 4
-#define VMGROUP_MAX_SELECTOR 256 /* status.selector */
+#define VMGROUP_MAX_SELECTOR 256    /* status.selector */
+#define VMGROUP_MAX_SECRET_NAME 253 /* spec.bootstrap.cloudInit.secretRef.name */
+#define VMGROUP_MAX_SECRET_KEY 253  /* and .key */
+/* The key of the Secret read when secretRef.key is absent. */
+#define VMGROUP_DEFAULT_SECRET_KEY "user-data"
 
 /* status.selector, the label selector of the scale subresource (what a
  * HorizontalPodAutoscaler reads): "<VMGROUP_SELECTOR_KEY>=<metadata.uid>".
@@ -112,11 +116,19 @@ struct vmgroup_meta {
     const char *const *finalizers;
 };
 
+/* spec.bootstrap.cloudInit.secretRef: the Secret, in the VmGroup's
+ * namespace, whose key holds the cloud-init user data of every clone. */
+struct vmgroup_bootstrap {
+    const char *secret_name; /* "" when the spec asks for no bootstrap */
+    const char *secret_key;  /* VMGROUP_DEFAULT_SECRET_KEY when absent */
+};
+
 struct vmgroup_spec {
     int32_t cpu;    /* CPUs per VM */
     int32_t memory; /* GiB per VM */
     int32_t replicas;
     const char *template; /* name or inventory path of a VM template */
+    struct vmgroup_bootstrap bootstrap;
 };
 
 struct vmgroup {
@@ -131,12 +143,24 @@ struct vmgroup {
  * requires, with the right types: metadata.name, namespace, uid (strings),
  * optional resourceVersion, generation, deletionTimestamp, finalizers;
  * spec.cpu, memory, replicas (int32) and template (string; "" is accepted
- * here and reported by the planner, as are out-of-range numbers). A "kind"
+ * here and reported by the planner, as are out-of-range numbers); optional
+ * spec.bootstrap.cloudInit.secretRef, whose name is then required and whose
+ * key, when given, must pass vmgroup_secret_key_valid (and the name
+ * vmgroup_secret_name_valid). A "kind"
  * other than VmGroup is refused. The status is read leniently: a missing or
  * unreadable field is left zero/"" and marks the status incomplete.
  * Returns 0 and *ret (free with vmgroup_free), VMG_EPARSE with a message
  * naming the field in err (when err is not NULL), or -ENOMEM. */
 int vmgroup_from_json(const cJSON *obj, struct vmgroup **ret, char *err, size_t errlen);
+
+/* vmgroup_secret_name_valid tells whether name may name a Secret: a DNS
+ * subdomain, 1 to VMGROUP_MAX_SECRET_NAME bytes of [a-z0-9.-], alphanumeric
+ * at both ends. */
+bool vmgroup_secret_name_valid(const char *name);
+
+/* vmgroup_secret_key_valid tells whether key may name a Secret's key: 1 to
+ * VMGROUP_MAX_SECRET_KEY bytes of [-._a-zA-Z0-9] (the API server's rule). */
+bool vmgroup_secret_key_valid(const char *key);
 
 /* vmgroup_free frees g; NULL is fine. */
 void vmgroup_free(struct vmgroup *g);

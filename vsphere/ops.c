@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/str.h"
 
@@ -96,6 +97,14 @@ static void twait_remove(vs_op *op)
 
 /* finish ends op with r (kind and task filled in here), frees it and lets
  * the next queued operation start. */
+/* op_free frees op, its extraConfig copy wiped first. */
+static void op_free(vs_op *op)
+{
+    vmg_wipe_free(op->extra_mem, op->extra_size);
+    free(op->extra);
+    free(op);
+}
+
 void vs__op_finish(vs_op *op, struct vs_op_result *r)
 {
     vs_ops *o = op->o;
@@ -127,7 +136,7 @@ void vs__op_finish(vs_op *op, struct vs_op_result *r)
     if (o->obs)
         o->obs(o->obs_data, op, VS_OP_DONE, r);
     op->cb(op->data, r);
-    free(op);
+    op_free(op);
     if (!o->closing)
         pump(o);
 }
@@ -350,7 +359,7 @@ static bool refuse_held(vs_op *op)
 static void send_clone(vs_op *op)
 {
     const struct vs_placement *p = placement(op->o);
-    struct vim_option extra[2];
+    struct vim_option extra[2 + VS_CLONE_MAX_EXTRA];
     struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
     char *buf = NULL;
     size_t len = 0;
@@ -363,9 +372,13 @@ static void send_clone(vs_op *op)
         return;
     }
     if (op->has_uid)
-        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_uid_key, op->mark_uid};
+        extra[cfg.n_extra++] =
+            (struct vim_option){.key = op->o->mark_uid_key, .value = op->mark_uid};
     if (op->has_tmark)
-        extra[cfg.n_extra++] = (struct vim_option){op->o->mark_template_key, op->mark_template};
+        extra[cfg.n_extra++] =
+            (struct vim_option){.key = op->o->mark_template_key, .value = op->mark_template};
+    for (size_t i = 0; i < op->n_extra; i++)
+        extra[cfg.n_extra++] = op->extra[i];
     cfg.extra_config = cfg.n_extra ? extra : NULL;
     e = vim_req_clone_vm(&op->tmpl, &op->target, op->name, &p->pool,
                          p->has_datastore ? &p->datastore : NULL, &cfg, &buf, &len);
@@ -902,8 +915,59 @@ int vs_ops_create_folder(vs_ops *o, const struct vim_moref *parent, const char *
     return submit(op, ret);
 }
 
+/* extra_ok checks a clone's other extraConfig entries (vs_clone_spec) and
+ * sets *size to the bytes a copy of them takes. */
+static bool extra_ok(const vs_ops *o, const struct vs_clone_spec *spec, size_t *size)
+{
+    size_t secrets = 0;
+
+    *size = 0;
+    if (spec->n_extra > VS_CLONE_MAX_EXTRA || (spec->n_extra && !spec->extra))
+        return false;
+    for (size_t i = 0; i < spec->n_extra; i++) {
+        const struct vim_option *x = &spec->extra[i];
+        if (!x->key || !*x->key || !fits(x->key, VS_NAME_MAX) || !x->value ||
+            (o &&
+             (strcmp(x->key, o->mark_uid_key) == 0 || strcmp(x->key, o->mark_template_key) == 0)))
+            return false;
+        *size += strlen(x->key) + 1 + strnlen(x->value, VS_CLONE_MAX_EXTRA_BYTES + 1) + 1;
+        secrets += x->secret;
+        if (*size > VS_CLONE_MAX_EXTRA_BYTES || secrets > 1)
+            return false;
+    }
+    return true;
+}
+
+/* copy_extra copies spec's other extraConfig entries into op. */
+static int copy_extra(vs_op *op, const struct vs_clone_spec *spec, size_t size)
+{
+    char *p;
+
+    if (!spec->n_extra)
+        return 0;
+    op->extra = calloc(spec->n_extra, sizeof(*op->extra));
+    op->extra_mem = malloc(size);
+    if (!op->extra || !op->extra_mem)
+        return -ENOMEM;
+    op->extra_size = size;
+    p = op->extra_mem;
+    for (size_t i = 0; i < spec->n_extra; i++) {
+        size_t k = strlen(spec->extra[i].key) + 1, v = strlen(spec->extra[i].value) + 1;
+        memcpy(p, spec->extra[i].key, k);
+        op->extra[i].key = p;
+        p += k;
+        memcpy(p, spec->extra[i].value, v);
+        op->extra[i].value = p;
+        op->extra[i].secret = spec->extra[i].secret;
+        p += v;
+    }
+    op->n_extra = spec->n_extra;
+    return 0;
+}
+
 int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void *data, vs_op **ret)
 {
+    size_t extra_size = 0;
     vs_op *op;
     int e;
 
@@ -912,11 +976,16 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
         spec->num_cpus < 0 || spec->memory_mb < 0 ||
         (spec->mark_uid && (!fits(spec->mark_uid, VS_MARK_MAX) || !o || !o->mark_uid_key[0])) ||
         (spec->mark_template &&
-         (!fits(spec->mark_template, VS_MARK_MAX) || !o || !o->mark_template_key[0])))
+         (!fits(spec->mark_template, VS_MARK_MAX) || !o || !o->mark_template_key[0])) ||
+        !extra_ok(o, spec, &extra_size))
         return -EINVAL;
     op = op_new(o, VS_OP_CLONE, spec->folder, cb, data, &e);
     if (!op)
         return e;
+    if (copy_extra(op, spec, extra_size) < 0) {
+        op_free(op);
+        return -ENOMEM;
+    }
     vmg_putf(op->name, sizeof(op->name), "%s", spec->name);
     vmg_putf(op->template_name, sizeof(op->template_name), "%s", spec->template_name);
     op->num_cpus = spec->num_cpus;

@@ -43,6 +43,10 @@
  * its config.template and parent are read again, and a template turned
  * into a VM or moved is resolved again (and so refused, or found anew). */
 #define VS_OPS_TEMPLATE_TTL_MS (10 * 60 * 1000)
+/* The most extraConfig entries a clone adds beside the marks, and the most
+ * bytes of their keys and values together. */
+#define VS_CLONE_MAX_EXTRA 8
+#define VS_CLONE_MAX_EXTRA_BYTES (256 * 1024)
 
 typedef struct vs_ops vs_ops;
 typedef struct vs_op vs_op;
@@ -109,6 +113,14 @@ struct vs_clone_spec {
      * for a mark without a key is -EINVAL); NULL: none. */
     const char *mark_uid;
     const char *mark_template;
+    /* More extraConfig entries for the new VM, e.g. guestinfo.* keys;
+     * NULL when n_extra is 0. At most VS_CLONE_MAX_EXTRA, with non-empty
+     * keys of fewer than VS_NAME_MAX bytes other than the marks' keys, and
+     * VS_CLONE_MAX_EXTRA_BYTES in all, at most one of them secret (it never
+     * enters the request's XML tree). Copied; the copies are wiped when the
+     * operation ends, since a value may be a secret (none is ever logged). */
+    const struct vim_option *extra;
+    size_t n_extra;
 };
 
 /* vs_ops_new makes the operations runner of session s. The placement of

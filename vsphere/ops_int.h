@@ -63,6 +63,12 @@ struct vs_op {
     char mark_uid[VS_MARK_MAX];
     char mark_template[VS_MARK_MAX];
     bool has_uid, has_tmark;
+    /* The clone's other extraConfig entries, pointing into extra_mem (one
+     * block of extra_size bytes, wiped before it is freed). */
+    struct vim_option *extra;
+    size_t n_extra;
+    char *extra_mem;
+    size_t extra_size;
     int num_cpus;
     long long memory_mb;
     struct vim_moref tmpl;

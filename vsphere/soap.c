@@ -273,9 +273,9 @@ xmlNode *soap_add_moref(xmlNode *parent, const char *name, const char *type, con
     return set_attr(n, NULL, "type", type);
 }
 
-xmlNode *soap_add_typed(xmlNode *parent, const char *name, const char *xsi_type)
+/* set_type sets n's xsi:type (n NULL: a failure already recorded). */
+static xmlNode *set_type(xmlNode *n, const char *xsi_type)
 {
-    xmlNode *n = new_elem(parent, name);
     soap_req *req = req_of(n);
 
     if (!n)
@@ -285,6 +285,11 @@ xmlNode *soap_add_typed(xmlNode *parent, const char *name, const char *xsi_type)
         return NULL;
     }
     return set_attr(n, req->xsi, "type", xsi_type);
+}
+
+xmlNode *soap_add_typed(xmlNode *parent, const char *name, const char *xsi_type)
+{
+    return set_type(new_elem(parent, name), xsi_type);
 }
 
 xmlNode *soap_add_typed_text(xmlNode *parent, const char *name, const char *xsi_type,
@@ -312,6 +317,12 @@ xmlNode *soap_add_secret(xmlNode *parent, const char *name, const char *secret)
     xmlAddChild(n, c);
     req->secret = secret;
     return n;
+}
+
+xmlNode *soap_add_typed_secret(xmlNode *parent, const char *name, const char *xsi_type,
+                               const char *secret)
+{
+    return set_type(soap_add_secret(parent, name, secret), xsi_type);
 }
 
 /* escaped_len is the length of s once '&', '<', '>' and CR are escaped. */

@@ -97,6 +97,11 @@ xmlNode *soap_add_typed_text(xmlNode *parent, const char *name, const char *xsi_
  * secret per request. */
 xmlNode *soap_add_secret(xmlNode *parent, const char *name, const char *secret);
 
+/* soap_add_typed_secret is soap_add_secret for a value of type anyType:
+ * <name xsi:type="xsi_type">secret</name>. */
+xmlNode *soap_add_typed_secret(xmlNode *parent, const char *name, const char *xsi_type,
+                               const char *secret);
+
 /* soap_action formats the SOAPAction header value, "urn:vim25/<version>",
  * for the apiVersion the server reports. Returns the length written, or
  * -EINVAL (bad version) or -ENOSPC (buf too small). */

@@ -341,7 +341,10 @@ static void add_config_spec(xmlNode *parent, const char *name, const struct vim_
     for (size_t i = 0; i < c->n_extra; i++) {
         xmlNode *ov = soap_add_typed(spec, "extraConfig", "OptionValue");
         soap_add_text(ov, "key", c->extra_config[i].key);
-        soap_add_typed_text(ov, "value", "xsd:string", c->extra_config[i].value);
+        if (c->extra_config[i].secret)
+            soap_add_typed_secret(ov, "value", "xsd:string", c->extra_config[i].value);
+        else
+            soap_add_typed_text(ov, "value", "xsd:string", c->extra_config[i].value);
     }
 }
 

@@ -125,10 +125,13 @@ int vim_req_continue_retrieve_properties_ex(const struct vim_moref *pc, const ch
 int vim_req_create_folder(const struct vim_moref *parent, const char *name, char **ret_buf,
                           size_t *ret_len);
 
-/* An extraConfig entry, OptionValue {key, value as xsd:string}. */
+/* An extraConfig entry, OptionValue {key, value as xsd:string}. A secret
+ * value never enters the request's XML tree (soap_add_secret); at most one
+ * per request. */
 struct vim_option {
     const char *key;
     const char *value;
+    bool secret;
 };
 
 /* What a clone or a reconfigure sets. num_cpus and memory_mb of 0 are left

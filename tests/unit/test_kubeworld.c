@@ -1,10 +1,12 @@
 /* test_kubeworld.c: the reconciler's Kubernetes side (kubeworld) against a
  * small HTTP server on loopback: the status and finalizer patches reach the
  * group's paths as merge patches, the status wrapped in {"status": ...};
- * an API error reaches the reconciler's callback with its reason; with no
+ * an API error reaches the reconciler's callback with its reason; a
+ * bootstrap's Secret is one GET; with no
  * informer every group is gone and with no recorder events are dropped. */
 #include "tests/unit/unit.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,17 +41,31 @@ struct t {
     struct kubeworld kw;
     struct rec_world rw;
     struct vmgroup *g;
-    int status;      /* what the server answers */
-    int done, err;   /* the callback's calls and last error */
-    char reason[64]; /* and fault (the Status reason) */
+    int status;         /* what the server answers */
+    int done, err;      /* the callback's calls and last error */
+    char reason[64];    /* and fault (the Status reason) */
+    char user_data[64]; /* what get_secret's callback saw of data.user-data */
 };
+
+static const char SECRET[] =
+    "{\"kind\":\"Secret\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"init\","
+    "\"namespace\":\"ns\"},\"data\":{\"user-data\":\"I2Nsb3VkLWNvbmZpZwo=\"},\"type\":\"Opaque\"}";
+
+static const char NOT_FOUND[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"secrets \\\"init\\\" not found\",\"reason\":\"NotFound\","
+    "\"details\":{\"name\":\"init\",\"kind\":\"secrets\"},\"code\":404}";
 
 static void handle(struct srv *s, int i, struct sconn *c)
 {
     struct t *t = s->data;
 
     (void)i;
-    if (t->status == 409)
+    if (t->status == 404)
+        srv_reply(c, 404, "Content-Type: application/json\r\n", NOT_FOUND);
+    else if (t->status == 1)
+        srv_reply(c, 200, "Content-Type: application/json\r\n", SECRET);
+    else if (t->status == 409)
         srv_reply(c, 409, "Content-Type: application/json\r\n", CONFLICT);
     else
         srv_reply(c, 200, "Content-Type: application/json\r\n", "{}");
@@ -158,6 +174,41 @@ static void wait_done(struct t *t)
         uv_run(&t->loop, UV_RUN_ONCE);
 }
 
+static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secret)
+{
+    struct t *t = cbdata;
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(secret, "data"), "user-data");
+
+    (void)msg;
+    t->done++;
+    t->err = err;
+    snprintf(t->user_data, sizeof(t->user_data), "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+/* A bootstrap's Secret: one GET of the core path, the object handed over;
+ * NotFound as VMG_ENOTFOUND; a name that is no path segment refused. */
+static void test_get_secret(void **state)
+{
+    struct t *t = *state;
+
+    t->status = 1;
+    assert_int_equal(t->rw.get_secret(t->rw.data, "ns", "init", on_secret, t), 0);
+    wait_done(t);
+    assert_int_equal(t->err, 0);
+    assert_string_equal(t->user_data, "I2Nsb3VkLWNvbmZpZwo=");
+    assert_int_equal(t->srv.n, 1);
+    assert_string_equal(t->srv.reqs[0].method, "GET");
+    assert_string_equal(t->srv.reqs[0].target, "/api/v1/namespaces/ns/secrets/init");
+    t->done = 0;
+    t->status = 404;
+    assert_int_equal(t->rw.get_secret(t->rw.data, "ns", "init", on_secret, t), 0);
+    wait_done(t);
+    assert_int_equal(t->err, VMG_ENOTFOUND);
+    assert_string_equal(t->user_data, "");
+    assert_int_equal(t->rw.get_secret(t->rw.data, "ns", "a/b", on_secret, t), -EINVAL);
+    assert_int_equal(t->srv.n, 2);
+}
+
 /* The members kubeworld fills, and only those: the vCenter ones are
  * vcworld's, the hooks the manager's. */
 static void test_fills_the_kubernetes_members(void **state)
@@ -170,6 +221,7 @@ static void test_fills_the_kubernetes_members(void **state)
     assert_non_null(t->rw.patch_status);
     assert_non_null(t->rw.patch_meta);
     assert_non_null(t->rw.event);
+    assert_non_null(t->rw.get_secret);
     assert_null(t->rw.vcdata);
     assert_null(t->rw.vcenter_ready);
     assert_null(t->rw.clone);
@@ -242,6 +294,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_patch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_patch_and_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_informer_or_recorder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_secret, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1132,6 +1132,64 @@ static void test_clone(void **state)
     teardown(&f);
 }
 
+/* A clone's other extraConfig entries go into its spec after the marks,
+ * escaped; too many, an empty key, or a mark's key are refused. */
+static void test_clone_extra(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vim_option extra[VS_CLONE_MAX_EXTRA + 1];
+    struct vs_clone_spec spec = {.template_name = "tmpl",
+                                 .folder = &folder,
+                                 .name = "web-0",
+                                 .mark_uid = "uid-123",
+                                 .extra = extra,
+                                 .n_extra = 2};
+
+    (void)state;
+    setup(&f, 8, 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
+        extra[i] = (struct vim_option){.key = "guestinfo.x", .value = "v"};
+    extra[0] = (struct vim_option){
+        .key = "guestinfo.userdata", .value = "I2Nsb3VkLWNvbmZpZwo=", .secret = true};
+    extra[1] = (struct vim_option){.key = "guestinfo.note", .value = "a<b&c", .secret = true};
+    /* One secret a clone at most. */
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
+    extra[1].secret = false;
+    spec.n_extra = VS_CLONE_MAX_EXTRA + 1;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
+    spec.n_extra = 2;
+    extra[1].key = "";
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
+    extra[1].key = MARK_UID_KEY;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
+    extra[1].key = "guestinfo.note";
+    spec.extra = NULL;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
+    spec.extra = extra;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+    /* Copied: the caller's strings may go at once. */
+    extra[0].value = "gone";
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    assert_non_null(strstr(f.clone_body, "<key>" MARK_UID_KEY "</key>"));
+    assert_non_null(strstr(f.clone_body, "<key>guestinfo.userdata</key>"));
+    /* The secret one is spliced in at serialization, typed like the others. */
+    assert_non_null(
+        strstr(f.clone_body, "<value xsi:type=\"xsd:string\">I2Nsb3VkLWNvbmZpZwo=</value>"));
+    assert_null(strstr(f.clone_body, "<!--"));
+    assert_non_null(strstr(f.clone_body, ">a&lt;b&amp;c</value>"));
+    assert_null(strstr(f.clone_body, "gone"));
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    teardown(&f);
+}
+
 static void test_clone_template_missing(void **state)
 {
     struct fake f;
@@ -1334,6 +1392,7 @@ int main(void)
         cmocka_unit_test(test_tracked_task_follows_a_new_session),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
+        cmocka_unit_test(test_clone_extra),
         cmocka_unit_test(test_marks_are_inputs),
         cmocka_unit_test(test_clone_template_missing),
         cmocka_unit_test(test_clone_from_a_plain_vm_refused),

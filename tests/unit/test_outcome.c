@@ -100,6 +100,18 @@ static const struct tcase cases[] = {
      NOW, "TemplateAmbiguous"},
     {"template refused", PLAN_CLONE, VMG_ECONFIG, NULL, OP_TEMPLATE, "-----", OP_EVENT_WARNING, NOW,
      "TemplateRefused"},
+    /* A bootstrap that cannot be used (controller/bootstrap.h): a block
+     * with its own reason; its Secret unreadable otherwise: a failure. */
+    {"bootstrap secret missing", PLAN_CLONE, VMG_ENOTFOUND, "BootstrapSecretNotFound", OP_TEMPLATE,
+     "-----", OP_EVENT_WARNING, NOW, "BootstrapSecretNotFound"},
+    {"bootstrap key missing", PLAN_CLONE, VMG_ENOTFOUND, "BootstrapKeyNotFound", OP_TEMPLATE,
+     "-----", OP_EVENT_WARNING, NOW, "BootstrapKeyNotFound"},
+    {"bootstrap forbidden", PLAN_CLONE, VMG_EFORBIDDEN, "BootstrapSecretForbidden", OP_TEMPLATE,
+     "-----", OP_EVENT_WARNING, NOW, "BootstrapSecretForbidden"},
+    {"bootstrap too large", PLAN_CLONE, VMG_ETOOBIG, "BootstrapUserDataTooLarge", OP_TEMPLATE,
+     "-----", OP_EVENT_WARNING, NOW, "BootstrapUserDataTooLarge"},
+    {"bootstrap unreadable", PLAN_CLONE, VMG_ETRANSPORT, "BootstrapSecretUnreadable", OP_FAILED,
+     "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
     {"clone not found with fault", PLAN_CLONE, VMG_ENOTFOUND, "InvalidArgument", OP_FAILED, "--t--",
      OP_EVENT_WARNING, BACKOFF, NULL},
     /* Anything else: a failure, with its Warning, after the backoff. */

@@ -140,9 +140,12 @@ static int f_destroy_folder(void *d, const char *folder, rec_done_cb cb, void *c
 }
 
 static int f_clone(void *d, const struct vmgroup *g, const char *folder, const char *vm,
-                   const char *t, int cpu, int mem, rec_done_cb cb, void *cbdata)
+                   const char *t, int cpu, int mem, const struct rec_keyval *extra, size_t n_extra,
+                   rec_done_cb cb, void *cbdata)
 {
     (void)d;
+    (void)extra;
+    (void)n_extra;
     (void)g;
     (void)folder;
     (void)t;

@@ -532,7 +532,7 @@ static void test_clone(void **state)
     struct vim_moref pool = moref_of("find_pool"), ds = moref_of("find_datastore");
     struct vim_moref pc = moref_of("create_property_collector");
     struct vim_moref tpc = moref_of("create_task_collector");
-    struct vim_option extra[] = {{"vmgroup.uid", UID}, {"vmgroup.slot", "0"}};
+    struct vim_option extra[] = {{"vmgroup.uid", UID, false}, {"vmgroup.slot", "0", false}};
     struct vim_config cfg = {.num_cpus = 2, .memory_mb = 2048, .extra_config = extra, .n_extra = 2};
     struct vim_moref task, vm;
     struct vim_update_set us;
@@ -603,7 +603,7 @@ static void test_clone_duplicate_name(void **state)
     struct vim_moref tmpl = moref_of("find_template"), folder = moref_of("create_folder");
     struct vim_moref pool = moref_of("find_pool");
     struct vim_moref tpc = moref_of("create_task_collector");
-    struct vim_option extra[] = {{"vmgroup.uid", UID}, {"vmgroup.slot", "0"}};
+    struct vim_option extra[] = {{"vmgroup.uid", UID, false}, {"vmgroup.slot", "0", false}};
     struct vim_config cfg = {.num_cpus = 2, .memory_mb = 2048, .extra_config = extra, .n_extra = 2};
     struct vim_moref task, filter;
     struct vim_update_set us;
@@ -700,7 +700,7 @@ static void test_reconfigure(void **state)
 {
     struct vim_service_content sc = service_content();
     struct vim_moref vm = cloned_vm(), pc = moref_of("create_property_collector");
-    struct vim_option extra[] = {{"vmgroup.note", "resized"}};
+    struct vim_option extra[] = {{"vmgroup.note", "resized", false}};
     struct vim_config cfg = {.num_cpus = 4, .memory_mb = 4096, .extra_config = extra, .n_extra = 1};
     struct vim_update_set us;
     struct rec_obj *o;
@@ -1007,8 +1007,8 @@ static void test_decoders_refuse_other_responses(void **state)
 static void test_builders_check_arguments(void **state)
 {
     struct vim_moref vm, empty, pool;
-    struct vim_option bad_key[] = {{"", "v"}};
-    struct vim_option bad_val[] = {{"k", "\x01"}};
+    struct vim_option bad_key[] = {{"", "v", false}};
+    struct vim_option bad_val[] = {{"k", "\x01", false}};
     struct vim_config cfg = {.num_cpus = 1, .memory_mb = 1024};
     char *buf = NULL;
     size_t len = 0;

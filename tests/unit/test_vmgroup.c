@@ -463,6 +463,79 @@ static void test_finalizer_patch(void **state)
     vmgroup_free(g);
 }
 
+#define BOOT_HEAD                                                                                  \
+    "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"uid\":\"u\"},\"spec\":"                   \
+    "{\"cpu\":1,\"memory\":1,\"replicas\":1,\"template\":\"t\""
+
+/* spec.bootstrap.cloudInit.secretRef: absent, with its key defaulted, with
+ * a key; and each malformed form refused naming the field. */
+static void test_bootstrap(void **state)
+{
+    static const struct {
+        const char *json;
+        const char *field;
+    } bad[] = {
+        {BOOT_HEAD ",\"bootstrap\":[]}}", "spec.bootstrap: want an object"},
+        {BOOT_HEAD ",\"bootstrap\":{}}}", "spec.bootstrap.cloudInit: missing"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":7}}}", "spec.bootstrap.cloudInit: want"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{}}}}", "cloudInit.secretRef: missing"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{}}}}}",
+         "secretRef.name: missing"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"\"}}}}}",
+         "secretRef.name: empty"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"../x\"}}}}}",
+         "secretRef.name: want a DNS subdomain"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"Ab\"}}}}}",
+         "secretRef.name: want a DNS subdomain"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"a\",\"key\":\"\"}}}}}",
+         "secretRef.key"},
+        {BOOT_HEAD
+         ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"a\",\"key\":\"a/b\"}}}}}",
+         "secretRef.key"},
+        {BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"a\",\"key\":1}}}}}",
+         "secretRef.key"},
+    };
+    struct vmgroup *g = NULL;
+    char err[256] = "";
+
+    (void)state;
+    assert_int_equal(decode(BOOT_HEAD "}}", &g, err, sizeof(err)), 0);
+    assert_string_equal(g->spec.bootstrap.secret_name, "");
+    vmgroup_free(g);
+    assert_int_equal(decode(BOOT_HEAD ",\"bootstrap\":null}}", &g, err, sizeof(err)), 0);
+    assert_string_equal(g->spec.bootstrap.secret_name, "");
+    vmgroup_free(g);
+    assert_int_equal(
+        decode(BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"web-init\"}}}}}",
+               &g, err, sizeof(err)),
+        0);
+    assert_string_equal(g->spec.bootstrap.secret_name, "web-init");
+    assert_string_equal(g->spec.bootstrap.secret_key, VMGROUP_DEFAULT_SECRET_KEY);
+    vmgroup_free(g);
+    assert_int_equal(decode(BOOT_HEAD ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":"
+                                      "{\"name\":\"a.b-c\",\"key\":\"cloud_init.yaml\"}}}}}",
+                            &g, err, sizeof(err)),
+                     0);
+    assert_string_equal(g->spec.bootstrap.secret_name, "a.b-c");
+    assert_string_equal(g->spec.bootstrap.secret_key, "cloud_init.yaml");
+    vmgroup_free(g);
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        g = NULL;
+        err[0] = '\0';
+        int r = decode(bad[i].json, &g, err, sizeof(err));
+        if (r != VMG_EPARSE || !strstr(err, bad[i].field))
+            fail_msg("case %zu: r=%d err=\"%s\", want \"%s\"", i, r, err, bad[i].field);
+        assert_null(g);
+    }
+    assert_true(vmgroup_secret_name_valid("a"));
+    assert_false(vmgroup_secret_name_valid("a-"));
+    assert_false(vmgroup_secret_name_valid(".a"));
+    assert_false(vmgroup_secret_name_valid(NULL));
+    assert_true(vmgroup_secret_key_valid(".dot"));
+    assert_false(vmgroup_secret_key_valid("a b"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_rejected),        cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_status_lenient),  cmocka_unit_test(test_status_round_trip),
         cmocka_unit_test(test_finalizer_patch), cmocka_unit_test(test_selector),
+        cmocka_unit_test(test_bootstrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
