@@ -63,13 +63,6 @@ static uint64_t fake_now(void *data)
     return ((struct t *)data)->now;
 }
 
-static const char *no_env(void *data, const char *name)
-{
-    (void)data;
-    (void)name;
-    return NULL;
-}
-
 /* token_of copies the token of a TokenReview body. */
 static void token_of(const char *body, char *out, size_t len)
 {
@@ -142,10 +135,7 @@ static void release(struct t *t, int i)
 static int setup(void **state)
 {
     struct t *t = calloc(1, sizeof(*t));
-    char path[128], text[1024], err[256];
-    struct kcfg_opts ko = {.getenv = no_env};
     struct kube_client_opts o = {.qps = -1, .retries = -1};
-    FILE *f;
     int rc;
 
     if (!t)
@@ -159,21 +149,7 @@ static int setup(void **state)
     t->srv.data = t;
     t->srv.handle = handle;
     uv_timer_init(&t->loop, &t->dog);
-    snprintf(path, sizeof(path), "%s/config", t->dir);
-    snprintf(text, sizeof(text),
-             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-             "    server: http://127.0.0.1:%d\nusers:\n- name: u\n  user:\n    token: op-token\n"
-             "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
-             "current-context: x\n",
-             t->srv.port);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    ko.kubeconfig = path;
-    if (kcfg_load(&ko, &t->cfg, err, sizeof(err)) != 0)
-        fail_msg("kcfg_load: %s", err);
-    unlink(path);
+    t->cfg = unit_loopback_kcfg(t->dir, t->srv.port, "    token: op-token\n");
     t->http = vmg_http_new(&t->loop, &rc);
     assert_non_null(t->http);
     assert_int_equal(kube_client_new(&t->loop, t->http, t->cfg, &o, &t->kc), 0);

@@ -917,13 +917,6 @@ static void st_watchdog(uv_timer_t *timer)
     fail_msg("the test made no progress for 10 s");
 }
 
-static const char *no_env(void *data, const char *name)
-{
-    (void)data;
-    (void)name;
-    return NULL;
-}
-
 /* st_start_ex starts an informer in mode against a server answering with
  * handle; its client gives up a watch silent for watch_stall_ms (0: none),
  * and its on_note closes it on close_on (0: never). */
@@ -931,8 +924,6 @@ static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mod
                               unsigned watch_stall_ms, enum informer_note_kind close_on)
 {
     struct st *t = calloc(1, sizeof(*t));
-    char path[128], text[1024], err[256];
-    struct kcfg_opts ko = {.getenv = no_env};
     struct kube_client_opts co = {.qps = -1, .watch_stall_ms = watch_stall_ms};
     struct informer_opts io = {
         .list_mode = mode,
@@ -941,7 +932,6 @@ static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mod
         .backoff_max_ms = 40,
         .handlers = {.on_add = st_add, .on_update = st_update, .on_delete = st_delete},
         .on_note = st_note};
-    FILE *f;
     int e;
 
     assert_non_null(t);
@@ -953,21 +943,7 @@ static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mod
     t->srv.data = t;
     snprintf(t->dir, sizeof(t->dir), "/tmp/test_informer.XXXXXX");
     assert_non_null(mkdtemp(t->dir));
-    snprintf(path, sizeof(path), "%s/config", t->dir);
-    snprintf(text, sizeof(text),
-             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-             "    server: http://127.0.0.1:%d\nusers:\n- name: u\n  user:\n    token: tok\n"
-             "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
-             "current-context: x\n",
-             t->srv.port);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    ko.kubeconfig = path;
-    if (kcfg_load(&ko, &t->cfg, err, sizeof(err)) != 0)
-        fail_msg("%s", err);
-    unlink(path);
+    t->cfg = unit_loopback_kcfg(t->dir, t->srv.port, "    token: tok\n");
     t->http = vmg_http_new(&t->loop, &e);
     assert_non_null(t->http);
     assert_int_equal(kube_client_new(&t->loop, t->http, t->cfg, &co, &t->kc), 0);

@@ -393,13 +393,6 @@ struct t {
     char line[4][256];
 };
 
-static const char *no_env(void *data, const char *name)
-{
-    (void)data;
-    (void)name;
-    return NULL;
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -445,20 +438,7 @@ static int setup(void **state)
 /* user_yaml is the kubeconfig's user entry (indented by 4). */
 static void load_config(struct t *t, const char *user_yaml)
 {
-    char path[128], text[2048], err[512];
-    struct kcfg_opts o = {.getenv = no_env};
-
-    snprintf(path, sizeof(path), "%s/config", t->dir);
-    snprintf(text, sizeof(text),
-             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-             "    server: http://127.0.0.1:%d\nusers:\n- name: u\n  user:\n%s"
-             "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
-             "current-context: x\n",
-             t->srv.port, user_yaml);
-    write_file(path, text);
-    o.kubeconfig = path;
-    if (kcfg_load(&o, &t->cfg, err, sizeof(err)) != 0)
-        fail_msg("kcfg_load: %s", err);
+    t->cfg = unit_loopback_kcfg(t->dir, t->srv.port, user_yaml);
 }
 
 static void client(struct t *t, const char *user_yaml, const struct kube_client_opts *opts)

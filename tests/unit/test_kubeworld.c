@@ -98,20 +98,10 @@ static struct vmgroup *make_group(void)
 }
 
 /* The environment (KUBECONFIG, in-cluster variables) plays no part. */
-static const char *no_env(void *data, const char *name)
-{
-    (void)data;
-    (void)name;
-    return NULL;
-}
-
 static int setup(void **state)
 {
     struct t *t = calloc(1, sizeof(*t));
-    struct kcfg_opts ko = {.getenv = no_env};
     struct kube_client_opts o = {.qps = -1};
-    char path[128], text[1024], err[512] = "";
-    FILE *f;
     int rc;
 
     assert_non_null(t);
@@ -122,21 +112,7 @@ static int setup(void **state)
     t->srv.data = t;
     srv_start(&t->srv, &t->loop);
 
-    snprintf(path, sizeof(path), "%s/config", t->dir);
-    snprintf(text, sizeof(text),
-             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-             "    server: http://127.0.0.1:%d\nusers:\n- name: u\n  user:\n    token: tok\n"
-             "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
-             "current-context: x\n",
-             t->srv.port);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    ko.kubeconfig = path;
-    if (kcfg_load(&ko, &t->cfg, err, sizeof(err)) != 0)
-        fail_msg("kcfg_load: %s", err);
-    unlink(path);
+    t->cfg = unit_loopback_kcfg(t->dir, t->srv.port, "    token: tok\n");
     t->http = vmg_http_new(&t->loop, &rc);
     assert_non_null(t->http);
     assert_int_equal(kube_client_new(&t->loop, t->http, t->cfg, &o, &t->kw.kc), 0);
