@@ -24,6 +24,7 @@
 # tests/bench/run and tests/e2e/run set them.
 set -euo pipefail
 . "$ENV_DIR/env"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
 export GOVC_PERSIST_SESSION=false
 rounds=${CHURN_ROUNDS:-30}
 groups=${CHURN_GROUPS:-10}
@@ -101,7 +102,6 @@ worst=0
 fail=0
 all=()
 
-median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
 for r in $(seq 1 "$rounds"); do
 	t0=$(date +%s)
 	for i in $(seq 0 $((groups - 1))); do

@@ -20,6 +20,7 @@ set -euo pipefail
 . "$ENV_DIR/env"
 export GOVC_PERSIST_SESSION=false
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/lib.bash"
 log=$ENV_DIR/logs/bench-flood-manager.log
 ns=bench-flood
 conc=${FLOOD_CONC:-64}
@@ -97,11 +98,6 @@ run() {
 # cpu_ms: the manager's CPU time so far, in ms.
 cpu_ms() {
 	awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$pid/stat"
-}
-
-# median A B C...: the middle value (the lower middle of an even count).
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 
 # The floods, each bounded in time; the watchdog keeps the machine safe
