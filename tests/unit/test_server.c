@@ -67,6 +67,7 @@ struct fx {
     int nheld;
     int closed_called;
     uv_timer_t late;
+    uv_timer_t settle; /* the final stats, one loop iteration after the client is done */
     int late_rc[4];
     /* Client results, filled by the thread, read after the join. */
     struct result r[MAXR];
@@ -229,17 +230,30 @@ static void server_closed(void *data)
     }
 }
 
+static void finish(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+
+    vmg_server_get_stats(f->srv, &f->stats);
+    uv_close((uv_handle_t *)&f->settle, NULL);
+    if (f->sample)
+        uv_close((uv_handle_t *)&f->sampler, NULL);
+    uv_close((uv_handle_t *)&f->signal, NULL);
+    vmg_server_close(f->srv, server_closed, f);
+}
+
 static void maybe_finish(struct fx *f)
 {
     if (f->finishing || !f->client_signalled || f->nheld < f->want_held ||
         f->aborts < f->want_aborts)
         return;
     f->finishing = 1;
-    vmg_server_get_stats(f->srv, &f->stats);
-    if (f->sample)
-        uv_close((uv_handle_t *)&f->sampler, NULL);
-    uv_close((uv_handle_t *)&f->signal, NULL);
-    vmg_server_close(f->srv, server_closed, f);
+    /* The connections the server closed as the client finished free what
+     * libuv still holds for them (cancelled writes) in this iteration's
+     * close callbacks: the stats are read after them, in the next. */
+    uv_timer_init(&f->loop, &f->settle);
+    f->settle.data = f;
+    uv_timer_start(&f->settle, finish, 0, 0);
 }
 
 static void on_sample(uv_timer_t *t)
