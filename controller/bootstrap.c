@@ -115,13 +115,18 @@ int bootstrap_userdata(const cJSON *secret, const char *ns, const char *name, co
     return 0;
 }
 
-int bootstrap_guestinfo(const char *userdata_b64, const char *vm, struct bootstrap_guestinfo *ret)
+int bootstrap_guestinfo(const char *userdata_b64, const char *vm, const char *uid,
+                        struct bootstrap_guestinfo *ret)
 {
+    char id[VMGROUP_MAX_NAME + VMGROUP_MAX_UID + 2];
     int n;
 
-    if (!userdata_b64 || !ret)
+    if (!userdata_b64 || !vm || !uid || !*uid || !ret)
         return -EINVAL;
-    n = bootstrap_metadata(vm, NULL, ret->metadata, sizeof(ret->metadata));
+    n = snprintf(id, sizeof(id), "%s.%s", vm, uid);
+    if (n < 0 || (size_t)n >= sizeof(id))
+        return -EINVAL;
+    n = bootstrap_metadata(vm, id, ret->metadata, sizeof(ret->metadata));
     if (n < 0)
         return n;
     ret->kv[0] =
@@ -142,6 +147,7 @@ struct bctx {
     const struct vmgroup *(*get_group)(void *data, const char *key);
     void *data;
     char key[VMGROUP_MAX_NAMESPACE + VMGROUP_MAX_NAME + 2];
+    char uid[VMGROUP_MAX_UID + 1];
     char ns[VMGROUP_MAX_NAMESPACE + 1];
     char secret[VMGROUP_MAX_SECRET_NAME + 1];
     char secret_key[VMGROUP_MAX_SECRET_KEY + 1];
@@ -173,8 +179,9 @@ static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secre
     if (err == VMG_ECANCELED) {
         vmg_putf(text, sizeof(text), "canceled");
     } else if (err == VMG_ENOTFOUND) {
-        vmg_putf(text, sizeof(text), "Secret %s/%s of the cloud-init user data not found", c->ns,
-                 c->secret);
+        vmg_putf(text, sizeof(text),
+                 "Secret %s/%s (key \"%s\") of the cloud-init user data not found", c->ns,
+                 c->secret, c->secret_key);
     } else if (err == VMG_EFORBIDDEN) {
         vmg_putf(text, sizeof(text),
                  "the operator may not read Secret %s/%s of the cloud-init user data (forbidden)",
@@ -194,7 +201,7 @@ static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secre
         rc = VMG_ENOTFOUND;
         fault = OUTCOME_BOOTSTRAP_NOT_STARTED;
         vmg_putf(text, sizeof(text), "the VmGroup is gone");
-    } else if ((rc = bootstrap_guestinfo(ud, c->vm, &gi)) < 0 ||
+    } else if ((rc = bootstrap_guestinfo(ud, c->vm, c->uid, &gi)) < 0 ||
                (rc = c->clone(c->vcdata, g, c->folder, c->vm, c->template_, c->cpu, c->memory_mb,
                               gi.kv, BOOTSTRAP_N_KEYS, c->cb, c->cbdata)) < 0) {
         fault = OUTCOME_BOOTSTRAP_NOT_STARTED;
@@ -243,7 +250,8 @@ int bootstrap_clone(const struct rec_world *w, const struct vmgroup *g, const ch
     c->vcdata = w->vcdata;
     c->get_group = w->get_group;
     c->data = w->data;
-    if (!copy(c->ns, sizeof(c->ns), g->meta.ns) ||
+    if (!g->meta.uid || !copy(c->ns, sizeof(c->ns), g->meta.ns) ||
+        !copy(c->uid, sizeof(c->uid), g->meta.uid) ||
         !copy(c->secret, sizeof(c->secret), b->secret_name) ||
         !copy(c->secret_key, sizeof(c->secret_key), b->secret_key) ||
         !copy(c->folder, sizeof(c->folder), folder) || !copy(c->vm, sizeof(c->vm), vm) ||

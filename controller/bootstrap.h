@@ -56,9 +56,14 @@ int bootstrap_userdata(const cJSON *secret, const char *ns, const char *name, co
                        const char **ret, char *msg, size_t msglen);
 
 /* bootstrap_guestinfo fills *ret with the guestinfo entries of the VM vm
- * for the user data userdata_b64 (base64; borrowed by *ret). Returns 0, or
- * what bootstrap_metadata returns. */
-int bootstrap_guestinfo(const char *userdata_b64, const char *vm, struct bootstrap_guestinfo *ret);
+ * of the group whose UID is uid, for the user data userdata_b64 (base64;
+ * borrowed by *ret). The metadata's instance-id is "<vm>.<uid>": unique
+ * across namespaces and groups (VM names repeat: web-0 in every namespace),
+ * and the same for a slot's replacement, which is a fresh clone of the
+ * template. Returns 0, or what bootstrap_metadata returns (-EINVAL also for
+ * a NULL or empty uid). */
+int bootstrap_guestinfo(const char *userdata_b64, const char *vm, const char *uid,
+                        struct bootstrap_guestinfo *ret);
 
 /* bootstrap_clone starts the clone of vm as w->clone does, for a group with
  * or without a bootstrap: with one, it first reads the Secret with

@@ -10,6 +10,7 @@
 #include "lib/buf.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/jsonwipe.h"
 
 static const struct vmgroup *w_get_group(void *data, const char *key)
 {
@@ -100,18 +101,6 @@ struct secret_get {
     void *cbdata;
 };
 
-/* wipe_json overwrites every string and key of j, recursively. */
-static void wipe_json(cJSON *j)
-{
-    for (; j; j = j->next) {
-        if (j->valuestring)
-            vmg_wipe(j->valuestring, strlen(j->valuestring));
-        if (j->string)
-            vmg_wipe(j->string, strlen(j->string));
-        wipe_json(j->child);
-    }
-}
-
 static void secret_got(void *data, const struct kube_result *res)
 {
     struct secret_get *c = data;
@@ -123,7 +112,7 @@ static void secret_got(void *data, const struct kube_result *res)
         c->cb(c->cbdata, VMG_EPARSE, "the API server's answer is not an object", NULL);
     else
         c->cb(c->cbdata, 0, NULL, body);
-    wipe_json(body);
+    json_wipe(body);
     cJSON_Delete(body);
     free(c);
 }
@@ -139,7 +128,9 @@ static int w_get_secret(void *data, const char *ns, const char *name, rec_secret
     struct secret_get *c;
     int rc;
 
-    if (!kw->kc || !cb || kube_path(path, sizeof(path), "", "v1", ns, "secrets", name, NULL) < 0)
+    /* An empty name would be the path of the namespace's list of Secrets. */
+    if (!kw->kc || !cb || !ns || !*ns || !name || !*name ||
+        kube_path(path, sizeof(path), "", "v1", ns, "secrets", name, NULL) < 0)
         return -EINVAL;
     c = calloc(1, sizeof(*c));
     if (!c)

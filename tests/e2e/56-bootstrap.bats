@@ -94,13 +94,15 @@ YAML
 	apply_boot web 2 init
 	wait_running boot web 2
 	want=$(kubectl -n boot get secret init -o jsonpath='{.data.user-data}')
+	uid=$(kubectl -n boot get vg web -o jsonpath='{.metadata.uid}')
+	[ -n "$uid" ]
 	for vm in web-0 web-1; do
 		[ "$(extra web $vm guestinfo.userdata)" = "$want" ]
 		[ "$(extra web $vm guestinfo.userdata.encoding)" = base64 ]
 		[ "$(extra web $vm guestinfo.metadata.encoding)" = base64 ]
 		meta=$(extra web $vm guestinfo.metadata | base64 -d)
 		[ "$(jq -r '."local-hostname"' <<<"$meta")" = "$vm" ]
-		[ "$(jq -r '."instance-id"' <<<"$meta")" = "$vm" ]
+		[ "$(jq -r '."instance-id"' <<<"$meta")" = "$vm.$uid" ]
 		[ "$(extra web $vm guestinfo.userdata | base64 -d)" = "$(printf '%s' "$USERDATA")" ]
 	done
 	[ "$(extra web web-0 guestinfo.metadata)" != "$(extra web web-1 guestinfo.metadata)" ]
@@ -122,6 +124,7 @@ YAML
 	retry 30 bash -c '[ "$(kubectl get vg nosecret -n boot -o jsonpath={.status.phase})" = ERROR ]'
 	msg=$(vg_field boot nosecret '{.status.lastMessage}')
 	[[ "$msg" == *boot/absent* ]]
+	[[ "$msg" == *'"user-data"'* ]]
 	[ "$(vg_field boot nosecret '{.status.conditions[?(@.type=="Degraded")].reason}')" = BootstrapSecretNotFound ]
 	sleep 3
 	[ "$(vm_count boot nosecret)" = 0 ]

@@ -132,8 +132,12 @@ static void test_guestinfo(void **state)
     char json[BOOTSTRAP_MAX_METADATA];
 
     (void)state;
-    assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-0", &a), 0);
-    assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-1", &b), 0);
+    assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-0",
+                                         "3f0c1b9e-0d5e-4c2a-9a56-7b1e2f3a4b5c", &a),
+                     0);
+    assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-1",
+                                         "3f0c1b9e-0d5e-4c2a-9a56-7b1e2f3a4b5c", &b),
+                     0);
     assert_string_equal(a.kv[0].key, "guestinfo.userdata");
     assert_string_equal(a.kv[0].value, "I2Nsb3VkLWNvbmZpZwo=");
     /* The user data is the secret one; the metadata is not. */
@@ -148,8 +152,16 @@ static void test_guestinfo(void **state)
     /* Each VM its own identity. */
     assert_string_not_equal(a.kv[2].value, b.kv[2].value);
     b64d(b.kv[2].value, json, sizeof(json));
-    assert_non_null(strstr(json, "\"local-hostname\":\"web-1\""));
-    assert_int_equal(bootstrap_guestinfo(NULL, "web-0", &a), -EINVAL);
+    assert_string_equal(json, "{\"instance-id\":\"web-1.3f0c1b9e-0d5e-4c2a-9a56-7b1e2f3a4b5c\","
+                              "\"local-hostname\":\"web-1\"}");
+    /* web-0 of another group (another namespace): another instance. */
+    assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-0", "9d1e", &b), 0);
+    assert_string_not_equal(a.kv[2].value, b.kv[2].value);
+    b64d(b.kv[2].value, json, sizeof(json));
+    assert_string_equal(json, "{\"instance-id\":\"web-0.9d1e\",\"local-hostname\":\"web-0\"}");
+    assert_int_equal(bootstrap_guestinfo(NULL, "web-0", "9d1e", &a), -EINVAL);
+    assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-0", "", &a), -EINVAL);
+    assert_int_equal(bootstrap_guestinfo("I2Nsb3VkLWNvbmZpZwo=", "web-0", NULL, &a), -EINVAL);
 }
 
 /* ---- bootstrap_clone over a fake world ---- */
@@ -311,6 +323,7 @@ static void test_clone_failures(void **state)
         const char *in_msg;
     } cases[] = {
         {VMG_ENOTFOUND, false, false, "BootstrapSecretNotFound", true, "team-a/init"},
+        {VMG_ENOTFOUND, false, false, "BootstrapSecretNotFound", true, "\"user-data\""},
         {VMG_EFORBIDDEN, false, false, "BootstrapSecretForbidden", true, "team-a/init"},
         {VMG_ETRANSPORT, false, false, "BootstrapSecretUnreadable", false, "team-a/init"},
         {0, true, false, "BootstrapKeyNotFound", true, "\"user-data\""},

@@ -182,6 +182,9 @@ static void test_get_secret(void **state)
     assert_int_equal(t->err, VMG_ENOTFOUND);
     assert_string_equal(t->user_data, "");
     assert_int_equal(t->rw.get_secret(t->rw.data, "ns", "a/b", on_secret, t), -EINVAL);
+    /* Not the namespace's list of Secrets. */
+    assert_int_equal(t->rw.get_secret(t->rw.data, "ns", "", on_secret, t), -EINVAL);
+    assert_int_equal(t->rw.get_secret(t->rw.data, "", "init", on_secret, t), -EINVAL);
     assert_int_equal(t->srv.n, 2);
 }
 
