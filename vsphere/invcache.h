@@ -15,12 +15,11 @@
  * Only two extraConfig entries are kept: the marks whose keys the caller
  * names (struct vs_mark_keys).
  *
- * A VM's guest addresses (guest.ipAddress and the ipAddress lists of
- * guest.net) are kept as at most VS_IP_MAX distinct literals that
- * inet_pton reads, written back by inet_ntop: the primary address first,
- * then guest.net's in order, IPv4 before IPv6; loopback, link-local and
- * unspecified addresses and anything else (names, zones, garbage, long
- * strings) are dropped. At most 32 NICs and 64 addresses of guest.net are
+ * A VM's guest addresses (guest.ipAddress, and the ipAddress lists of
+ * guest.net when the caller's updates carry it) are kept as at most VS_IP_MAX distinct literals
+ * that inet_pton reads, written back by inet_ntop: the primary address first, then guest.net's in
+ * order, IPv4 before IPv6; loopback, link-local and unspecified addresses and anything else (names,
+ * zones, garbage, long strings) are dropped. At most 32 NICs and 64 addresses of guest.net are
  * read.
  *
  * Pointers to objects returned by lookups stay valid until the next

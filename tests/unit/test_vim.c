@@ -447,12 +447,9 @@ static void test_wait_initial(void **state)
     c = find_change(o, "config.extraConfig");
     assert_int_equal(c->kind, VIM_VAL_OPTIONS);
     assert_string_equal(c->options, "govcsim=TRUE;");
-    /* No guest yet: no primary address; guest.net lists the NIC alone. */
+    /* No guest yet: no address. */
     c = find_change(o, "guest.ipAddress");
     assert_int_equal(c->kind, VIM_VAL_NONE);
-    c = find_change(o, "guest.net");
-    assert_int_equal(c->kind, VIM_VAL_OTHER);
-    assert_string_equal(c->xsi_type, "ArrayOfGuestNicInfo");
 
     o = find_obj(rec, "Folder", folder.value, VIM_ENTER);
     assert_int_equal(o->n, vim_folder_paths_n);
