@@ -482,8 +482,12 @@ static int w_folder(void *data, const char *folder, struct rec_folder *ret)
         v->template = o->has_mark_template ? o->mark_template : NULL;
         v->instance_uuid = o->instance_uuid;
         v->power_state = o->power_state;
-        for (unsigned k = 0; k < o->n_ip && k < VMGROUP_VM_MAX_IPS; k++)
-            v->ip[v->n_ip++] = o->ip[k];
+        {
+            const char *ips[VS_IP_MAX];
+            unsigned n_ip = vs_obj_ips(o, ips);
+            for (unsigned k = 0; k < n_ip && k < VMGROUP_VM_MAX_IPS; k++)
+                v->ip[v->n_ip++] = ips[k];
+        }
         v->powered_on = o->powered_on;
         v->num_cpu = o->num_cpu;
         v->memory_mb = (int)o->memory_mb;

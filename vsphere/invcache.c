@@ -259,9 +259,11 @@ static bool obj_equal(const struct vs_obj *a, const struct vs_obj *b)
            strcmp(a->parent, b->parent) == 0 && strcmp(a->power_state, b->power_state) == 0 &&
            a->powered_on == b->powered_on && a->num_cpu == b->num_cpu &&
            a->memory_mb == b->memory_mb && a->is_template == b->is_template &&
-           strcmp(a->instance_uuid, b->instance_uuid) == 0 && a->n_ip == b->n_ip &&
-           memcmp(a->ip, b->ip, sizeof(a->ip)) == 0 && a->has_mark_uid == b->has_mark_uid &&
-           strcmp(a->mark_uid, b->mark_uid) == 0 && a->has_mark_template == b->has_mark_template &&
+           strcmp(a->instance_uuid, b->instance_uuid) == 0 &&
+           strcmp(a->ip_primary, b->ip_primary) == 0 && a->n_ip_net == b->n_ip_net &&
+           memcmp(a->ip_net, b->ip_net, sizeof(a->ip_net)) == 0 &&
+           a->has_mark_uid == b->has_mark_uid && strcmp(a->mark_uid, b->mark_uid) == 0 &&
+           a->has_mark_template == b->has_mark_template &&
            strcmp(a->mark_template, b->mark_template) == 0;
 }
 
@@ -275,10 +277,8 @@ static void reset_props(struct vs_obj *o)
     o->memory_mb = 0;
     o->is_template = false;
     o->instance_uuid[0] = '\0';
-    o->n_ip = 0;
     o->n_ip_net = 0;
     o->ip_primary[0] = '\0';
-    memset(o->ip, 0, sizeof(o->ip));
     memset(o->ip_net, 0, sizeof(o->ip_net));
     o->has_mark_uid = false;
     o->mark_uid[0] = '\0';
@@ -355,7 +355,7 @@ static unsigned ip_list(const char *const *in, size_t n, char out[VS_IP_MAX][VS_
 
     for (int fam = 4; fam <= 6; fam += 2) {
         for (size_t i = 0; i < n && k < VS_IP_MAX; i++) {
-            char buf[VS_IP_LEN];
+            char buf[VS_IP_LEN] = ""; /* all zero: the lists are compared whole */
             bool dup = false;
             if (ip_literal(in[i], buf) != fam)
                 continue;
@@ -370,17 +370,30 @@ static unsigned ip_list(const char *const *in, size_t n, char out[VS_IP_MAX][VS_
     return k;
 }
 
-/* ip_merge makes o->ip of the primary address and guest.net's. */
-static void ip_merge(struct vs_obj *o)
+unsigned vs_obj_ips(const struct vs_obj *o, const char *out[VS_IP_MAX])
 {
     const char *all[1 + VS_IP_MAX];
-    size_t n = 0;
+    unsigned n = 0, k = 0;
 
+    if (!o || !out)
+        return 0;
     if (o->ip_primary[0])
         all[n++] = o->ip_primary;
-    for (unsigned i = 0; i < o->n_ip_net; i++)
+    for (unsigned i = 0; i < o->n_ip_net && i < VS_IP_MAX; i++)
         all[n++] = o->ip_net[i];
-    o->n_ip = ip_list(all, n, o->ip);
+    /* Written by inet_ntop: an IPv6 address and only it has a colon. */
+    for (int v6 = 0; v6 <= 1; v6++) {
+        for (unsigned i = 0; i < n && k < VS_IP_MAX; i++) {
+            bool dup = false;
+            if ((strchr(all[i], ':') != NULL) != v6)
+                continue;
+            for (unsigned j = 0; j < k && !dup; j++)
+                dup = strcmp(out[j], all[i]) == 0;
+            if (!dup)
+                out[k++] = all[i];
+        }
+    }
+    return k;
 }
 
 /* ip_from_net reads the ipAddress lists of an ArrayOfGuestNicInfo. */
@@ -434,13 +447,11 @@ static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_c
         char buf[VS_IP_LEN];
         bool ok = !unset && ch->kind == VIM_VAL_STRING && ip_literal(ch->str, buf);
         copy(o->ip_primary, sizeof(o->ip_primary), ok ? buf : "");
-        ip_merge(o);
     } else if (strcmp(n, "guest.net") == 0) {
         o->n_ip_net = 0;
         memset(o->ip_net, 0, sizeof(o->ip_net));
         if (!unset && ch->node)
             ip_from_net(o, ch->node);
-        ip_merge(o);
     } else if (strcmp(n, "config.extraConfig") == 0) {
         const xmlNode *ov = NULL;
         const char *k, *v;

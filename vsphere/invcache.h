@@ -68,11 +68,9 @@ struct vs_obj {
     long long memory_mb; /* 0 when unknown */
     bool is_template;
     char instance_uuid[64];
-    /* The guest's addresses (see above), "" beyond n_ip. */
-    unsigned n_ip;
-    char ip[VS_IP_MAX][VS_IP_LEN];
-    /* What they are made of: guest.ipAddress, and the first VS_IP_MAX of
-     * guest.net's in the same order. */
+    /* The guest's addresses (see above; vs_obj_ips lists them):
+     * guest.ipAddress, and the first VS_IP_MAX of guest.net's, IPv4 first,
+     * "" when none. */
     char ip_primary[VS_IP_LEN];
     unsigned n_ip_net;
     char ip_net[VS_IP_MAX][VS_IP_LEN];
@@ -157,6 +155,10 @@ size_t vs_cache_marked(const vs_cache *c, const char *uid, const struct vs_obj *
 /* vs_cache_group writes the group folder of obj (see vs_cache_event) and
  * returns it, or NULL. */
 const struct vs_obj *vs_cache_group(const vs_cache *c, const struct vs_obj *obj);
+
+/* vs_obj_ips points out[0 ..) at the guest addresses of o (see above), at
+ * most VS_IP_MAX, and returns how many; they live as long as o. */
+unsigned vs_obj_ips(const struct vs_obj *o, const char *out[VS_IP_MAX]);
 
 /* vs_create_order reads the number at the end of a moref value ("vm-42" ->
  * 42); 0 when there is none. */

@@ -567,9 +567,13 @@ static void expect_ips(const vs_cache *c, const char *ref, const char *want)
     size_t len = 0;
 
     assert_non_null(o);
-    assert_true(o->n_ip <= VS_IP_MAX);
-    for (unsigned i = 0; i < o->n_ip; i++)
-        len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s", i ? "," : "", o->ip[i]);
+    const char *ips[VS_IP_MAX];
+    unsigned n;
+
+    n = vs_obj_ips(o, ips);
+    assert_true(n <= VS_IP_MAX);
+    for (unsigned i = 0; i < n; i++)
+        len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s", i ? "," : "", ips[i]);
     assert_string_equal(got, want);
 }
 
