@@ -30,6 +30,7 @@ struct chunk {
 struct plan_mem {
     struct chunk *chunks;
     size_t cap_actions;
+    struct vmgroup_vm *vms; /* the status's entries */
 };
 
 static char *mem_alloc(struct plan_mem *m, size_t n)
@@ -71,6 +72,7 @@ void plan_free(struct plan *p)
             free(c);
             c = next;
         }
+        free(p->mem->vms);
         free(p->mem);
     }
     free(p->actions);
@@ -866,6 +868,82 @@ static int set_condition(struct ctx *c, unsigned i, const char *type,
     return n->reason && n->last_transition_time ? 0 : -ENOMEM;
 }
 
+/* vm_state says what this plan does or waits for with member m. */
+static const char *vm_state(const struct ctx *c, const struct member *m)
+{
+    if (!m->vm || m->creating)
+        return VMGROUP_VM_CREATING;
+    if (m->remove)
+        return VMGROUP_VM_REMOVING;
+    if (wrong_size(c, m->vm))
+        return VMGROUP_VM_RESIZING;
+    return m->vm->powered_on ? VMGROUP_VM_READY : VMGROUP_VM_STARTING;
+}
+
+static int cmp_member_name(const void *a, const void *b, void *data)
+{
+    const struct member *members = data;
+
+    return strcmp(members[*(const size_t *)a].name, members[*(const size_t *)b].name);
+}
+
+static const char *dup_nz(struct plan_mem *m, const char *s)
+{
+    return mem_strdup(m, s ? s : "");
+}
+
+/* status_vms fills status.vms: the first VMGROUP_MAX_STATUS_VMS members by
+ * name, and the count of the others. */
+static int status_vms(struct ctx *c)
+{
+    struct plan *p = c->p;
+    struct vmgroup_status *s = &p->status;
+    size_t *order = calloc(c->n_members ? c->n_members : 1, sizeof(*order));
+    size_t n = c->n_members < VMGROUP_MAX_STATUS_VMS ? c->n_members : VMGROUP_MAX_STATUS_VMS;
+    struct vmgroup_vm *vms = calloc(n ? n : 1, sizeof(*vms));
+    int r = -ENOMEM;
+
+    if (!order || !vms)
+        goto out;
+    for (size_t i = 0; i < c->n_members; i++)
+        order[i] = i;
+    qsort_r(order, c->n_members, sizeof(*order), cmp_member_name, c->members);
+    for (size_t i = 0; i < n; i++) {
+        const struct member *m = &c->members[order[i]];
+        const struct plan_vm *vm = m->vm;
+        struct vmgroup_vm *v = &vms[i];
+        v->name = mem_strdup(p->mem, m->name);
+        v->state = vm_state(c, m); /* a constant */
+        v->instance_uuid = dup_nz(p->mem, vm ? vm->instance_uuid : NULL);
+        v->power_state = dup_nz(p->mem, vm ? vm->power_state : NULL);
+        v->template = dup_nz(p->mem, vm ? vm->template : NULL);
+        if (!v->name || !v->instance_uuid || !v->power_state || !v->template)
+            goto out;
+        if (!vm)
+            continue;
+        v->cpu = vm->num_cpu > 0 ? vm->num_cpu : 0;
+        v->memory_mb = vm->memory_mb > 0 ? vm->memory_mb : 0;
+        for (unsigned k = 0; k < vm->n_ip && k < VMGROUP_VM_MAX_IPS; k++) {
+            if (!vm->ip[k] || !vm->ip[k][0])
+                continue;
+            v->ip[v->n_ip] = mem_strdup(p->mem, vm->ip[k]);
+            if (!v->ip[v->n_ip++])
+                goto out;
+        }
+    }
+    p->mem->vms = vms;
+    s->vms = vms;
+    s->n_vms = (unsigned)n;
+    s->vms_omitted = (int32_t)(c->n_members - n);
+    s->vms_digest = vmgroup_vms_digest(vms, (unsigned)n);
+    vms = NULL;
+    r = 0;
+out:
+    free(order);
+    free(vms);
+    return r;
+}
+
 /* finish fills the plan's status from the situation, compares it with the
  * group's, and adds the events of conditions that changed. */
 static int finish(struct ctx *c)
@@ -897,6 +975,9 @@ static int finish(struct ctx *c)
     if (!s->selector)
         return -ENOMEM;
     s->incomplete = false;
+    r = status_vms(c);
+    if (r < 0)
+        return r;
     s->n_conditions = 3;
     if (c->phase == VMGROUP_PHASE_RUNNING)
         r = set_condition(c, 0, COND_READY, VMGROUP_COND_TRUE, "AllReplicasRunning", message);

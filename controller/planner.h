@@ -50,6 +50,11 @@
  *     and powered on, with nothing in flight.
  *   - status.selector is vmgroup_selector's, whatever the situation (an
  *     autoscaler reads it through the scale subresource, at 0 replicas too).
+ *   - status.vms lists the members (never foreign VMs), clones in flight
+ *     included, sorted by name, the first VMGROUP_MAX_STATUS_VMS of them
+ *     (vmsOmitted counts the rest), each with what the inventory shows of
+ *     it and its state (VMGROUP_VM_*): Creating, Removing, Resizing,
+ *     Starting or Ready, by what this plan does or waits for.
  *   - In sync: no action, and the status computed equals the current one
  *     (status_changed false), so the caller does nothing at all.
  */
@@ -64,9 +69,13 @@
 
 /* A VM observed in the group's folder (or elsewhere, carrying its mark). */
 struct plan_vm {
-    const char *name;     /* the planner reads its slot from it (naming_vm_slot) */
-    const char *mark_uid; /* the VmGroup UID it is marked with; NULL if unmarked */
-    const char *template; /* the template it was cloned from (its mark); NULL if unknown */
+    const char *name;          /* the planner reads its slot from it (naming_vm_slot) */
+    const char *mark_uid;      /* the VmGroup UID it is marked with; NULL if unmarked */
+    const char *template;      /* the template it was cloned from (its mark); NULL if unknown */
+    const char *instance_uuid; /* NULL or "" when unknown */
+    const char *power_state;   /* poweredOn, poweredOff, suspended; NULL or "" unknown */
+    const char *ip[VMGROUP_VM_MAX_IPS]; /* the guest's addresses, IPv4 first */
+    unsigned n_ip;
     bool powered_on;
     int num_cpu;
     int memory_mb;

@@ -480,6 +480,14 @@ static int w_folder(void *data, const char *folder, struct rec_folder *ret)
         v->name = o->name;
         v->mark_uid = o->has_mark_uid ? o->mark_uid : NULL;
         v->template = o->has_mark_template ? o->mark_template : NULL;
+        v->instance_uuid = o->instance_uuid;
+        v->power_state = o->power_state;
+        {
+            const char *ips[VS_IP_MAX];
+            unsigned n_ip = vs_obj_ips(o, ips);
+            for (unsigned k = 0; k < n_ip && k < VMGROUP_VM_MAX_IPS; k++)
+                v->ip[v->n_ip++] = ips[k];
+        }
         v->powered_on = o->powered_on;
         v->num_cpu = o->num_cpu;
         v->memory_mb = (int)o->memory_mb;

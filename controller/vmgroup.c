@@ -72,6 +72,56 @@ static int as_string(const cJSON *item, size_t max, const char **out)
     return 0;
 }
 
+/* ---- status.vms's digest ---- */
+
+#define FNV_OFFSET 14695981039346656037ULL
+#define FNV_PRIME 1099511628211ULL
+
+static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * FNV_PRIME;
+    return h;
+}
+
+/* fnv_field adds one field, length first, so that fields cannot run into
+ * each other. */
+static uint64_t fnv_field(uint64_t h, const char *s)
+{
+    uint64_t len = strlen(vmg_nz(s));
+
+    h = fnv_bytes(h, &len, sizeof(len));
+    return fnv_bytes(h, vmg_nz(s), (size_t)len);
+}
+
+static uint64_t vms_digest_more(uint64_t h, const struct vmgroup_vm *v)
+{
+    int64_t nums[3] = {v->cpu, v->memory_mb, v->n_ip};
+
+    h = fnv_field(h, v->name);
+    h = fnv_field(h, v->instance_uuid);
+    h = fnv_field(h, v->power_state);
+    h = fnv_field(h, v->template);
+    h = fnv_field(h, v->state);
+    h = fnv_bytes(h, nums, sizeof(nums));
+    for (unsigned i = 0; i < v->n_ip && i < VMGROUP_VM_MAX_IPS; i++)
+        h = fnv_field(h, v->ip[i]);
+    return h;
+}
+
+uint64_t vmgroup_vms_digest(const struct vmgroup_vm *vms, unsigned n)
+{
+    uint64_t h = FNV_OFFSET;
+
+    if (!vms || n == 0)
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        h = vms_digest_more(h, &vms[i]);
+    return h;
+}
+
 /* The decoding of one object, before it is packed: strings borrowed from
  * the cJSON tree. */
 struct draft {
@@ -318,6 +368,86 @@ static bool parse_condition(const cJSON *c, struct vmgroup_condition *out)
     return true;
 }
 
+/* opt_status_string reads parent.field, a string of at most max bytes, or
+ * "" when absent. */
+static bool opt_status_string(const cJSON *parent, const char *field, size_t max, const char **out)
+{
+    *out = empty;
+    return !cJSON_GetObjectItemCaseSensitive(parent, field) ||
+           status_string(parent, field, max, out);
+}
+
+static bool opt_status_int32(const cJSON *parent, const char *field, int32_t *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, field);
+    int64_t v = 0;
+
+    if (item && as_integer(item, 0, INT32_MAX, &v) < 0)
+        return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+/* parse_vm reads one entry of status.vms, as vmgroup_status_to_json writes
+ * it; false when it could not have been written so. */
+static bool parse_vm(const cJSON *c, struct vmgroup_vm *out)
+{
+    const cJSON *ips, *ip;
+
+    if (!cJSON_IsObject(c) || !status_string(c, "name", VMGROUP_MAX_VM_NAME, &out->name) ||
+        !out->name[0] || !status_string(c, "state", VMGROUP_MAX_VM_WORD, &out->state) ||
+        !opt_status_string(c, "instanceUUID", VMGROUP_MAX_VM_UUID, &out->instance_uuid) ||
+        !opt_status_string(c, "powerState", VMGROUP_MAX_VM_WORD, &out->power_state) ||
+        !opt_status_string(c, "template", VMGROUP_MAX_TEMPLATE, &out->template) ||
+        !opt_status_int32(c, "cpu", &out->cpu) || !opt_status_int32(c, "memoryMB", &out->memory_mb))
+        return false;
+    ips = cJSON_GetObjectItemCaseSensitive(c, "ipAddresses");
+    if (!ips)
+        return true;
+    if (!cJSON_IsArray(ips))
+        return false;
+    cJSON_ArrayForEach(ip, ips)
+    {
+        if (out->n_ip == VMGROUP_VM_MAX_IPS ||
+            as_string(ip, VMGROUP_MAX_VM_IP, &out->ip[out->n_ip]) < 0)
+            return false;
+        out->n_ip++;
+    }
+    return out->n_ip > 0; /* an empty list is never written */
+}
+
+/* parse_vms reads status.vms and vmsOmitted into s's counts and digest.
+ * Older statuses have neither: no entries then, which differs from what
+ * the planner computes for a group with members, so it writes them once. */
+static bool parse_vms(const cJSON *status, struct vmgroup_status *s)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(status, "vms"), *c;
+    const cJSON *omitted = cJSON_GetObjectItemCaseSensitive(status, "vmsOmitted");
+    struct vmgroup_vm vm;
+    uint64_t h = FNV_OFFSET;
+    int64_t v;
+    bool ok = !item || cJSON_IsArray(item);
+
+    if (item && ok) {
+        cJSON_ArrayForEach(c, item)
+        {
+            memset(&vm, 0, sizeof(vm));
+            if (s->n_vms == VMGROUP_MAX_STATUS_VMS || !parse_vm(c, &vm)) {
+                ok = false;
+                break;
+            }
+            h = vms_digest_more(h, &vm); /* as vmgroup_vms_digest goes */
+            s->n_vms++;
+        }
+    }
+    s->vms_digest = s->n_vms ? h : 0;
+    if (omitted && as_integer(omitted, 0, INT32_MAX, &v) == 0)
+        s->vms_omitted = (int32_t)v;
+    else if (omitted)
+        ok = false;
+    return ok;
+}
+
 /* parse_status reads what it can of status; it never fails. */
 static void parse_status(const cJSON *status, struct vmgroup_status *s)
 {
@@ -373,6 +503,8 @@ static void parse_status(const cJSON *status, struct vmgroup_status *s)
     } else {
         ok = false;
     }
+    if (!parse_vms(status, s))
+        ok = false;
     s->incomplete = !ok;
 }
 
@@ -578,12 +710,52 @@ int vmgroup_selector(const struct vmgroup *g, char *buf, size_t size)
     return n;
 }
 
+static bool add_opt_string(cJSON *o, const char *field, const char *v)
+{
+    return !vmg_nz(v)[0] || cJSON_AddStringToObject(o, field, v);
+}
+
+static bool add_opt_int(cJSON *o, const char *field, int32_t v)
+{
+    return v == 0 || cJSON_AddNumberToObject(o, field, v);
+}
+
+/* add_vm appends one entry of status.vms to list. 0 or -ENOMEM. */
+static int add_vm(cJSON *list, const struct vmgroup_vm *v)
+{
+    cJSON *o = cJSON_CreateObject(), *ips;
+
+    if (!o || !cJSON_AddItemToArray(list, o)) {
+        cJSON_Delete(o);
+        return -ENOMEM;
+    }
+    if (!cJSON_AddStringToObject(o, "name", vmg_nz(v->name)) ||
+        !add_opt_string(o, "instanceUUID", v->instance_uuid) ||
+        !add_opt_string(o, "powerState", v->power_state) || !add_opt_int(o, "cpu", v->cpu) ||
+        !add_opt_int(o, "memoryMB", v->memory_mb) || !add_opt_string(o, "template", v->template) ||
+        !cJSON_AddStringToObject(o, "state", vmg_nz(v->state)))
+        return -ENOMEM;
+    if (v->n_ip == 0)
+        return 0;
+    ips = cJSON_AddArrayToObject(o, "ipAddresses");
+    if (!ips)
+        return -ENOMEM;
+    for (unsigned i = 0; i < v->n_ip && i < VMGROUP_VM_MAX_IPS; i++) {
+        cJSON *ip = cJSON_CreateString(vmg_nz(v->ip[i]));
+        if (!ip || !cJSON_AddItemToArray(ips, ip)) {
+            cJSON_Delete(ip);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
 {
     cJSON *obj, *list;
     char gen[24];
 
-    if (!s)
+    if (!s || (s->n_vms && !s->vms))
         return -EINVAL;
     /* cJSON prints numbers beyond int's range with 15 significant digits;
      * the generation is written exactly, as raw text. */
@@ -598,8 +770,15 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
         !cJSON_AddNumberToObject(obj, "desiredReplicas", s->desired_replicas) ||
         !cJSON_AddStringToObject(obj, "lastMessage", vmg_nz(s->last_message)) ||
         !cJSON_AddStringToObject(obj, "selector", vmg_nz(s->selector)) ||
-        !cJSON_AddRawToObject(obj, "observedGeneration", gen))
+        !cJSON_AddRawToObject(obj, "observedGeneration", gen) ||
+        !cJSON_AddNumberToObject(obj, "vmsOmitted", s->vms_omitted))
         goto fail;
+    list = cJSON_AddArrayToObject(obj, "vms");
+    if (!list)
+        goto fail;
+    for (unsigned i = 0; i < s->n_vms; i++)
+        if (add_vm(list, &s->vms[i]) < 0)
+            goto fail;
     list = cJSON_AddArrayToObject(obj, "conditions");
     if (!list)
         goto fail;
@@ -630,7 +809,8 @@ bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_s
         a->current_replicas != b->current_replicas || a->desired_replicas != b->desired_replicas ||
         a->observed_generation != b->observed_generation ||
         !vmg_streq(a->last_message, b->last_message) || !vmg_streq(a->selector, b->selector) ||
-        a->n_conditions != b->n_conditions)
+        a->n_vms != b->n_vms || a->vms_omitted != b->vms_omitted ||
+        a->vms_digest != b->vms_digest || a->n_conditions != b->n_conditions)
         return false;
     for (unsigned i = 0; i < a->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
         const struct vmgroup_condition *x = &a->conditions[i], *y = &b->conditions[i];

@@ -53,7 +53,15 @@ struct informer_type;
 #define VMGROUP_MAX_REASON 128
 #define VMGROUP_MAX_TIME 64
 #define VMGROUP_MAX_CONDITIONS 4
-#define VMGROUP_MAX_SELECTOR 256    /* status.selector */
+#define VMGROUP_MAX_SELECTOR 256 /* status.selector */
+/* status.vms lists at most this many members, the first by name; the rest
+ * are counted in status.vmsOmitted. */
+#define VMGROUP_MAX_STATUS_VMS 64
+#define VMGROUP_VM_MAX_IPS 4        /* addresses of one entry of status.vms */
+#define VMGROUP_MAX_VM_NAME 255     /* bytes of a VM's name in status.vms */
+#define VMGROUP_MAX_VM_UUID 63      /* of its instanceUUID */
+#define VMGROUP_MAX_VM_IP 45        /* of an address (an IPv6 literal) */
+#define VMGROUP_MAX_VM_WORD 31      /* of its powerState and state */
 #define VMGROUP_MAX_SECRET_NAME 253 /* spec.bootstrap.cloudInit.secretRef.name */
 #define VMGROUP_MAX_SECRET_KEY 253  /* and .key */
 /* The key of the Secret read when secretRef.key is absent. */
@@ -89,6 +97,36 @@ struct vmgroup_condition {
     enum vmgroup_cond_status status;
 };
 
+/* The states of an entry of status.vms, what the operator is doing with
+ * that member (its powerState says whether it runs):
+ *   Creating  its clone is in flight (no instanceUUID while vCenter shows
+ *             no VM yet)
+ *   Removing  it is being powered off and destroyed (scale-down, failed,
+ *             the group deleted)
+ *   Resizing  its CPU or memory differs from the spec: it is being (or
+ *             waits to be) powered off, reconfigured and powered on
+ *   Starting  it is off or suspended and is being powered on
+ *   Ready     powered on, sized as the spec says, nothing to do */
+#define VMGROUP_VM_CREATING "Creating"
+#define VMGROUP_VM_REMOVING "Removing"
+#define VMGROUP_VM_RESIZING "Resizing"
+#define VMGROUP_VM_STARTING "Starting"
+#define VMGROUP_VM_READY "Ready"
+
+/* One entry of status.vms: a member of the group. Strings "" (and numbers
+ * 0) when unknown; those are left out of the JSON. */
+struct vmgroup_vm {
+    const char *name;
+    const char *instance_uuid; /* config.instanceUuid */
+    const char *power_state;   /* poweredOn, poweredOff, suspended */
+    const char *template;      /* the template it was cloned from (its mark) */
+    const char *state;         /* VMGROUP_VM_* */
+    unsigned n_ip;
+    const char *ip[VMGROUP_VM_MAX_IPS]; /* the guest's addresses, IPv4 first */
+    int32_t cpu;
+    int32_t memory_mb;
+};
+
 struct vmgroup_status {
     enum vmgroup_phase phase;
     int32_t current_replicas;    /* VMs of this group that exist */
@@ -96,6 +134,14 @@ struct vmgroup_status {
     int64_t observed_generation; /* metadata.generation this status describes */
     const char *last_message;
     const char *selector; /* see VMGROUP_SELECTOR_KEY; "" when absent */
+    /* status.vms, sorted by name, and status.vmsOmitted, the members left
+     * out beyond VMGROUP_MAX_STATUS_VMS. A status to write has vms[0 ..
+     * n_vms); a decoded one keeps no entries (vms NULL), only their count
+     * and vms_digest, which is all that comparing needs. */
+    const struct vmgroup_vm *vms;
+    unsigned n_vms;
+    int32_t vms_omitted;
+    uint64_t vms_digest; /* vmgroup_vms_digest of the entries */
     /* True when the stored status lacked a field that vmgroup_status_to_json
      * writes, or held one that could not be read or kept (wrong type, out of
      * bounds, too many conditions). Such a status never equals a complete
@@ -184,9 +230,16 @@ int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret);
 int vmgroup_selector(const struct vmgroup *g, char *buf, size_t size);
 
 /* vmgroup_status_to_json encodes s as the value of "status": every field is
- * written (phase omitted only when NONE), conditions in order. Returns 0 and
- * *ret (free with cJSON_Delete), -EINVAL for a NULL s, or -ENOMEM. */
+ * written (phase omitted only when NONE), conditions in order, vms with
+ * each entry's unknown fields left out. Returns 0 and *ret (free with
+ * cJSON_Delete), -EINVAL for a NULL s or one whose entries were not kept
+ * (n_vms but no vms), or -ENOMEM. */
 int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret);
+
+/* vmgroup_vms_digest hashes n entries of status.vms (FNV-1a over every
+ * field as written), so that a decoded status compares with a computed one
+ * without keeping its entries. 0 for no entries. */
+uint64_t vmgroup_vms_digest(const struct vmgroup_vm *vms, unsigned n);
 
 /* vmgroup_status_equal tells whether a and b would be written the same and
  * neither is incomplete. NULL strings compare equal to "". */

@@ -15,6 +15,13 @@
  * Only two extraConfig entries are kept: the marks whose keys the caller
  * names (struct vs_mark_keys).
  *
+ * A VM's guest addresses (guest.ipAddress, and the ipAddress lists of
+ * guest.net when the caller's updates carry it) are kept as at most VS_IP_MAX distinct literals
+ * that inet_pton reads, written back by inet_ntop: the primary address first, then guest.net's in
+ * order, IPv4 before IPv6; loopback, link-local and unspecified addresses and anything else (names,
+ * zones, garbage, long strings) are dropped. At most 32 NICs and 64 addresses of guest.net are
+ * read.
+ *
  * Pointers to objects returned by lookups stay valid until the next
  * vs_cache_commit or vs_cache_end_resync.
  */
@@ -31,6 +38,10 @@
 #define VS_NAME_MAX 256 /* bytes of a name (escaped by vCenter), NUL included */
 #define VS_MARK_MAX 256 /* bytes of a mark's value, NUL included */
 #define VS_CACHE_DEFAULT_MAX 200000
+/* The guest addresses kept of a VM, and the room of one in text (an IPv6
+ * literal's INET6_ADDRSTRLEN, NUL included). */
+#define VS_IP_MAX 4
+#define VS_IP_LEN 46
 
 enum vs_obj_kind { VS_OBJ_VM, VS_OBJ_FOLDER };
 
@@ -57,6 +68,12 @@ struct vs_obj {
     long long memory_mb; /* 0 when unknown */
     bool is_template;
     char instance_uuid[64];
+    /* The guest's addresses (see above; vs_obj_ips lists them):
+     * guest.ipAddress, and the first VS_IP_MAX of guest.net's, IPv4 first,
+     * "" when none. */
+    char ip_primary[VS_IP_LEN];
+    unsigned n_ip_net;
+    char ip_net[VS_IP_MAX][VS_IP_LEN];
     bool has_mark_uid;
     char mark_uid[VS_MARK_MAX];
     bool has_mark_template;
@@ -138,6 +155,10 @@ size_t vs_cache_marked(const vs_cache *c, const char *uid, const struct vs_obj *
 /* vs_cache_group writes the group folder of obj (see vs_cache_event) and
  * returns it, or NULL. */
 const struct vs_obj *vs_cache_group(const vs_cache *c, const struct vs_obj *obj);
+
+/* vs_obj_ips points out[0 ..) at the guest addresses of o (see above), at
+ * most VS_IP_MAX, and returns how many; they live as long as o. */
+unsigned vs_obj_ips(const struct vs_obj *o, const char *out[VS_IP_MAX]);
 
 /* vs_create_order reads the number at the end of a moref value ("vm-42" ->
  * 42); 0 when there is none. */

@@ -18,6 +18,15 @@ const char *const vim_vm_paths[] = {
     "config.hardware.memoryMB",
     "config.template",
     "config.instanceUuid",
+    /* The guest's primary address, as VMware Tools reports it: a short
+     * string. Not guest.net, which alone lists every address: it is an
+     * array of data objects (each NIC's network, MAC, DNS and prefix data)
+     * sent whole at each change, and in a watch that a server re-collects
+     * per change (vcsim does, for every VM) it is about a fifth of what is
+     * copied of a VM; invcache decodes it for a caller that reads it. No
+     * other guest.* path: they change all the time (heartbeat, tools
+     * status, disks' free space). */
+    "guest.ipAddress",
     "config.extraConfig",
 };
 const size_t vim_vm_paths_n = sizeof(vim_vm_paths) / sizeof(vim_vm_paths[0]);

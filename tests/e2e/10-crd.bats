@@ -52,7 +52,9 @@ rejected() {
 	retry 30 bash -c 'kubectl explain vg.spec.cpu | grep -qF "Number of virtual CPUs of each VM, from 1 to 4."'
 	for f in spec.memory spec.template spec.replicas status.phase status.currentReplicas \
 		status.desiredReplicas status.lastMessage status.observedGeneration status.conditions \
-		status.selector; do
+		status.selector status.vms status.vms.name status.vms.instanceUUID \
+		status.vms.powerState status.vms.ipAddresses status.vms.cpu status.vms.memoryMB \
+		status.vms.template status.vms.state status.vmsOmitted; do
 		run kubectl explain "vg.$f"
 		[ "$status" -eq 0 ]
 		[[ "$output" == *DESCRIPTION* ]]

@@ -927,6 +927,166 @@ static void test_selector(void **state)
     plan_free(p1);
 }
 
+/* vms_desc writes status.vms as "name:state ..." */
+static const char *vms_desc(const struct plan *p, char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (unsigned i = 0; i < p->status.n_vms && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s:%s", i ? " " : "",
+                                p->status.vms[i].name, p->status.vms[i].state);
+    return buf;
+}
+
+/* plan_guests plans tc with every VM given an instance UUID, a power state
+ * as its powered_on says, and the addresses of ips (NULL: none) for the
+ * first VM. */
+static struct plan *plan_guests(const struct tcase *tc, const cJSON *status, const char *ip)
+{
+    static char uuids[8][40];
+    struct built b;
+    struct plan *p = NULL;
+
+    build(tc, &b, status);
+    for (size_t i = 0; i < b.in.n_vms; i++) {
+        snprintf(uuids[i], sizeof(uuids[i]), "5000-%zu", i);
+        b.vms[i].instance_uuid = uuids[i];
+        b.vms[i].power_state = b.vms[i].powered_on ? "poweredOn" : "poweredOff";
+    }
+    if (ip && b.in.n_vms) {
+        b.vms[0].ip[0] = ip;
+        b.vms[0].ip[1] = "2001:db8::1";
+        b.vms[0].n_ip = 2;
+    }
+    assert_int_equal(planner_plan(&b.in, &p), 0);
+    vmgroup_free(b.g);
+    return p;
+}
+
+/* status.vms: the members by name (foreign VMs never), each with its state
+ * by what the plan does; what the inventory shows of each. */
+static void test_status_vms(void **state)
+{
+    static const struct {
+        struct tcase tc;
+        const char *want;
+    } rows[] = {
+        {{.replicas = 4,
+          .vms = {{"web-0"}, {"web-1", .off = true}, {"web-2", .cpu = 1}, {"bob", .mark = ""}},
+          .clones = {3},
+          .n_clones = 1},
+         "web-0:Ready web-1:Starting web-2:Resizing web-3:Creating"},
+        {{.replicas = 1, .vms = {{"web-10"}, {"web-1"}, {"web-0"}}},
+         "web-0:Ready web-1:Removing web-10:Removing"},
+        {{.replicas = 2, .vms = {{"web-0"}, {"web-1", .failed = true}, {"x", .mark = OTHER}}},
+         "web-0:Ready web-1:Removing"},
+        {{.replicas = 2, .deleting = true, .vms = {{"web-0"}, {"web-1", .off = true}}},
+         "web-0:Removing web-1:Removing"},
+        {{.replicas = 2, .vms = {{"web-0", .inflight = true}}, .clones = {0}, .n_clones = 1},
+         "web-0:Creating"},
+        {{.replicas = 0, .vms = {{"bob", .mark = ""}}}, ""},
+    };
+    char got[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct plan *p = plan_guests(&rows[i].tc, NULL, NULL);
+        if (strcmp(vms_desc(p, got, sizeof(got)), rows[i].want) != 0)
+            fail_msg("row %zu: vms \"%s\", want \"%s\"", i, got, rows[i].want);
+        assert_int_equal(p->status.vms_omitted, 0);
+        plan_free(p);
+    }
+
+    /* The fields of an entry, as written. */
+    struct plan *p = plan_guests(&rows[0].tc, NULL, "10.0.0.5");
+    cJSON *st = status_json(p), *vms = cJSON_GetObjectItem(st, "vms"), *e;
+    char *text;
+    assert_int_equal(cJSON_GetArraySize(vms), 4);
+    e = cJSON_GetArrayItem(vms, 0);
+    text = cJSON_PrintUnformatted(e);
+    assert_string_equal(text,
+                        "{\"name\":\"web-0\",\"instanceUUID\":\"5000-0\",\"powerState\":"
+                        "\"poweredOn\",\"cpu\":2,\"memoryMB\":4096,\"template\":\"tmpl-a\","
+                        "\"state\":\"Ready\",\"ipAddresses\":[\"10.0.0.5\",\"2001:db8::1\"]}");
+    free(text);
+    e = cJSON_GetArrayItem(vms, 3); /* a clone vCenter does not show yet */
+    text = cJSON_PrintUnformatted(e);
+    assert_string_equal(text, "{\"name\":\"web-3\",\"state\":\"Creating\"}");
+    free(text);
+    assert_int_equal(cJSON_GetObjectItem(st, "vmsOmitted")->valueint, 0);
+    plan_free(p);
+
+    /* Written back: quiet; an address that changes, or appears, is a write. */
+    p = plan_guests(&rows[0].tc, st, "10.0.0.5");
+    assert_false(p->status_changed);
+    plan_free(p);
+    p = plan_guests(&rows[0].tc, st, "10.0.0.6");
+    assert_true(p->status_changed);
+    plan_free(p);
+    p = plan_guests(&rows[0].tc, st, NULL);
+    assert_true(p->status_changed);
+    plan_free(p);
+    /* A status from before status.vms: written once. */
+    cJSON_DeleteItemFromObject(st, "vms");
+    cJSON_DeleteItemFromObject(st, "vmsOmitted");
+    p = plan_guests(&rows[0].tc, st, "10.0.0.5");
+    assert_true(p->status_changed);
+    plan_free(p);
+    cJSON_Delete(st);
+}
+
+/* status.vms is bounded: the first VMGROUP_MAX_STATUS_VMS members by name,
+ * the others counted in vmsOmitted. */
+static void test_status_vms_bound(void **state)
+{
+    enum { N = VMGROUP_MAX_STATUS_VMS + 6 };
+    static char names[N][16];
+    static struct plan_vm vms[N];
+    struct vmgroup *g = make_group(2, 4, N, "tmpl-a", true, false, NULL);
+    struct planner_input in = {.g = g,
+                               .vms = vms,
+                               .n_vms = N,
+                               .folder = PLAN_FOLDER_PRESENT,
+                               .now = NOW,
+                               .max_inflight = 10};
+    struct plan *p = NULL, *p2 = NULL;
+    cJSON *st;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "web-%d", N - 1 - i);
+        vms[i] = (struct plan_vm){.name = names[i],
+                                  .mark_uid = UID,
+                                  .template = "tmpl-a",
+                                  .powered_on = true,
+                                  .num_cpu = 2,
+                                  .memory_mb = 4096,
+                                  .power_state = "poweredOn"};
+    }
+    assert_int_equal(planner_plan(&in, &p), 0);
+    assert_int_equal(p->status.n_vms, VMGROUP_MAX_STATUS_VMS);
+    assert_int_equal(p->status.vms_omitted, 6);
+    for (unsigned i = 1; i < p->status.n_vms; i++)
+        assert_true(strcmp(p->status.vms[i - 1].name, p->status.vms[i].name) < 0);
+    assert_string_equal(p->status.vms[0].name, "web-0");
+    assert_string_equal(p->status.vms[1].name, "web-1");
+    assert_string_equal(p->status.vms[2].name, "web-10");
+    st = status_json(p);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(st, "vms")), VMGROUP_MAX_STATUS_VMS);
+    assert_int_equal(cJSON_GetObjectItem(st, "vmsOmitted")->valueint, 6);
+    vmgroup_free(g);
+    g = make_group(2, 4, N, "tmpl-a", true, false, st);
+    in.g = g;
+    assert_int_equal(planner_plan(&in, &p2), 0);
+    assert_false(p2->status_changed);
+    assert_int_equal(p2->n_actions, 0);
+    plan_free(p);
+    plan_free(p2);
+    cJSON_Delete(st);
+    vmgroup_free(g);
+}
+
 /* lastTransitionTime changes only with the condition's status. */
 static void test_transition_times(void **state)
 {
@@ -1450,6 +1610,8 @@ int main(void)
         cmocka_unit_test(test_events_and_degraded),
         cmocka_unit_test(test_quiet_in_sync),
         cmocka_unit_test(test_selector),
+        cmocka_unit_test(test_status_vms),
+        cmocka_unit_test(test_status_vms_bound),
         cmocka_unit_test(test_transition_times),
         cmocka_unit_test(test_message_sanitized),
         cmocka_unit_test(test_bad_input),

@@ -718,6 +718,52 @@ static void test_in_sync_costs_nothing(void **state)
     assert_int_equal(F.n_calls, before);
 }
 
+/* status.vms follows the inventory: an address that a guest reports is one
+ * status write, and then nothing more; a VM being removed says so. */
+static void test_status_vms_follow_the_inventory(void **state)
+{
+    struct env *e = *state;
+    char json[4096];
+    size_t before;
+
+    set_group(GROUP("6", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    F.vms[0].instance_uuid = "5000-0";
+    F.vms[0].power_state = "poweredOn";
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "\"vms\":[{\"name\":\"web-0\",\"instanceUUID\":"
+                                          "\"5000-0\",\"powerState\":\"poweredOn\""));
+    assert_null(strstr(F.last_status, "ipAddresses"));
+    snprintf(json, sizeof(json), GROUP("7", FIN, 2, ",\"status\":%s"), F.last_status);
+    set_group(json);
+    complete("status", 0, NULL, NULL);
+    before = F.n_calls;
+    pass(e);
+    assert_int_equal(F.n_calls, before);
+
+    /* The guest reports its address: one write, with it. */
+    F.vms[0].ip[0] = "10.0.0.5";
+    F.vms[0].n_ip = 1;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "\"ipAddresses\":[\"10.0.0.5\"]"));
+    snprintf(json, sizeof(json), GROUP("8", FIN, 2, ",\"status\":%s"), F.last_status);
+    set_group(json);
+    complete("status", 0, NULL, NULL);
+    before = F.n_calls;
+    pass(e);
+    pass(e);
+    assert_int_equal(F.n_calls, before);
+
+    /* Scaled down: the VM that goes is Removing while it is powered off. */
+    set_group(GROUP("9", FIN, 1, ""));
+    pass(e);
+    assert_int_equal(count("power-off"), 1);
+    assert_non_null(strstr(F.last_status, "\"state\":\"Removing\""));
+}
+
 static void test_power_off_then_destroy_on_scale_down(void **state)
 {
     struct env *e = *state;
@@ -809,6 +855,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failure_is_reported_and_retried_later, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_sync_costs_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_vms_follow_the_inventory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_power_off_then_destroy_on_scale_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unseen_operation_reads_the_vm_before_acting_again,
                                         setup, teardown),

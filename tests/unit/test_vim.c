@@ -447,6 +447,9 @@ static void test_wait_initial(void **state)
     c = find_change(o, "config.extraConfig");
     assert_int_equal(c->kind, VIM_VAL_OPTIONS);
     assert_string_equal(c->options, "govcsim=TRUE;");
+    /* No guest yet: no address. */
+    c = find_change(o, "guest.ipAddress");
+    assert_int_equal(c->kind, VIM_VAL_NONE);
 
     o = find_obj(rec, "Folder", folder.value, VIM_ENTER);
     assert_int_equal(o->n, vim_folder_paths_n);

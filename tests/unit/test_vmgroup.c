@@ -536,6 +536,151 @@ static void test_bootstrap(void **state)
     assert_false(vmgroup_secret_key_valid("a b"));
 }
 
+/* vms_decode decodes a group whose complete status has vms (JSON text) and
+ * the other fields given in extra. */
+static struct vmgroup *vms_decode(const char *vms, const char *extra)
+{
+    size_t size = strlen(vms) + strlen(extra) + 512;
+    char *json = malloc(size), err[256];
+    struct vmgroup *g = NULL;
+
+    assert_non_null(json);
+    snprintf(json, size,
+             "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"uid\":\"u\"},"
+             "\"spec\":{\"cpu\":1,\"memory\":1,\"replicas\":1,\"template\":\"t\"},"
+             "\"status\":{\"phase\":\"RUNNING\",\"currentReplicas\":1,\"desiredReplicas\":1,"
+             "\"lastMessage\":\"m\",\"observedGeneration\":1,\"conditions\":[],\"vms\":%s%s}}",
+             vms, extra);
+    assert_int_equal(decode(json, &g, err, sizeof(err)), 0);
+    free(json);
+    return g;
+}
+
+/* status.vms: written and read back the same, whatever the order of the
+ * keys; kept as a count and a digest only; anything it could not have
+ * written (wrong types, too long, too many entries or addresses, an empty
+ * address list) is incomplete, never an error. */
+static void test_status_vms(void **state)
+{
+    static const struct vmgroup_vm vms[] = {
+        {.name = "web-0",
+         .instance_uuid = "5000-a",
+         .power_state = "poweredOn",
+         .template = "tmpl",
+         .state = VMGROUP_VM_READY,
+         .n_ip = 2,
+         .ip = {"10.0.0.5", "2001:db8::5"},
+         .cpu = 2,
+         .memory_mb = 4096},
+        {.name = "web-1", .state = VMGROUP_VM_CREATING},
+    };
+    struct vmgroup_status s = {.phase = VMGROUP_PHASE_RUNNING,
+                               .last_message = "m",
+                               .current_replicas = 1,
+                               .desired_replicas = 1,
+                               .observed_generation = 1,
+                               .vms = vms,
+                               .n_vms = 2,
+                               .vms_omitted = 3,
+                               .vms_digest = vmgroup_vms_digest(vms, 2)};
+    static const char *const bad[] = {
+        "[1]",
+        "{}",
+        "[{\"state\":\"Ready\"}]",
+        "[{\"name\":\"\",\"state\":\"Ready\"}]",
+        "[{\"name\":\"a\"}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"cpu\":-1}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"cpu\":1.5}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"memoryMB\":\"1\"}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"ipAddresses\":[]}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"ipAddresses\":\"1.2.3.4\"}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"ipAddresses\":[1]}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"ipAddresses\":[\"1.1.1.1\",\"1.1.1.2\","
+        "\"1.1.1.3\",\"1.1.1.4\",\"1.1.1.5\"]}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"ipAddresses\":[\"1234567890123456789012345678901"
+        "234567890123456\"]}]",
+        "[{\"name\":\"a\",\"state\":\"Ready\",\"powerState\":\"poweredOnpoweredOnpoweredOnpoweredOn"
+        "\"}]",
+    };
+    cJSON *js = NULL;
+    struct vmgroup *g;
+    char *text, *big;
+    size_t n;
+
+    (void)state;
+    assert_int_equal(vmgroup_status_to_json(&s, &js), 0);
+    text = cJSON_PrintUnformatted(cJSON_GetObjectItem(js, "vms"));
+    assert_string_equal(text, "[{\"name\":\"web-0\",\"instanceUUID\":\"5000-a\",\"powerState\":"
+                              "\"poweredOn\",\"cpu\":2,\"memoryMB\":4096,\"template\":\"tmpl\","
+                              "\"state\":\"Ready\",\"ipAddresses\":[\"10.0.0.5\",\"2001:db8::5\"]},"
+                              "{\"name\":\"web-1\",\"state\":\"Creating\"}]");
+    free(text);
+    assert_int_equal(cJSON_GetObjectItem(js, "vmsOmitted")->valueint, 3);
+    cJSON_Delete(js);
+    /* The keys in another order (the API server sorts them) read the same. */
+    g = vms_decode("[{\"cpu\":2,\"instanceUUID\":\"5000-a\",\"ipAddresses\":[\"10.0.0.5\","
+                   "\"2001:db8::5\"],\"memoryMB\":4096,\"name\":\"web-0\",\"powerState\":"
+                   "\"poweredOn\",\"state\":\"Ready\",\"template\":\"tmpl\"},"
+                   "{\"name\":\"web-1\",\"state\":\"Creating\"}]",
+                   ",\"vmsOmitted\":3");
+    assert_false(g->status.incomplete);
+    assert_null(g->status.vms);
+    assert_int_equal(g->status.n_vms, 2);
+    assert_true(vmgroup_status_equal(&s, &g->status));
+    /* Any difference in an entry, or in the count of the others, shows. */
+    s.vms_omitted = 2;
+    assert_false(vmgroup_status_equal(&s, &g->status));
+    s.vms_omitted = 3;
+    s.vms_digest = vmgroup_vms_digest(vms, 1);
+    s.n_vms = 1;
+    assert_false(vmgroup_status_equal(&s, &g->status));
+    vmgroup_free(g);
+    {
+        struct vmgroup_vm v2[2] = {vms[0], vms[1]};
+        v2[0].ip[1] = "2001:db8::6";
+        assert_true(vmgroup_vms_digest(v2, 2) != vmgroup_vms_digest(vms, 2));
+        v2[0].ip[1] = vms[0].ip[1];
+        v2[1].state = VMGROUP_VM_READY;
+        assert_true(vmgroup_vms_digest(v2, 2) != vmgroup_vms_digest(vms, 2));
+        /* Fields cannot run into each other. */
+        v2[1] = (struct vmgroup_vm){.name = "ab", .instance_uuid = "c", .state = "x"};
+        struct vmgroup_vm v3 = {.name = "a", .instance_uuid = "bc", .state = "x"};
+        assert_true(vmgroup_vms_digest(&v2[1], 1) != vmgroup_vms_digest(&v3, 1));
+    }
+    assert_int_equal(vmgroup_vms_digest(NULL, 0), 0);
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        g = vms_decode(bad[i], ",\"vmsOmitted\":0");
+        if (!g->status.incomplete)
+            fail_msg("vms %s should be incomplete", bad[i]);
+        vmgroup_free(g);
+    }
+    g = vms_decode("[]", ",\"vmsOmitted\":-1");
+    assert_true(g->status.incomplete);
+    vmgroup_free(g);
+    g = vms_decode("[]", "");
+    assert_false(g->status.incomplete);
+    assert_int_equal(g->status.n_vms, 0);
+    vmgroup_free(g);
+    /* More entries than are ever written. */
+    n = (VMGROUP_MAX_STATUS_VMS + 1) * 32 + 3;
+    big = malloc(n);
+    assert_non_null(big);
+    big[0] = '[';
+    size_t len = 1;
+    for (int i = 0; i <= VMGROUP_MAX_STATUS_VMS; i++)
+        len += (size_t)snprintf(big + len, n - len, "%s{\"name\":\"v%d\",\"state\":\"Ready\"}",
+                                i ? "," : "", i);
+    snprintf(big + len, n - len, "]");
+    g = vms_decode(big, ",\"vmsOmitted\":0");
+    assert_true(g->status.incomplete);
+    vmgroup_free(g);
+    free(big);
+    /* A status with its entries not kept is not written. */
+    s.vms = NULL;
+    assert_int_equal(vmgroup_status_to_json(&s, &js), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,7 +688,7 @@ int main(void)
         cmocka_unit_test(test_rejected),        cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_status_lenient),  cmocka_unit_test(test_status_round_trip),
         cmocka_unit_test(test_finalizer_patch), cmocka_unit_test(test_selector),
-        cmocka_unit_test(test_bootstrap),
+        cmocka_unit_test(test_bootstrap),       cmocka_unit_test(test_status_vms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
