@@ -70,6 +70,14 @@ struct vs_inventory {
     vs_req *refresh_req;
     struct vim_moref refresh_cur; /* the VM being read */
     bool refresh_seen;            /* the read returned it */
+    /* The requests that bring updates (long polls, reads) are numbered as
+     * they are sent, for the cache's order of assumed changes (invcache.h):
+     * asked is the last number given, wait_asked and refresh_asked those of
+     * the long poll and the read in flight or being decoded. The rest of
+     * a truncated UpdateSet may have been computed when its first part
+     * was: the long polls that fetch it keep the first one's number. */
+    uint64_t asked, wait_asked, refresh_asked;
+    bool wait_rest; /* the last UpdateSet was truncated */
 
     uv_timer_t timer;
     bool closing;
@@ -153,9 +161,13 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     return r;
 }
 
-/* add_refresh queues vm to be read again, once. */
+/* add_refresh queues vm to be read again, once: not when it is queued
+ * already, nor while a read of it is out (when that read is older than
+ * what asked for another, the cache says so again at its answer). */
 static int add_refresh(vs_inventory *inv, const struct vim_moref *vm)
 {
+    if (inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
+        return 0;
     for (size_t i = 0; i < inv->nrefresh; i++)
         if (strcmp(inv->refresh[i].value, vm->value) == 0)
             return 0;
@@ -199,13 +211,39 @@ static void forget_refresh(vs_inventory *inv)
     }
 }
 
+/* settle tells the cache which answers may still come: none to a request
+ * numbered below the oldest one in flight. */
+static void settle(vs_inventory *inv)
+{
+    uint64_t floor = inv->asked + 1;
+
+    if (inv->req && inv->step == I_WAIT && inv->wait_asked < floor)
+        floor = inv->wait_asked;
+    if (inv->refresh_req && inv->refresh_asked < floor)
+        floor = inv->refresh_asked;
+    vs_cache_settle(inv->cache, floor);
+}
+
+/* applied acts on what the cache said of update u: a pinned property
+ * another value (read the object again, numbered after the pin, so that
+ * its answer decides), or a VM reconfigured without its values. */
+static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
+{
+    if (e == VS_CACHE_READ_BACK && strcmp(u->obj.type, "VirtualMachine") == 0)
+        (void)add_refresh(inv, &u->obj);
+    else if (e == 0)
+        queue_refresh(inv, u);
+}
+
 static int refresh_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
-    int e = vs_cache_apply(inv->cache, u);
+    int e = vs_cache_apply_from(inv->cache, u, inv->refresh_asked);
 
     if (strcmp(u->obj.value, inv->refresh_cur.value) == 0)
         inv->refresh_seen = true;
+    if (e == VS_CACHE_READ_BACK)
+        applied(inv, u, e);
     return e == -ENOMEM ? e : 0;
 }
 
@@ -229,10 +267,11 @@ static void on_refresh(void *data, const struct vs_reply *r)
         /* Gone from vCenter: normally the watch says so too, but a read is
          * asked for when the watch has not shown a change in time. */
         struct vim_object_update u = {.kind = VIM_LEAVE, .obj = inv->refresh_cur};
-        (void)vs_cache_apply(inv->cache, &u);
+        (void)vs_cache_apply_from(inv->cache, &u, inv->refresh_asked);
     }
     vs_cache_commit(inv->cache);
     refresh_next(inv);
+    settle(inv);
 }
 
 static void refresh_next(vs_inventory *inv)
@@ -248,6 +287,7 @@ static void refresh_next(vs_inventory *inv)
     inv->refresh_cur = vm;
     memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
     inv->nrefresh--;
+    inv->refresh_asked = ++inv->asked;
     if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, inv->vm_paths, inv->vm_paths_n,
                                        0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
@@ -424,6 +464,8 @@ static void send_wait(vs_inventory *inv)
     size_t len = 0;
     int e;
 
+    if (!inv->wait_rest || !inv->wait_asked)
+        inv->wait_asked = ++inv->asked;
     e = vim_req_wait_for_updates_ex(&inv->pc, inv->version, inv->max_wait, inv->max_updates, &buf,
                                     &len);
     if (e == 0)
@@ -435,12 +477,11 @@ static void send_wait(vs_inventory *inv)
 static int apply_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
-    int e = vs_cache_apply(inv->cache, u);
+    int e = vs_cache_apply_from(inv->cache, u, inv->wait_asked);
 
     if (e == -ENOSPC)
         inv->overflow = true;
-    if (e == 0)
-        queue_refresh(inv, u);
+    applied(inv, u, e);
     return e == -ENOMEM ? e : 0;
 }
 
@@ -474,6 +515,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     }
     if (e == 1)
         vmg_putf(inv->version, sizeof(inv->version), "%s", us.version);
+    inv->wait_rest = e == 1 && us.truncated;
     if (inv->resyncing && (e == 0 || !us.truncated)) {
         inv->resyncing = false;
         vs_cache_end_resync(inv->cache);
@@ -502,6 +544,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         return;
     }
     send_wait(inv);
+    settle(inv);
 }
 
 static void on_i_reply(void *data, const struct vs_reply *r)
@@ -550,6 +593,7 @@ static void on_i_reply(void *data, const struct vs_reply *r)
             return;
         }
         inv->version[0] = '\0';
+        inv->wait_rest = false;
         inv->resyncing = true;
         vs_cache_begin_resync(inv->cache);
         send_wait(inv);
@@ -642,6 +686,27 @@ const struct vs_placement *vs_inventory_placement(const vs_inventory *inv)
 const vs_cache *vs_inventory_cache(const vs_inventory *inv)
 {
     return inv ? inv->cache : NULL;
+}
+
+uint64_t vs_inventory_mark(const vs_inventory *inv)
+{
+    return inv ? vs_cache_mark(inv->cache) : 0;
+}
+
+int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, uint64_t since)
+{
+    int e;
+
+    if (!inv || !u || inv->closing)
+        return -EINVAL;
+    if (!inv->synced || !inv->cache)
+        return -EAGAIN;
+    settle(inv);
+    /* Every request numbered up to inv->asked was sent before the task's
+     * end was learned: its answer may be older than the result. */
+    e = vs_cache_assume(inv->cache, u, since, inv->asked);
+    vs_cache_commit(inv->cache);
+    return e;
 }
 
 bool vs_inventory_synced(const vs_inventory *inv)
