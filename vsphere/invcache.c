@@ -35,6 +35,7 @@ struct node {
     uint64_t set_at[F_N]; /* the cache's mark when an update last set each F_* */
     uint64_t pin[F_N];    /* while pinned: answers to requests up to pin keep it */
     unsigned pinned;      /* bits of F_* */
+    unsigned disputed;    /* of pinned: the last older answer said another value */
 };
 
 /* An object assumed gone, and the last request whose answer may still
@@ -554,6 +555,7 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
     for (size_t i = 0; i < u->n_changes; i++)
         apply_change(c, &n->o, &u->changes[i]);
     lost = differ(&n->o, &before) & set & keep;
+    n->disputed = (n->disputed & ~(set & keep)) | lost;
     keep_fields(&n->o, &before, keep);
     for (int f = 0; f < F_N; f++)
         if (set & ~keep & (1u << f))
@@ -649,6 +651,13 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
     return update_node(c, n, u, u->kind == VIM_ENTER, keep) ? VS_CACHE_READ_BACK : 0;
 }
 
+bool vs_cache_disputed(const vs_cache *c, const char *ref)
+{
+    const struct node *n = c && ref ? ht_get(&c->objs, ref) : NULL;
+
+    return n && (n->disputed & n->pinned) != 0;
+}
+
 uint64_t vs_cache_mark(const vs_cache *c)
 {
     return c ? c->mark : 0;
@@ -697,6 +706,7 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
         if (set & ~skip & (1u << f)) {
             n->pin[f] = asked;
             n->pinned |= 1u << f;
+            n->disputed &= ~(1u << f);
         }
     return lost ? 0 : 1;
 }

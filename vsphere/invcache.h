@@ -156,6 +156,13 @@ uint64_t vs_cache_mark(const vs_cache *c);
  * any assumption. */
 int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t asked);
 
+/* vs_cache_disputed tells whether the last older answer about a pinned
+ * property of ref said another value than the assumption (an answer may
+ * say off, then on, of a VM: only what it said last counts), and no newer
+ * answer has decided since: whether the read-back VS_CACHE_READ_BACK asked
+ * for is still needed. */
+bool vs_cache_disputed(const vs_cache *c, const char *ref);
+
 /* vs_cache_assume applies u (VIM_ENTER of a new VM or folder, VIM_MODIFY of
  * runtime.powerState or the size, VIM_LEAVE) as the result of an operation
  * started at mark since, while requests up to asked were out. Returns 1

@@ -65,7 +65,10 @@ struct vs_inventory {
     bool overflow;
     /* VMs whose configuration changed without its values (see
      * queue_refresh), read again one at a time. */
-    struct vim_moref *refresh;
+    struct refresh_item {
+        struct vim_moref vm;
+        bool dispute; /* only to settle a dispute (vs_cache_disputed) */
+    } * refresh;
     size_t nrefresh;
     vs_req *refresh_req;
     struct vim_moref refresh_cur; /* the VM being read */
@@ -161,16 +164,19 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     return r;
 }
 
-/* add_refresh queues vm to be read again, once: not when it is queued
- * already, nor while a read of it is out (when that read is older than
- * what asked for another, the cache says so again at its answer). */
-static int add_refresh(vs_inventory *inv, const struct vim_moref *vm)
+/* add_refresh queues vm to be read again, once. A read to settle a
+ * dispute (an older answer said another value than an assumption) is not
+ * queued while a read of the VM is out: if that read is older than the
+ * assumption too, the cache says so again at its answer. */
+static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute)
 {
-    if (inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
+    if (dispute && inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
         return 0;
     for (size_t i = 0; i < inv->nrefresh; i++)
-        if (strcmp(inv->refresh[i].value, vm->value) == 0)
+        if (strcmp(inv->refresh[i].vm.value, vm->value) == 0) {
+            inv->refresh[i].dispute = inv->refresh[i].dispute && dispute;
             return 0;
+        }
     if (!inv->refresh) {
         inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
         if (!inv->refresh)
@@ -178,7 +184,8 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm)
     }
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
-    inv->refresh[inv->nrefresh++] = *vm;
+    inv->refresh[inv->nrefresh].vm = *vm;
+    inv->refresh[inv->nrefresh++].dispute = dispute;
     return 0;
 }
 
@@ -198,7 +205,7 @@ static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
             return;
     }
     if (version)
-        (void)add_refresh(inv, &u->obj);
+        (void)add_refresh(inv, &u->obj, false);
 }
 
 static void forget_refresh(vs_inventory *inv)
@@ -230,7 +237,7 @@ static void settle(vs_inventory *inv)
 static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
 {
     if (e == VS_CACHE_READ_BACK && strcmp(u->obj.type, "VirtualMachine") == 0)
-        (void)add_refresh(inv, &u->obj);
+        (void)add_refresh(inv, &u->obj, true);
     else if (e == 0)
         queue_refresh(inv, u);
 }
@@ -277,16 +284,21 @@ static void on_refresh(void *data, const struct vs_reply *r)
 static void refresh_next(vs_inventory *inv)
 {
     const struct vim_service_content *sc = vs_session_content(inv->s);
+    struct refresh_item it;
     struct vim_moref vm;
     char *buf = NULL;
     size_t len = 0;
 
-    if (inv->refresh_req || !inv->nrefresh || !sc || inv->closing || !inv->synced)
-        return;
-    vm = inv->refresh[0];
+    do {
+        if (inv->refresh_req || !inv->nrefresh || !sc || inv->closing || !inv->synced)
+            return;
+        it = inv->refresh[0];
+        memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
+        inv->nrefresh--;
+        /* A dispute the answers since have settled needs no read. */
+    } while (it.dispute && !vs_cache_disputed(inv->cache, it.vm.value));
+    vm = it.vm;
     inv->refresh_cur = vm;
-    memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
-    inv->nrefresh--;
     inv->refresh_asked = ++inv->asked;
     if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, inv->vm_paths, inv->vm_paths_n,
                                        0, &buf, &len) < 0 ||
@@ -306,7 +318,7 @@ int vs_inventory_reread(vs_inventory *inv, const char *vm_ref)
         return -EAGAIN;
     e = vim_moref_set(&vm, "VirtualMachine", vm_ref);
     if (e == 0)
-        e = add_refresh(inv, &vm);
+        e = add_refresh(inv, &vm, false);
     if (e == 0)
         refresh_next(inv);
     return e;
