@@ -1089,18 +1089,25 @@ static void test_marks_are_inputs(void **state)
     teardown(&f);
 }
 
+/* web0 is the clone of test_clone: web-0 into folder, 2 CPUs, 2 GiB,
+ * both marks. */
+static struct vs_clone_spec web0(const struct vim_moref *folder)
+{
+    return (struct vs_clone_spec){.template_name = "tmpl",
+                                  .folder = folder,
+                                  .name = "web-0",
+                                  .num_cpus = 2,
+                                  .memory_mb = 2048,
+                                  .mark_uid = "uid-123",
+                                  .mark_template = "tmpl"};
+}
+
 static void test_clone(void **state)
 {
     struct fake f;
     struct ctx c = {0};
     struct vim_moref folder;
-    struct vs_clone_spec spec = {.template_name = "tmpl",
-                                 .folder = &folder,
-                                 .name = "web-0",
-                                 .num_cpus = 2,
-                                 .memory_mb = 2048,
-                                 .mark_uid = "uid-123",
-                                 .mark_template = "tmpl"};
+    struct vs_clone_spec spec = web0(&folder);
 
     (void)state;
     setup(&f, 8, 0);
@@ -1218,13 +1225,7 @@ static void test_results_assumed(void **state)
     struct fake f;
     struct ctx c = {0};
     struct vim_moref folder, vm;
-    struct vs_clone_spec spec = {.template_name = "tmpl",
-                                 .folder = &folder,
-                                 .name = "web-0",
-                                 .num_cpus = 2,
-                                 .memory_mb = 2048,
-                                 .mark_uid = "uid-123",
-                                 .mark_template = "tmpl"};
+    struct vs_clone_spec spec = web0(&folder);
     const struct vs_obj *o;
 
     (void)state;
