@@ -258,17 +258,18 @@ static void on_refresh(void *data, const struct vs_reply *r)
 {
     vs_inventory *inv = data;
     char token[512];
-    bool gone = false;
+    bool gone = false, read = false;
 
     if (!inv->refresh_req || inv->closing)
         return; /* canceled */
     inv->refresh_req = NULL;
     inv->refresh_seen = false;
     if (r->err == 0 &&
-        vim_decode_retrieve_result(r->resp, refresh_cb, inv, token, sizeof(token)) >= 0)
+        vim_decode_retrieve_result(r->resp, refresh_cb, inv, token, sizeof(token)) >= 0) {
+        read = true;
         gone = !inv->refresh_seen;
-    else if (r->err == VMG_EFAULT && r->fault &&
-             strcmp(r->fault->type, "ManagedObjectNotFound") == 0)
+    } else if (r->err == VMG_EFAULT && r->fault &&
+               strcmp(r->fault->type, "ManagedObjectNotFound") == 0)
         gone = true;
     if (gone) {
         /* Gone from vCenter: normally the watch says so too, but a read is
@@ -277,6 +278,13 @@ static void on_refresh(void *data, const struct vs_reply *r)
         (void)vs_cache_apply_from(inv->cache, &u, inv->refresh_asked);
     }
     vs_cache_commit(inv->cache);
+    if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value)) {
+        /* The read that was to settle a dispute failed: again, after the
+         * next long poll (not at once, in case the failure lasts). */
+        (void)add_refresh(inv, &inv->refresh_cur, true);
+        settle(inv);
+        return;
+    }
     refresh_next(inv);
     settle(inv);
 }
