@@ -701,14 +701,24 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
     for (size_t i = 0; i < u->n_changes; i++)
         apply_change(c, &want, &u->changes[i]);
     lost = differ(&want, &n->o) & skip & set;
+    if (u->kind == VIM_ENTER) {
+        /* A new object: what the watch said of it came after the operation
+         * started, and most likely before its end (vCenter ends a clone
+         * once the VM is on, vcsim just before). The result is assumed,
+         * and what the watch said otherwise is disputed: read back once
+         * the stream has had its say (vs_cache_disputed). */
+        skip = 0;
+    }
     (void)update_node(c, n, u, false, skip);
     for (int f = 0; f < F_N; f++)
         if (set & ~skip & (1u << f)) {
             n->pin[f] = asked;
             n->pinned |= 1u << f;
             n->disputed &= ~(1u << f);
+            if (lost & (1u << f))
+                n->disputed |= 1u << f;
         }
-    return lost ? 0 : 1;
+    return lost && u->kind != VIM_ENTER ? 0 : 1;
 }
 
 void vs_cache_settle(vs_cache *c, uint64_t floor)

@@ -141,6 +141,11 @@ size_t vs_cache_commit(vs_cache *c);
  *   an update changed after that may be newer than the task's result (the
  *   VM powered on again by someone else): the assumption leaves it as it
  *   is, and says so (returns 0); the caller reads the object back then.
+ *   Not for a new object (VIM_ENTER, a clone's VM): what the watch said of
+ *   it is most likely from before the task's end (vcsim ends a clone before
+ *   the power-on it asked for), so the result is assumed and pinned, and
+ *   disputed where the watch said otherwise (vs_cache_disputed): the caller
+ *   reads it back once the stream has had a chance to show the change.
  */
 
 /* vs_cache_mark is the number of updates applied so far (see above). */

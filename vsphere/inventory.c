@@ -21,6 +21,15 @@ static char *dup_opt(const char *s)
     return s && *s ? strdup(s) : NULL;
 }
 
+/* A VM to read again. A read only to settle a dispute (vs_cache_disputed)
+ * is sent once a long poll numbered after `after` has answered, which may
+ * settle it first (vcsim streams a clone's VM off, then its power-on). */
+struct refresh_item {
+    struct vim_moref vm;
+    bool dispute;
+    uint64_t after;
+};
+
 enum istep { I_IDLE, I_LOGIN, I_RESOLVE, I_PC, I_FILTER, I_WAIT, I_BACKOFF };
 
 struct vs_inventory {
@@ -65,10 +74,7 @@ struct vs_inventory {
     bool overflow;
     /* VMs whose configuration changed without its values (see
      * queue_refresh), read again one at a time. */
-    struct refresh_item {
-        struct vim_moref vm;
-        bool dispute; /* only to settle a dispute (vs_cache_disputed) */
-    } * refresh;
+    struct refresh_item *refresh;
     size_t nrefresh;
     vs_req *refresh_req;
     struct vim_moref refresh_cur; /* the VM being read */
@@ -80,7 +86,8 @@ struct vs_inventory {
      * a truncated UpdateSet may have been computed when its first part
      * was: the long polls that fetch it keep the first one's number. */
     uint64_t asked, wait_asked, refresh_asked;
-    bool wait_rest; /* the last UpdateSet was truncated */
+    uint64_t answered; /* the number of the last long poll answered */
+    bool wait_rest;    /* the last UpdateSet was truncated */
 
     uv_timer_t timer;
     bool closing;
@@ -165,9 +172,10 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
 }
 
 /* add_refresh queues vm to be read again, once. A read to settle a
- * dispute (an older answer said another value than an assumption) is not
- * queued while a read of the VM is out: if that read is older than the
- * assumption too, the cache says so again at its answer. */
+ * dispute (an answer older than an assumption said another value) waits
+ * for the answer of a later long poll, and is not queued while a read of
+ * the VM is out: if that read is older than the assumption too, the cache
+ * says so again at its answer. */
 static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute)
 {
     if (dispute && inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
@@ -185,6 +193,7 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispu
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
     inv->refresh[inv->nrefresh].vm = *vm;
+    inv->refresh[inv->nrefresh].after = inv->wait_asked;
     inv->refresh[inv->nrefresh++].dispute = dispute;
     return 0;
 }
@@ -278,13 +287,8 @@ static void on_refresh(void *data, const struct vs_reply *r)
         (void)vs_cache_apply_from(inv->cache, &u, inv->refresh_asked);
     }
     vs_cache_commit(inv->cache);
-    if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value)) {
-        /* The read that was to settle a dispute failed: again, after the
-         * next long poll (not at once, in case the failure lasts). */
-        (void)add_refresh(inv, &inv->refresh_cur, true);
-        settle(inv);
-        return;
-    }
+    if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
+        (void)add_refresh(inv, &inv->refresh_cur, true); /* failed: again, later */
     refresh_next(inv);
     settle(inv);
 }
@@ -297,14 +301,25 @@ static void refresh_next(vs_inventory *inv)
     char *buf = NULL;
     size_t len = 0;
 
-    do {
-        if (inv->refresh_req || !inv->nrefresh || !sc || inv->closing || !inv->synced)
+    size_t i = 0;
+
+    if (inv->refresh_req || !sc || inv->closing || !inv->synced)
+        return;
+    for (;;) {
+        if (i >= inv->nrefresh)
             return;
-        it = inv->refresh[0];
-        memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
+        it = inv->refresh[i];
+        if (it.dispute && inv->answered <= it.after && vs_cache_disputed(inv->cache, it.vm.value)) {
+            i++; /* not yet */
+            continue;
+        }
+        memmove(inv->refresh + i, inv->refresh + i + 1,
+                (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
         inv->nrefresh--;
         /* A dispute the answers since have settled needs no read. */
-    } while (it.dispute && !vs_cache_disputed(inv->cache, it.vm.value));
+        if (!it.dispute || vs_cache_disputed(inv->cache, it.vm.value))
+            break;
+    }
     vm = it.vm;
     inv->refresh_cur = vm;
     inv->refresh_asked = ++inv->asked;
@@ -535,6 +550,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     }
     if (e == 1)
         vmg_putf(inv->version, sizeof(inv->version), "%s", us.version);
+    inv->answered = inv->wait_asked;
     inv->wait_rest = e == 1 && us.truncated;
     if (inv->resyncing && (e == 0 || !us.truncated)) {
         inv->resyncing = false;
@@ -726,6 +742,10 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
      * end was learned: its answer may be older than the result. */
     e = vs_cache_assume(inv->cache, u, since, inv->asked);
     vs_cache_commit(inv->cache);
+    /* A clone's VM the watch showed otherwise before the end was learned:
+     * read once the stream has had its say (see vs_cache_assume). */
+    if (e == 1 && u->kind == VIM_ENTER && vs_cache_disputed(inv->cache, u->obj.value))
+        (void)add_refresh(inv, &u->obj, true);
     return e;
 }
 
