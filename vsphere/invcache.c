@@ -43,6 +43,7 @@ struct node {
 struct tomb {
     char ref[VS_REF_MAX];
     uint64_t asked;
+    bool disputed; /* an older answer showed it (a server that reuses morefs) */
 };
 
 struct pgroup {
@@ -569,20 +570,35 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
     return lost;
 }
 
-/* tomb_holds tells whether an answer to request asked about ref, an object
- * assumed gone, is older than that assumption; a newer one ends it. */
-static bool tomb_holds(vs_cache *c, const char *ref, uint64_t asked)
+/* tomb_find finds the tomb of ref, or NULL. */
+static struct tomb *tomb_find(const vs_cache *c, const char *ref)
 {
-    for (size_t i = 0; i < c->ntombs; i++) {
-        if (strcmp(c->tombs[i].ref, ref) != 0)
-            continue;
-        if (asked <= c->tombs[i].asked)
-            return true;
-        memmove(&c->tombs[i], &c->tombs[i + 1], (c->ntombs - i - 1) * sizeof(*c->tombs));
-        c->ntombs--;
-        return false;
+    for (size_t i = 0; i < c->ntombs; i++)
+        if (strcmp(c->tombs[i].ref, ref) == 0)
+            return &c->tombs[i];
+    return NULL;
+}
+
+static void tomb_del(vs_cache *c, struct tomb *t)
+{
+    size_t i = (size_t)(t - c->tombs);
+
+    memmove(&c->tombs[i], &c->tombs[i + 1], (c->ntombs - i - 1) * sizeof(*c->tombs));
+    c->ntombs--;
+}
+
+/* tomb_holds returns the tomb of ref, an object assumed gone, when an
+ * answer to request asked is older than that assumption; a newer one ends
+ * it (NULL). */
+static struct tomb *tomb_holds(vs_cache *c, const char *ref, uint64_t asked)
+{
+    struct tomb *t = tomb_find(c, ref);
+
+    if (t && asked > t->asked) {
+        tomb_del(c, t);
+        t = NULL;
     }
-    return false;
+    return t;
 }
 
 /* tomb_add remembers ref as assumed gone while requests up to asked are
@@ -601,6 +617,7 @@ static int tomb_add(vs_cache *c, const char *ref, uint64_t asked)
         c->ntombs--;
     }
     copy(c->tombs[c->ntombs].ref, sizeof(c->tombs[0].ref), ref);
+    c->tombs[c->ntombs].disputed = false;
     c->tombs[c->ntombs++].asked = asked;
     return 0;
 }
@@ -626,8 +643,16 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
     n = ht_get(&c->objs, u->obj.value);
     if (n && n->o.kind != kind)
         return 0;
-    if (!n && tomb_holds(c, u->obj.value, asked))
-        return 0; /* older than its assumed removal, which is final */
+    if (!n) {
+        struct tomb *t = tomb_holds(c, u->obj.value, asked);
+        /* Older than its assumed removal, which is final, unless the
+         * server gave the moref to a new object (vcsim does after a
+         * restart): read it back to know. */
+        if (t && u->kind != VIM_LEAVE)
+            t->disputed = true;
+        if (t)
+            return u->kind != VIM_LEAVE ? VS_CACHE_READ_BACK : 0;
+    }
     if (u->kind == VIM_LEAVE) {
         /* Believed whatever its age: an object seen gone does not come
          * back (a moref is never used again). */
@@ -654,8 +679,12 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
 bool vs_cache_disputed(const vs_cache *c, const char *ref)
 {
     const struct node *n = c && ref ? ht_get(&c->objs, ref) : NULL;
+    const struct tomb *t;
 
-    return n && (n->disputed & n->pinned) != 0;
+    if (n)
+        return (n->disputed & n->pinned) != 0;
+    t = c && ref ? tomb_find(c, ref) : NULL;
+    return t && t->disputed;
 }
 
 uint64_t vs_cache_mark(const vs_cache *c)
@@ -668,6 +697,7 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
     enum vs_obj_kind kind;
     struct node *n;
     struct vs_obj want;
+    struct tomb *t;
     unsigned skip = 0, set, lost;
     int e;
 
@@ -688,6 +718,8 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
     }
     if (!n && u->kind != VIM_ENTER)
         return 0; /* not known: nothing to change, the watch will tell */
+    if (!n && (t = tomb_find(c, u->obj.value)) != NULL)
+        tomb_del(c, t); /* a moref given again (vcsim after a restart) */
     e = get_node(c, u, kind, &n);
     if (e < 0)
         return e;
@@ -728,7 +760,7 @@ void vs_cache_settle(vs_cache *c, uint64_t floor)
     if (!c)
         return;
     for (size_t i = 0; i < c->ntombs; i++)
-        if (c->tombs[i].asked >= floor)
+        if (c->tombs[i].asked >= floor || c->tombs[i].disputed)
             c->tombs[k++] = c->tombs[i];
     c->ntombs = k;
 }

@@ -245,7 +245,7 @@ static void settle(vs_inventory *inv)
  * its answer decides), or a VM reconfigured without its values. */
 static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
 {
-    if (e == VS_CACHE_READ_BACK && strcmp(u->obj.type, "VirtualMachine") == 0)
+    if (e == VS_CACHE_READ_BACK)
         (void)add_refresh(inv, &u->obj, true);
     else if (e == 0)
         queue_refresh(inv, u);
@@ -298,6 +298,7 @@ static void refresh_next(vs_inventory *inv)
     const struct vim_service_content *sc = vs_session_content(inv->s);
     struct refresh_item it;
     struct vim_moref vm;
+    bool folder;
     char *buf = NULL;
     size_t len = 0;
 
@@ -323,8 +324,11 @@ static void refresh_next(vs_inventory *inv)
     vm = it.vm;
     inv->refresh_cur = vm;
     inv->refresh_asked = ++inv->asked;
-    if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, inv->vm_paths, inv->vm_paths_n,
-                                       0, &buf, &len) < 0 ||
+    /* A folder is read only to settle a dispute (a moref given again). */
+    folder = strcmp(vm.type, "Folder") == 0;
+    if (vim_req_retrieve_properties_ex(
+            &sc->property_collector, &vm, folder ? vim_folder_paths : inv->vm_paths,
+            folder ? vim_folder_paths_n : inv->vm_paths_n, 0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
                 &inv->refresh_req) < 0)
         inv->refresh_req = NULL;
