@@ -72,12 +72,13 @@ struct vs_inventory {
     uint64_t retry_in_ms;
     unsigned long rebuilds;
     bool overflow;
-    /* VMs whose configuration changed without its values (see
-     * queue_refresh), read again one at a time. */
+    /* Objects read again one at a time: VMs whose configuration changed
+     * without its values (see queue_refresh), and VMs or folders whose
+     * state the cache disputes (an older answer against an assumption). */
     struct refresh_item *refresh;
     size_t nrefresh;
     vs_req *refresh_req;
-    struct vim_moref refresh_cur; /* the VM being read */
+    struct vim_moref refresh_cur; /* the object being read */
     bool refresh_seen;            /* the read returned it */
     /* The requests that bring updates (long polls, reads) are numbered as
      * they are sent, for the cache's order of assumed changes (invcache.h):
