@@ -508,7 +508,7 @@ struct opctx {
     void *cbdata;
     char ns[128], name[256];
     bool tag;
-    char vm_ref[VS_REF_MAX]; /* the VM acted on (read back after a destroy) */
+    char vm_ref[VS_REF_MAX]; /* the VM acted on (read back when its result is not assumed) */
 };
 
 static void tag_done(void *data, const struct vs_rest_result *res)
@@ -559,13 +559,17 @@ static void op_done(void *data, const struct vs_op_result *r)
         vmg_histogram_observe(c->w->m_task_seconds,
                               (double)(uv_now(c->w->loop) - c->queued_ms) / 1000.0,
                               (const char *[]){vs_op_kind_name(r->kind)});
-    /* A new or destroyed VM is read back at once, not only learned from the
-     * watch, which can lag (vcsim's by minutes under load): until the cache
-     * shows it, the reconciler waits, then plans again. */
-    if (r->err == 0 && r->kind == VS_OP_CLONE && r->result)
-        (void)vs_inventory_reread(c->w->inv, r->result->value);
-    else if (r->err == 0 && r->kind == VS_OP_DESTROY && c->vm_ref[0])
-        (void)vs_inventory_reread(c->w->inv, c->vm_ref);
+    /* What the operation did is in the cache already when vs_ops could
+     * assume it (r->assumed). Otherwise (the watch said something else of
+     * the VM since the operation started) the VM is read back at once, not
+     * only learned from the watch, which can lag (vcsim's by minutes under
+     * load): until the cache shows it, the reconciler waits, then plans
+     * again. */
+    if (r->err == 0 && !r->assumed) {
+        const char *vm = r->kind == VS_OP_CLONE && r->result ? r->result->value : c->vm_ref;
+        if (vm[0])
+            (void)vs_inventory_reread(c->w->inv, vm);
+    }
     c->cb(c->cbdata, r->err, fault, tenant_msg(c, r->err, fault, r->message, msg, sizeof(msg)));
     if (c->tag && r->err == 0 && r->result && c->w->rest && vs_rest_available(c->w->rest)) {
         char tag[NAMING_BUF_SIZE], desc[VS_REST_DESCRIPTION_MAX + 1];

@@ -13,9 +13,14 @@
 
 #include "lib/queue.h"
 
-#define MAX_DEPTH 64 /* folders walked up to find a group */
+#define MAX_DEPTH 64  /* folders walked up to find a group */
+#define TOMB_MAX 1024 /* objects remembered as assumed gone (see vs_cache_assume) */
 
 enum { D_NEW = 1, D_CHANGED = 2, D_REMOVED = 4 };
+/* The properties an assumption pins, each apart (invcache.h, "Assumed
+ * changes"): index into node.set_at and node.pin, bit (1u << F_*) in
+ * node.pinned. */
+enum { F_POWER, F_CPU, F_MEM, F_N };
 
 struct pgroup;
 
@@ -30,6 +35,18 @@ struct node {
     bool old_valid; /* old_group* hold the group before this batch */
     char old_group[VS_NAME_MAX];
     char old_group_ref[VS_REF_MAX];
+    uint64_t set_at[F_N]; /* the cache's mark when an update last set each F_* */
+    uint64_t pin[F_N];    /* while pinned: answers to requests up to pin keep it */
+    unsigned pinned;      /* bits of F_* */
+    unsigned disputed;    /* of pinned: the last older answer said another value */
+};
+
+/* An object assumed gone, and the last request whose answer may still
+ * show it. */
+struct tomb {
+    char ref[VS_REF_MAX];
+    uint64_t asked;
+    bool disputed; /* an older answer showed it (a server that reuses morefs) */
 };
 
 struct pgroup {
@@ -56,7 +73,10 @@ struct vs_cache {
     char mark_template_key[VS_NAME_MAX]; /* "" when none */
     struct htab objs;
     struct htab groups;
-    struct lq dirty; /* of struct node (dlink): changed since the last commit, newest first */
+    struct lq dirty;    /* of struct node (dlink): changed since the last commit, newest first */
+    uint64_t mark;      /* updates applied so far */
+    struct tomb *tombs; /* TOMB_MAX, oldest first; NULL until the first */
+    size_t ntombs;
 };
 
 /* ---- Hash tables ---- */
@@ -530,6 +550,7 @@ void vs_cache_free(vs_cache *c)
     }
     free(c->objs.b);
     free(c->groups.b);
+    free(c->tombs);
     free(c);
 }
 
@@ -546,33 +567,70 @@ const char *vs_cache_root(const vs_cache *c)
     return c ? c->root : "";
 }
 
-int vs_cache_apply(vs_cache *c, const struct vim_object_update *u)
-{
-    enum vs_obj_kind kind;
-    struct node *n;
-    struct vs_obj before;
-    char old_parent[VS_REF_MAX];
+/* ---- Applying updates ---- */
 
-    if (!c || !u)
-        return -EINVAL;
+static int kind_of(const struct vim_object_update *u, enum vs_obj_kind *ret)
+{
     if (strcmp(u->obj.type, "VirtualMachine") == 0)
-        kind = VS_OBJ_VM;
+        *ret = VS_OBJ_VM;
     else if (strcmp(u->obj.type, "Folder") == 0)
-        kind = VS_OBJ_FOLDER;
+        *ret = VS_OBJ_FOLDER;
     else
-        return 0;
-    if (strlen(u->obj.value) >= VS_REF_MAX)
-        return 0;
-    n = ht_get(&c->objs, u->obj.value);
-    if (n && n->o.kind != kind)
-        return 0;
-    if (u->kind == VIM_LEAVE) {
-        if (n) {
-            n->seen = true;
-            mark_dirty(c, n, D_REMOVED);
-        }
-        return 0;
+        return -1;
+    return strlen(u->obj.value) < VS_REF_MAX ? 0 : -1;
+}
+
+/* fields_of: the pinnable properties (bits of F_*) u sets; an ENTER that
+ * replaces the object (all) sets them all. */
+static unsigned fields_of(const struct vim_object_update *u, bool all)
+{
+    unsigned f = all && u->kind == VIM_ENTER ? (1u << F_N) - 1 : 0;
+
+    for (size_t i = 0; i < u->n_changes; i++) {
+        const char *n = u->changes[i].name;
+        if (strcmp(n, "runtime.powerState") == 0)
+            f |= 1u << F_POWER;
+        else if (strcmp(n, "config.hardware.numCPU") == 0)
+            f |= 1u << F_CPU;
+        else if (strcmp(n, "config.hardware.memoryMB") == 0)
+            f |= 1u << F_MEM;
     }
+    return f;
+}
+
+/* differ: the pinnable properties that differ between a and b. */
+static unsigned differ(const struct vs_obj *a, const struct vs_obj *b)
+{
+    unsigned f = 0;
+
+    if (strcmp(a->power_state, b->power_state) != 0 || a->powered_on != b->powered_on)
+        f |= 1u << F_POWER;
+    if (a->num_cpu != b->num_cpu)
+        f |= 1u << F_CPU;
+    if (a->memory_mb != b->memory_mb)
+        f |= 1u << F_MEM;
+    return f;
+}
+
+/* keep_fields puts back in o the properties of keep that old has. */
+static void keep_fields(struct vs_obj *o, const struct vs_obj *old, unsigned keep)
+{
+    if (keep & (1u << F_POWER)) {
+        memcpy(o->power_state, old->power_state, sizeof(o->power_state));
+        o->powered_on = old->powered_on;
+    }
+    if (keep & (1u << F_CPU))
+        o->num_cpu = old->num_cpu;
+    if (keep & (1u << F_MEM))
+        o->memory_mb = old->memory_mb;
+}
+
+/* get_node finds u's object, or makes it (reported as new). */
+static int get_node(vs_cache *c, const struct vim_object_update *u, enum vs_obj_kind kind,
+                    struct node **ret)
+{
+    struct node *n = ht_get(&c->objs, u->obj.value);
+
     if (!n) {
         if (c->objs.n >= c->max)
             return -ENOSPC;
@@ -593,19 +651,232 @@ int vs_cache_apply(vs_cache *c, const struct vim_object_update *u)
     n->seen = true;
     if (n->dirty & D_REMOVED)
         n->dirty &= ~(unsigned)D_REMOVED; /* it came back in the same batch */
-    before = n->o;
-    copy(old_parent, sizeof(old_parent), n->o.parent);
-    if (u->kind == VIM_ENTER)
+    *ret = n;
+    return 0;
+}
+
+/* update_node applies the changes of u to n (after clearing every property
+ * when reset), but for the properties in keep, which it leaves as they
+ * were; returns those of keep that u set to another value. */
+static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object_update *u,
+                            bool reset, unsigned keep)
+{
+    struct vs_obj before = n->o;
+    unsigned set = fields_of(u, reset), lost;
+
+    c->mark++;
+    if (reset)
         reset_props(&n->o);
     for (size_t i = 0; i < u->n_changes; i++)
         apply_change(c, &n->o, &u->changes[i]);
-    if (strcmp(old_parent, n->o.parent) != 0 || !n->pg) {
+    lost = differ(&n->o, &before) & set & keep;
+    n->disputed = (n->disputed & ~(set & keep)) | lost;
+    keep_fields(&n->o, &before, keep);
+    for (int f = 0; f < F_N; f++)
+        if (set & ~keep & (1u << f))
+            n->set_at[f] = c->mark;
+    if (strcmp(before.parent, n->o.parent) != 0 || !n->pg) {
         unlink_parent(c, n);
         link_parent(c, n);
     }
     if (!obj_equal(&before, &n->o))
         mark_dirty(c, n, D_CHANGED);
+    return lost;
+}
+
+/* tomb_find finds the tomb of ref, or NULL. */
+static struct tomb *tomb_find(const vs_cache *c, const char *ref)
+{
+    for (size_t i = 0; i < c->ntombs; i++)
+        if (strcmp(c->tombs[i].ref, ref) == 0)
+            return &c->tombs[i];
+    return NULL;
+}
+
+static void tomb_del(vs_cache *c, struct tomb *t)
+{
+    size_t i = (size_t)(t - c->tombs);
+
+    memmove(&c->tombs[i], &c->tombs[i + 1], (c->ntombs - i - 1) * sizeof(*c->tombs));
+    c->ntombs--;
+}
+
+/* tomb_holds returns the tomb of ref, an object assumed gone, when an
+ * answer to request asked is older than that assumption; a newer one ends
+ * it (NULL). */
+static struct tomb *tomb_holds(vs_cache *c, const char *ref, uint64_t asked)
+{
+    struct tomb *t = tomb_find(c, ref);
+
+    if (t && asked > t->asked) {
+        tomb_del(c, t);
+        t = NULL;
+    }
+    return t;
+}
+
+/* tomb_add remembers ref as assumed gone while requests up to asked are
+ * out; beyond TOMB_MAX the oldest is forgotten. */
+static int tomb_add(vs_cache *c, const char *ref, uint64_t asked)
+{
+    if (!c->tombs && !(c->tombs = calloc(TOMB_MAX, sizeof(*c->tombs))))
+        return -ENOMEM;
+    for (size_t i = 0; i < c->ntombs; i++)
+        if (strcmp(c->tombs[i].ref, ref) == 0) {
+            c->tombs[i].asked = asked;
+            return 0;
+        }
+    if (c->ntombs == TOMB_MAX) {
+        memmove(&c->tombs[0], &c->tombs[1], (TOMB_MAX - 1) * sizeof(*c->tombs));
+        c->ntombs--;
+    }
+    copy(c->tombs[c->ntombs].ref, sizeof(c->tombs[0].ref), ref);
+    c->tombs[c->ntombs].disputed = false;
+    c->tombs[c->ntombs++].asked = asked;
     return 0;
+}
+
+int vs_cache_apply(vs_cache *c, const struct vim_object_update *u)
+{
+    int e = vs_cache_apply_from(c, u, UINT64_MAX);
+
+    return e < 0 ? e : 0;
+}
+
+int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t asked)
+{
+    enum vs_obj_kind kind;
+    struct node *n;
+    unsigned keep = 0;
+    int e;
+
+    if (!c || !u)
+        return -EINVAL;
+    if (kind_of(u, &kind) < 0)
+        return 0;
+    n = ht_get(&c->objs, u->obj.value);
+    if (n && n->o.kind != kind)
+        return 0;
+    if (!n) {
+        struct tomb *t = tomb_holds(c, u->obj.value, asked);
+        /* Older than its assumed removal, which is final, unless the
+         * server gave the moref to a new object (vcsim does after a
+         * restart): read it back to know. */
+        if (t && u->kind != VIM_LEAVE)
+            t->disputed = true;
+        if (t)
+            return u->kind != VIM_LEAVE ? VS_CACHE_READ_BACK : 0;
+    }
+    if (u->kind == VIM_LEAVE) {
+        /* Believed whatever its age: an object seen gone does not come
+         * back (a moref is never used again). */
+        if (n) {
+            n->seen = true;
+            mark_dirty(c, n, D_REMOVED);
+        }
+        return 0;
+    }
+    e = get_node(c, u, kind, &n);
+    if (e < 0)
+        return e;
+    for (int f = 0; f < F_N; f++) {
+        if (!(n->pinned & (1u << f)))
+            continue;
+        if (asked > n->pin[f])
+            n->pinned &= ~(1u << f); /* newer than the assumption: it ends */
+        else
+            keep |= 1u << f;
+    }
+    return update_node(c, n, u, u->kind == VIM_ENTER, keep) ? VS_CACHE_READ_BACK : 0;
+}
+
+bool vs_cache_disputed(const vs_cache *c, const char *ref)
+{
+    const struct node *n = c && ref ? ht_get(&c->objs, ref) : NULL;
+    const struct tomb *t;
+
+    if (n)
+        return (n->disputed & n->pinned) != 0;
+    t = c && ref ? tomb_find(c, ref) : NULL;
+    return t && t->disputed;
+}
+
+uint64_t vs_cache_mark(const vs_cache *c)
+{
+    return c ? c->mark : 0;
+}
+
+int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t since, uint64_t asked)
+{
+    enum vs_obj_kind kind;
+    struct node *n;
+    struct vs_obj want;
+    struct tomb *t;
+    unsigned skip = 0, set, lost;
+    int e;
+
+    if (!c || !u || kind_of(u, &kind) < 0)
+        return -EINVAL;
+    n = ht_get(&c->objs, u->obj.value);
+    if (n && n->o.kind != kind)
+        return -EINVAL;
+    if (u->kind == VIM_LEAVE) {
+        e = tomb_add(c, u->obj.value, asked);
+        if (e < 0)
+            return e;
+        if (n) {
+            n->seen = true;
+            mark_dirty(c, n, D_REMOVED);
+        }
+        return 1;
+    }
+    if (!n && u->kind != VIM_ENTER)
+        return 0; /* not known: nothing to change, the watch will tell */
+    if (!n && (t = tomb_find(c, u->obj.value)) != NULL)
+        tomb_del(c, t); /* a moref given again (vcsim after a restart) */
+    e = get_node(c, u, kind, &n);
+    if (e < 0)
+        return e;
+    set = fields_of(u, false);
+    for (int f = 0; f < F_N; f++)
+        if (n->set_at[f] > since)
+            skip |= 1u << f;
+    /* Merged into what is known, never replacing it (an ENTER of an object
+     * the watch has shown keeps what the watch said of the rest). */
+    want = n->o;
+    for (size_t i = 0; i < u->n_changes; i++)
+        apply_change(c, &want, &u->changes[i]);
+    lost = differ(&want, &n->o) & skip & set;
+    if (u->kind == VIM_ENTER) {
+        /* A new object: what the watch said of it came after the operation
+         * started, and most likely before its end (vCenter ends a clone
+         * once the VM is on, vcsim just before). The result is assumed,
+         * and what the watch said otherwise is disputed: read back once
+         * the stream has had its say (vs_cache_disputed). */
+        skip = 0;
+    }
+    (void)update_node(c, n, u, false, skip);
+    for (int f = 0; f < F_N; f++)
+        if (set & ~skip & (1u << f)) {
+            n->pin[f] = asked;
+            n->pinned |= 1u << f;
+            n->disputed &= ~(1u << f);
+            if (lost & (1u << f))
+                n->disputed |= 1u << f;
+        }
+    return lost && u->kind != VIM_ENTER ? 0 : 1;
+}
+
+void vs_cache_settle(vs_cache *c, uint64_t floor)
+{
+    size_t k = 0;
+
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->ntombs; i++)
+        if (c->tombs[i].asked >= floor || c->tombs[i].disputed)
+            c->tombs[k++] = c->tombs[i];
+    c->ntombs = k;
 }
 
 static void free_node(vs_cache *c, struct node *n)

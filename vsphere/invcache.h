@@ -127,6 +127,75 @@ int vs_cache_apply(vs_cache *c, const struct vim_object_update *u);
  * changed, then forgets removed objects. Returns the number of events. */
 size_t vs_cache_commit(vs_cache *c);
 
+/* ---- Assumed changes ----
+ *
+ * A task that ended tells what it did before the watch shows it (vCenter's
+ * stream can lag by seconds, vcsim's by a minute under load): a successful
+ * power-on is a powered-on VM, a destroy a VM gone. vs_cache_assume applies
+ * such a result like an update; the caller commits, so the change is
+ * reported as any other.
+ *
+ * vCenter's answers carry no time, so the cache orders them and the
+ * assumptions by two numbers the caller keeps:
+ *
+ * - asked: each request whose answer brings updates (the long poll, a read
+ *   of an object) is numbered when it is sent, in increasing order; its
+ *   answer describes vCenter at or after that moment. An assumption made
+ *   while requests up to asked were out pins each property it set (the
+ *   power state, the CPUs, the memory, each apart) at asked. An answer to a
+ *   request numbered asked or less may describe vCenter before the task
+ *   ended, or after it: it changes the object's other properties but leaves
+ *   the pinned ones, and when it says another value for one of them,
+ *   vs_cache_apply_from returns VS_CACHE_READ_BACK: the caller reads the
+ *   object again with a new request (numbered after the pin), whose answer
+ *   says which is true and overrides the assumption, so that a change made
+ *   by hand just after the task is not lost. Any answer to a later request
+ *   overrides it too. An object assumed gone stays gone for answers up to
+ *   asked (the cache remembers it until vs_cache_settle says no such answer
+ *   can come): a destroyed VM never comes back. A removal in any answer is
+ *   believed, for the same reason.
+ * - since: vs_cache_mark taken when the operation started. A property that
+ *   an update changed after that may be newer than the task's result (the
+ *   VM powered on again by someone else): the assumption leaves it as it
+ *   is, and says so (returns 0); the caller reads the object back then.
+ *   Not for a new object (VIM_ENTER, a clone's VM): what the watch said of
+ *   it is most likely from before the task's end (vcsim ends a clone before
+ *   the power-on it asked for), so the result is assumed and pinned, and
+ *   disputed where the watch said otherwise (vs_cache_disputed): the caller
+ *   reads it back once the stream has had a chance to show the change.
+ */
+
+/* vs_cache_mark is the number of updates applied so far (see above). */
+uint64_t vs_cache_mark(const vs_cache *c);
+
+/* What vs_cache_apply_from returns when the update said another value for
+ * a pinned property: read the object back. */
+#define VS_CACHE_READ_BACK 1
+
+/* vs_cache_apply_from is vs_cache_apply for an update answering the request
+ * numbered asked: 0, VS_CACHE_READ_BACK, or vs_cache_apply's errors.
+ * vs_cache_apply(c, u) is vs_cache_apply_from(c, u, UINT64_MAX), newer than
+ * any assumption. */
+int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t asked);
+
+/* vs_cache_disputed tells whether the last older answer about a pinned
+ * property of ref said another value than the assumption (an answer may
+ * say off, then on, of a VM: only what it said last counts), and no newer
+ * answer has decided since: whether the read-back VS_CACHE_READ_BACK asked
+ * for is still needed. */
+bool vs_cache_disputed(const vs_cache *c, const char *ref);
+
+/* vs_cache_assume applies u (VIM_ENTER of a new VM or folder, VIM_MODIFY of
+ * runtime.powerState or the size, VIM_LEAVE) as the result of an operation
+ * started at mark since, while requests up to asked were out. Returns 1
+ * when all of u holds now, 0 when the cache kept some of it for a newer
+ * update, -ENOSPC, -ENOMEM or -EINVAL. Not committed. */
+int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t since, uint64_t asked);
+
+/* vs_cache_settle: no answer to a request numbered below floor can come any
+ * more; the objects remembered as assumed gone before it are forgotten. */
+void vs_cache_settle(vs_cache *c, uint64_t floor);
+
 /* vs_cache_begin_resync starts a full state: every object is marked unseen
  * until an update mentions it. vs_cache_end_resync removes (and reports,
  * with the other pending changes) the ones still unseen. */

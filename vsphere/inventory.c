@@ -21,6 +21,15 @@ static char *dup_opt(const char *s)
     return s && *s ? strdup(s) : NULL;
 }
 
+/* A VM to read again. A read only to settle a dispute (vs_cache_disputed)
+ * is sent once a long poll numbered after `after` has answered, which may
+ * settle it first (vcsim streams a clone's VM off, then its power-on). */
+struct refresh_item {
+    struct vim_moref vm;
+    bool dispute;
+    uint64_t after;
+};
+
 enum istep { I_IDLE, I_LOGIN, I_RESOLVE, I_PC, I_FILTER, I_WAIT, I_BACKOFF };
 
 struct vs_inventory {
@@ -63,13 +72,23 @@ struct vs_inventory {
     uint64_t retry_in_ms;
     unsigned long rebuilds;
     bool overflow;
-    /* VMs whose configuration changed without its values (see
-     * queue_refresh), read again one at a time. */
-    struct vim_moref *refresh;
+    /* Objects read again one at a time: VMs whose configuration changed
+     * without its values (see queue_refresh), and VMs or folders whose
+     * state the cache disputes (an older answer against an assumption). */
+    struct refresh_item *refresh;
     size_t nrefresh;
     vs_req *refresh_req;
-    struct vim_moref refresh_cur; /* the VM being read */
+    struct vim_moref refresh_cur; /* the object being read */
     bool refresh_seen;            /* the read returned it */
+    /* The requests that bring updates (long polls, reads) are numbered as
+     * they are sent, for the cache's order of assumed changes (invcache.h):
+     * asked is the last number given, wait_asked and refresh_asked those of
+     * the long poll and the read in flight or being decoded. The rest of
+     * a truncated UpdateSet may have been computed when its first part
+     * was: the long polls that fetch it keep the first one's number. */
+    uint64_t asked, wait_asked, refresh_asked;
+    uint64_t answered; /* the number of the last long poll answered */
+    bool wait_rest;    /* the last UpdateSet was truncated */
 
     uv_timer_t timer;
     bool closing;
@@ -153,12 +172,20 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     return r;
 }
 
-/* add_refresh queues vm to be read again, once. */
-static int add_refresh(vs_inventory *inv, const struct vim_moref *vm)
+/* add_refresh queues vm to be read again, once. A read to settle a
+ * dispute (an answer older than an assumption said another value) waits
+ * for the answer of a later long poll, and is not queued while a read of
+ * the VM is out: if that read is older than the assumption too, the cache
+ * says so again at its answer. */
+static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute)
 {
+    if (dispute && inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
+        return 0;
     for (size_t i = 0; i < inv->nrefresh; i++)
-        if (strcmp(inv->refresh[i].value, vm->value) == 0)
+        if (strcmp(inv->refresh[i].vm.value, vm->value) == 0) {
+            inv->refresh[i].dispute = inv->refresh[i].dispute && dispute;
             return 0;
+        }
     if (!inv->refresh) {
         inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
         if (!inv->refresh)
@@ -166,7 +193,9 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm)
     }
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
-    inv->refresh[inv->nrefresh++] = *vm;
+    inv->refresh[inv->nrefresh].vm = *vm;
+    inv->refresh[inv->nrefresh].after = inv->wait_asked;
+    inv->refresh[inv->nrefresh++].dispute = dispute;
     return 0;
 }
 
@@ -186,7 +215,7 @@ static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
             return;
     }
     if (version)
-        (void)add_refresh(inv, &u->obj);
+        (void)add_refresh(inv, &u->obj, false);
 }
 
 static void forget_refresh(vs_inventory *inv)
@@ -199,13 +228,39 @@ static void forget_refresh(vs_inventory *inv)
     }
 }
 
+/* settle tells the cache which answers may still come: none to a request
+ * numbered below the oldest one in flight. */
+static void settle(vs_inventory *inv)
+{
+    uint64_t floor = inv->asked + 1;
+
+    if (inv->req && inv->step == I_WAIT && inv->wait_asked < floor)
+        floor = inv->wait_asked;
+    if (inv->refresh_req && inv->refresh_asked < floor)
+        floor = inv->refresh_asked;
+    vs_cache_settle(inv->cache, floor);
+}
+
+/* applied acts on what the cache said of update u: a pinned property
+ * another value (read the object again, numbered after the pin, so that
+ * its answer decides), or a VM reconfigured without its values. */
+static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
+{
+    if (e == VS_CACHE_READ_BACK)
+        (void)add_refresh(inv, &u->obj, true);
+    else if (e == 0)
+        queue_refresh(inv, u);
+}
+
 static int refresh_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
-    int e = vs_cache_apply(inv->cache, u);
+    int e = vs_cache_apply_from(inv->cache, u, inv->refresh_asked);
 
     if (strcmp(u->obj.value, inv->refresh_cur.value) == 0)
         inv->refresh_seen = true;
+    if (e == VS_CACHE_READ_BACK)
+        applied(inv, u, e);
     return e == -ENOMEM ? e : 0;
 }
 
@@ -213,43 +268,68 @@ static void on_refresh(void *data, const struct vs_reply *r)
 {
     vs_inventory *inv = data;
     char token[512];
-    bool gone = false;
+    bool gone = false, read = false;
 
     if (!inv->refresh_req || inv->closing)
         return; /* canceled */
     inv->refresh_req = NULL;
     inv->refresh_seen = false;
     if (r->err == 0 &&
-        vim_decode_retrieve_result(r->resp, refresh_cb, inv, token, sizeof(token)) >= 0)
+        vim_decode_retrieve_result(r->resp, refresh_cb, inv, token, sizeof(token)) >= 0) {
+        read = true;
         gone = !inv->refresh_seen;
-    else if (r->err == VMG_EFAULT && r->fault &&
-             strcmp(r->fault->type, "ManagedObjectNotFound") == 0)
+    } else if (r->err == VMG_EFAULT && r->fault &&
+               strcmp(r->fault->type, "ManagedObjectNotFound") == 0)
         gone = true;
     if (gone) {
         /* Gone from vCenter: normally the watch says so too, but a read is
          * asked for when the watch has not shown a change in time. */
         struct vim_object_update u = {.kind = VIM_LEAVE, .obj = inv->refresh_cur};
-        (void)vs_cache_apply(inv->cache, &u);
+        (void)vs_cache_apply_from(inv->cache, &u, inv->refresh_asked);
     }
     vs_cache_commit(inv->cache);
+    if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
+        (void)add_refresh(inv, &inv->refresh_cur, true); /* failed: again, later */
     refresh_next(inv);
+    settle(inv);
 }
 
 static void refresh_next(vs_inventory *inv)
 {
     const struct vim_service_content *sc = vs_session_content(inv->s);
+    struct refresh_item it;
     struct vim_moref vm;
+    bool folder;
     char *buf = NULL;
     size_t len = 0;
 
-    if (inv->refresh_req || !inv->nrefresh || !sc || inv->closing || !inv->synced)
+    size_t i = 0;
+
+    if (inv->refresh_req || !sc || inv->closing || !inv->synced)
         return;
-    vm = inv->refresh[0];
+    for (;;) {
+        if (i >= inv->nrefresh)
+            return;
+        it = inv->refresh[i];
+        if (it.dispute && inv->answered <= it.after && vs_cache_disputed(inv->cache, it.vm.value)) {
+            i++; /* not yet */
+            continue;
+        }
+        memmove(inv->refresh + i, inv->refresh + i + 1,
+                (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
+        inv->nrefresh--;
+        /* A dispute the answers since have settled needs no read. */
+        if (!it.dispute || vs_cache_disputed(inv->cache, it.vm.value))
+            break;
+    }
+    vm = it.vm;
     inv->refresh_cur = vm;
-    memmove(inv->refresh, inv->refresh + 1, (inv->nrefresh - 1) * sizeof(*inv->refresh));
-    inv->nrefresh--;
-    if (vim_req_retrieve_properties_ex(&sc->property_collector, &vm, inv->vm_paths, inv->vm_paths_n,
-                                       0, &buf, &len) < 0 ||
+    inv->refresh_asked = ++inv->asked;
+    /* A folder is read only to settle a dispute (a moref given again). */
+    folder = strcmp(vm.type, "Folder") == 0;
+    if (vim_req_retrieve_properties_ex(
+            &sc->property_collector, &vm, folder ? vim_folder_paths : inv->vm_paths,
+            folder ? vim_folder_paths_n : inv->vm_paths_n, 0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
                 &inv->refresh_req) < 0)
         inv->refresh_req = NULL;
@@ -266,7 +346,7 @@ int vs_inventory_reread(vs_inventory *inv, const char *vm_ref)
         return -EAGAIN;
     e = vim_moref_set(&vm, "VirtualMachine", vm_ref);
     if (e == 0)
-        e = add_refresh(inv, &vm);
+        e = add_refresh(inv, &vm, false);
     if (e == 0)
         refresh_next(inv);
     return e;
@@ -424,6 +504,8 @@ static void send_wait(vs_inventory *inv)
     size_t len = 0;
     int e;
 
+    if (!inv->wait_rest || !inv->wait_asked)
+        inv->wait_asked = ++inv->asked;
     e = vim_req_wait_for_updates_ex(&inv->pc, inv->version, inv->max_wait, inv->max_updates, &buf,
                                     &len);
     if (e == 0)
@@ -435,12 +517,11 @@ static void send_wait(vs_inventory *inv)
 static int apply_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
-    int e = vs_cache_apply(inv->cache, u);
+    int e = vs_cache_apply_from(inv->cache, u, inv->wait_asked);
 
     if (e == -ENOSPC)
         inv->overflow = true;
-    if (e == 0)
-        queue_refresh(inv, u);
+    applied(inv, u, e);
     return e == -ENOMEM ? e : 0;
 }
 
@@ -474,6 +555,8 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     }
     if (e == 1)
         vmg_putf(inv->version, sizeof(inv->version), "%s", us.version);
+    inv->answered = inv->wait_asked;
+    inv->wait_rest = e == 1 && us.truncated;
     if (inv->resyncing && (e == 0 || !us.truncated)) {
         inv->resyncing = false;
         vs_cache_end_resync(inv->cache);
@@ -502,6 +585,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         return;
     }
     send_wait(inv);
+    settle(inv);
 }
 
 static void on_i_reply(void *data, const struct vs_reply *r)
@@ -550,6 +634,7 @@ static void on_i_reply(void *data, const struct vs_reply *r)
             return;
         }
         inv->version[0] = '\0';
+        inv->wait_rest = false;
         inv->resyncing = true;
         vs_cache_begin_resync(inv->cache);
         send_wait(inv);
@@ -642,6 +727,31 @@ const struct vs_placement *vs_inventory_placement(const vs_inventory *inv)
 const vs_cache *vs_inventory_cache(const vs_inventory *inv)
 {
     return inv ? inv->cache : NULL;
+}
+
+uint64_t vs_inventory_mark(const vs_inventory *inv)
+{
+    return inv ? vs_cache_mark(inv->cache) : 0;
+}
+
+int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, uint64_t since)
+{
+    int e;
+
+    if (!inv || !u || inv->closing)
+        return -EINVAL;
+    if (!inv->synced || !inv->cache)
+        return -EAGAIN;
+    settle(inv);
+    /* Every request numbered up to inv->asked was sent before the task's
+     * end was learned: its answer may be older than the result. */
+    e = vs_cache_assume(inv->cache, u, since, inv->asked);
+    vs_cache_commit(inv->cache);
+    /* A clone's VM the watch showed otherwise before the end was learned:
+     * read once the stream has had its say (see vs_cache_assume). */
+    if (e == 1 && u->kind == VIM_ENTER && vs_cache_disputed(inv->cache, u->obj.value))
+        (void)add_refresh(inv, &u->obj, true);
+    return e;
 }
 
 bool vs_inventory_synced(const vs_inventory *inv)

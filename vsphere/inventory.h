@@ -22,7 +22,11 @@
  * with the group folder of each changed object. A group in sync costs no
  * request beyond the outstanding long poll. A VM whose config.changeVersion
  * changes without its CPU or memory in the same update (vcsim announces a
- * reconfiguration so) is read once more.
+ * reconfiguration so) is read once more. A task that ended successfully
+ * puts its result in the cache at once (vs_inventory_assume, from
+ * vsphere/ops), ahead of the watch, which may lag; an older answer of the
+ * watch that says otherwise has the VM read once more, and that read
+ * decides (the order rule is in invcache.h).
  *
  * Recovery: a lost session (the session logs in again; the collector and
  * filter of the old session are gone) or a fault rebuilds the watch
@@ -140,6 +144,22 @@ const vs_cache *vs_inventory_cache(const vs_inventory *inv);
  * when an operation ended and the watch has not shown it yet. Returns 0 once
  * queued, -EAGAIN while the watch is not synced, -ENOSPC when too many wait. */
 int vs_inventory_reread(vs_inventory *inv, const char *vm_ref);
+
+/* vs_inventory_mark is the cache's mark (vs_cache_mark; 0 before there is
+ * a cache): take it when an operation starts, for vs_inventory_assume. */
+uint64_t vs_inventory_mark(const vs_inventory *inv);
+
+/* vs_inventory_assume puts u, what a task that ended successfully did (a
+ * VM powered on, resized, entered by a clone, gone), in the cache at once
+ * and commits (on_change reports it), instead of waiting for the watch to
+ * show it; since is vs_inventory_mark taken when the operation started.
+ * The watch's later answers override it; older ones, still in flight, do
+ * not, but when they say otherwise the VM is read again and that read
+ * decides; it does not overwrite what the watch said after since (see
+ * "Assumed changes" in invcache.h). Returns 1 when all of u holds, 0 when
+ * some or all of it was left for the watch to say, -EAGAIN while the watch
+ * is not synced, -EINVAL, -ENOSPC or -ENOMEM. */
+int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, uint64_t since);
 
 bool vs_inventory_synced(const vs_inventory *inv);
 

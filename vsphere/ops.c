@@ -95,8 +95,109 @@ static void twait_remove(vs_op *op)
     op->twait = NULL;
 }
 
-/* finish ends op with r (kind and task filled in here), frees it and lets
- * the next queued operation start. */
+/* A name vCenter shows as given: it escapes '%', '/' and '\\'. */
+static bool plain_name(const char *name)
+{
+    return !strpbrk(name, "%/\\");
+}
+
+/* What an operation did, as an update of the inventory (vs_cache_assume):
+ * u's strings are op's or the struct's own. */
+struct assumed {
+    struct vim_object_update u;
+    struct vim_change ch[8];
+    char uid_path[VS_NAME_MAX + 32], tmpl_path[VS_NAME_MAX + 32];
+};
+
+/* build_assumed writes to *a what op, which succeeded with r, did; false
+ * when it cannot be told (a clone without its VM, a name vCenter escapes). */
+static bool build_assumed(const vs_op *op, const struct vs_op_result *r, struct assumed *a)
+{
+    struct vim_change *ch;
+    size_t n = 0;
+
+    memset(a, 0, sizeof(*a));
+    ch = a->ch;
+    a->u.kind = VIM_MODIFY;
+    a->u.obj = op->target;
+    a->u.changes = ch;
+    switch (op->kind) {
+    case VS_OP_CREATE_FOLDER:
+    case VS_OP_CLONE:
+        if (!r->result || !plain_name(op->name))
+            return false;
+        a->u.kind = VIM_ENTER;
+        a->u.obj = *r->result;
+        ch[n++] = (struct vim_change){.name = "name", .kind = VIM_VAL_STRING, .str = op->name};
+        ch[n++] = (struct vim_change){.name = "parent",
+                                      .kind = VIM_VAL_MOREF,
+                                      .ref_type = op->target.type,
+                                      .ref_value = op->target.value};
+        if (op->kind == VS_OP_CREATE_FOLDER)
+            break;
+        /* The clone asked for the VM powered on (vim_req_clone_vm): vCenter
+         * ends the task once it is (vcsim just before). */
+        ch[n++] = (struct vim_change){
+            .name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"};
+        ch[n++] = (struct vim_change){.name = "config.template", .kind = VIM_VAL_BOOL, .b = false};
+        if (op->has_uid) {
+            vmg_putf(a->uid_path, sizeof(a->uid_path), "config.extraConfig[\"%s\"]",
+                     op->o->mark_uid_key);
+            ch[n++] = (struct vim_change){
+                .name = a->uid_path, .kind = VIM_VAL_STRING, .str = op->mark_uid};
+        }
+        if (op->has_tmark) {
+            vmg_putf(a->tmpl_path, sizeof(a->tmpl_path), "config.extraConfig[\"%s\"]",
+                     op->o->mark_template_key);
+            ch[n++] = (struct vim_change){
+                .name = a->tmpl_path, .kind = VIM_VAL_STRING, .str = op->mark_template};
+        }
+        /* And the size asked, as a reconfiguration's: */
+        /* fall through */
+    case VS_OP_RECONFIGURE:
+        if (op->num_cpus > 0)
+            ch[n++] = (struct vim_change){
+                .name = "config.hardware.numCPU", .kind = VIM_VAL_INT, .num = op->num_cpus};
+        if (op->memory_mb > 0)
+            ch[n++] = (struct vim_change){
+                .name = "config.hardware.memoryMB", .kind = VIM_VAL_INT, .num = op->memory_mb};
+        break;
+    case VS_OP_POWER_ON:
+    case VS_OP_POWER_OFF:
+        ch[n++] =
+            (struct vim_change){.name = "runtime.powerState",
+                                .kind = VIM_VAL_ENUM,
+                                .str = op->kind == VS_OP_POWER_ON ? "poweredOn" : "poweredOff"};
+        break;
+    case VS_OP_DESTROY:
+        a->u.kind = VIM_LEAVE;
+        break;
+    }
+    a->u.n_changes = n;
+    return true;
+}
+
+/* assume puts what op did, which succeeded with r, in the inventory's
+ * cache at once (vs_inventory_assume), and says in r whether all of it
+ * holds there. */
+static void assume(vs_op *op, struct vs_op_result *r)
+{
+    struct assumed a;
+
+    if (build_assumed(op, r, &a))
+        r->assumed = vs_inventory_assume(op->o->inv, &a.u, op->since) == 1;
+}
+
+#ifdef VMG_TESTING
+int vs_op_testing_assume(const vs_op *op, const struct vs_op_result *r, vs_cache *c, uint64_t since,
+                         uint64_t asked)
+{
+    struct assumed a;
+
+    return build_assumed(op, r, &a) ? vs_cache_assume(c, &a.u, since, asked) : 0;
+}
+#endif
+
 /* op_free frees op, its extraConfig copy wiped first. */
 static void op_free(vs_op *op)
 {
@@ -129,6 +230,9 @@ void vs__op_finish(vs_op *op, struct vs_op_result *r)
     }
     r->kind = op->kind;
     r->task = op->have_task ? &op->task : NULL;
+    r->assumed = false;
+    if (r->err == 0 && o->inv && !o->closing)
+        assume(op, r);
     if (!r->fault_type)
         r->fault_type = "";
     if (!r->message)
@@ -524,6 +628,7 @@ static void start(vs_op *op)
 {
     const struct vs_placement *p;
 
+    op->since = vs_inventory_mark(op->o->inv);
     if (op->o->obs)
         op->o->obs(op->o->obs_data, op, VS_OP_STARTED, NULL);
     if (op->kind == VS_OP_CLONE) {
@@ -783,7 +888,7 @@ static void on_op_reply(void *data, const struct vs_reply *r)
 
 /* ---- Public ---- */
 
-vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
+vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, vs_inventory *inv,
                    const struct vs_ops_config *cfg, int *ret_err)
 {
     vs_ops *o;

@@ -24,6 +24,12 @@
  *
  * At most max_inflight operations run at once (default 8); the others
  * wait in a FIFO queue of at most max_queued.
+ *
+ * With an inventory, what a successful operation did (the clone's VM as
+ * its spec says, powered on; a power state; a size; an object gone; a
+ * folder made) is put in its cache before the callback runs
+ * (vs_inventory_assume), so that the next step need not wait for the
+ * watch; vs_op_result.assumed says whether all of it holds there.
  */
 #ifndef VMG_VS_OPS_H
 #define VMG_VS_OPS_H
@@ -79,6 +85,12 @@ struct vs_op_result {
     const struct vim_moref *result;
     const struct vim_moref *task; /* NULL when no task was started */
     bool existed;                 /* CREATE_FOLDER: it existed already */
+    /* On success, with an inventory: what the operation did is in the
+     * inventory's cache already (vs_inventory_assume held all of it): the
+     * VM powered on or off, resized, entered by the clone (with its spec's
+     * name, folder, size and marks, powered on as the clone asked), gone;
+     * the folder made, or gone. false: the watch will show it. */
+    bool assumed;
 };
 
 typedef void (*vs_op_cb)(void *data, const struct vs_op_result *r);
@@ -124,9 +136,11 @@ struct vs_clone_spec {
 };
 
 /* vs_ops_new makes the operations runner of session s. The placement of
- * clones comes from inv (when not NULL) or vs_ops_set_placement. NULL
- * with *ret_err on failure. */
-vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, const vs_inventory *inv,
+ * clones comes from inv (when not NULL) or vs_ops_set_placement; the result
+ * of each operation that succeeds is put in inv's cache at once
+ * (vs_inventory_assume; vs_op_result.assumed). NULL with *ret_err on
+ * failure. */
+vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, vs_inventory *inv,
                    const struct vs_ops_config *cfg, int *ret_err);
 
 /* vs_ops_set_placement sets the placement (copied) used when inv has none. */
@@ -172,5 +186,13 @@ void vs_ops_hold(vs_ops *o);
  * with VMG_ECANCELED before this returns), then frees o once its timer is
  * closed and calls closed(data) when not NULL. NULL is fine. */
 void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data);
+
+#ifdef VMG_TESTING
+/* vs_op_testing_assume applies to c what op, which succeeded with r (an
+ * observer's VS_OP_DONE), did, as vs_inventory_assume would: 0 when op
+ * cannot say, else vs_cache_assume's answer (not committed). */
+int vs_op_testing_assume(const vs_op *op, const struct vs_op_result *r, vs_cache *c, uint64_t since,
+                         uint64_t asked);
+#endif
 
 #endif

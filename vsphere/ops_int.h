@@ -87,7 +87,8 @@ struct vs_op {
     unsigned long epoch; /* the tracker epoch of the filter */
     unsigned pc_tries;
     struct task_info ti;
-    bool tdone; /* the long poll saw the end */
+    bool tdone;     /* the long poll saw the end */
+    uint64_t since; /* the inventory's mark when the operation started */
     vs_req *req;
     bool finishing;
     vs_op_cb cb;
@@ -132,7 +133,7 @@ static inline vs_op *op_after(const struct op_list *l, const vs_op *op)
 struct vs_ops {
     uv_loop_t *loop;
     vs_session *s;
-    const vs_inventory *inv;
+    vs_inventory *inv;
     bool have_placement;
     struct vs_placement placement;
     size_t max_inflight, max_queued;

@@ -2,7 +2,10 @@
  * UpdateSets as vCenter sends them (decoded by vim_decode_update_set):
  * events and their group folders, lookups, marks from extraConfig,
  * removals, moves and renames, the diff of a resync after the watch was
- * rebuilt, and the bound on objects. */
+ * rebuilt, the bound on objects, and a finished task's result assumed
+ * before the watch shows it: never rolling back a newer state, nor rolled
+ * back by an older answer, which, when it says otherwise, makes the cache
+ * ask for the object to be read back. */
 #include "tests/unit/unit.h"
 
 #include <errno.h>
@@ -167,9 +170,40 @@ static void on_event(void *data, const struct vs_cache_event *e)
         assert_non_null(e->group_ref);
 }
 
+/* The number of the request the next feed answers (vs_cache_apply_from);
+ * UINT64_MAX (newer than anything) unless a test says otherwise. */
+static uint64_t feed_asked = UINT64_MAX;
+/* The objects the cache asked to read back (VS_CACHE_READ_BACK) and still
+ * wants read when the answer is all applied (vs_cache_disputed), in order,
+ * as the inventory reads them. */
+static char read_backs[8][VS_REF_MAX];
+static size_t n_read_backs;
+
 static int apply_cb(void *arg, const struct vim_object_update *u)
 {
-    return vs_cache_apply(arg, u);
+    int e = vs_cache_apply_from(arg, u, feed_asked);
+
+    if (e == VS_CACHE_READ_BACK) {
+        for (size_t i = 0; i < n_read_backs; i++)
+            if (strcmp(read_backs[i], u->obj.value) == 0)
+                return 0;
+        assert_true(n_read_backs < 8);
+        snprintf(read_backs[n_read_backs++], VS_REF_MAX, "%s", u->obj.value);
+        return 0;
+    }
+    return e;
+}
+
+/* settle_read_backs drops the read-backs that the rest of an answer made
+ * needless, as the inventory does before it sends one. */
+static void settle_read_backs(const vs_cache *c, size_t from)
+{
+    size_t k = from;
+
+    for (size_t i = from; i < n_read_backs; i++)
+        if (vs_cache_disputed(c, read_backs[i]))
+            memmove(read_backs[k++], read_backs[i], VS_REF_MAX);
+    n_read_backs = k;
 }
 
 /* feed applies the UpdateSet in b (and frees its text); returns the last
@@ -743,6 +777,446 @@ static void test_many_objects(void **state)
     vs_cache_free(c);
 }
 
+/* ---- Assumed changes ---- */
+
+/* assume applies one change of ref (a VM) as a task's result and commits:
+ * returns vs_cache_assume's answer. */
+static int assume(vs_cache *c, enum vim_kind kind, const char *ref, const struct vim_change *ch,
+                  size_t n, uint64_t since, uint64_t asked)
+{
+    struct vim_object_update u = {.kind = kind, .changes = ch, .n_changes = n};
+    int r;
+
+    assert_int_equal(vim_moref_set(&u.obj, "VirtualMachine", ref), 0);
+    r = vs_cache_assume(c, &u, since, asked);
+    vs_cache_commit(c);
+    return r;
+}
+
+static int assume_power(vs_cache *c, const char *ref, const char *state, uint64_t since,
+                        uint64_t asked)
+{
+    struct vim_change ch = {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = state};
+
+    return assume(c, VIM_MODIFY, ref, &ch, 1, since, asked);
+}
+
+/* feed_from feeds b as the answer to request asked; the read-backs it asks
+ * for are added to read_backs. */
+static size_t feed_from(vs_cache *c, struct sb *b, uint64_t asked)
+{
+    size_t n, from = n_read_backs;
+
+    feed_asked = asked;
+    n = feed(c, b);
+    feed_asked = UINT64_MAX;
+    settle_read_backs(c, from);
+    return n;
+}
+
+/* stream_power feeds a change of ref's power state answering request asked. */
+static size_t stream_power(vs_cache *c, const char *ref, const char *state, uint64_t asked)
+{
+    struct sb b;
+
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", ref);
+    ch_str(&b, "runtime.powerState", "VirtualMachinePowerState", state);
+    sb_add(&b, "</objectSet>");
+    return feed_from(c, &b, asked);
+}
+
+static void read_backs_reset(void)
+{
+    n_read_backs = 0;
+}
+
+/* An assumed power-off shows at once, reported as any change; an answer to
+ * a request sent before it (asked <= 5) that says the same, or changes only
+ * the rest, applies without a read-back; the first answer to a later
+ * request is newer and overrides. */
+static void test_assume_seen_at_once_and_overridden_later(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    uint64_t since = vs_cache_mark(c);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    r.n = 0;
+    assert_int_equal(assume_power(c, "vm-11", "poweredOff", since, 5), 1);
+    assert_int_equal(r.n, 1);
+    expect(&r, "vm-11", VS_CHANGE_UPDATED, "ns_a", "-");
+    assert_false(vs_cache_get(c, "vm-11")->powered_on);
+    assert_string_equal(vs_cache_get(c, "vm-11")->power_state, "poweredOff");
+
+    /* Older answers: the same power state and a new name. */
+    r.n = 0;
+    begin(&b);
+    vm(&b, "modify", "vm-11", "a-0-renamed", "group-a", "poweredOff", 2, 2048, "uid-a");
+    assert_int_equal(feed_from(c, &b, 5), 1);
+    assert_false(vs_cache_get(c, "vm-11")->powered_on);
+    assert_string_equal(vs_cache_get(c, "vm-11")->name, "a-0-renamed");
+    assert_int_equal(n_read_backs, 0);
+
+    /* Newer: someone powered it on again after the task. */
+    r.n = 0;
+    assert_int_equal(stream_power(c, "vm-11", "poweredOn", 6), 1);
+    assert_true(vs_cache_get(c, "vm-11")->powered_on);
+    /* The assumption is over: any later answer applies. */
+    assert_int_equal(stream_power(c, "vm-11", "poweredOff", 6), 1);
+    assert_false(vs_cache_get(c, "vm-11")->powered_on);
+    assert_int_equal(stream_power(c, "vm-11", "poweredOn", 2), 1);
+    assert_true(vs_cache_get(c, "vm-11")->powered_on);
+    assert_int_equal(n_read_backs, 0);
+    vs_cache_free(c);
+}
+
+/* An older answer that says another value for a pinned property does not
+ * change it, but asks for one read-back of that object (not for a
+ * property it did not pin: the size here); the read-back, a request sent
+ * after the pin, wins, here confirming the assumption (the older answer
+ * was computed before the task ended). */
+static void test_assume_older_answer_read_back(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 5), 1);
+    assert_true(vs_cache_get(c, "vm-12")->powered_on);
+
+    r.n = 0;
+    begin(&b);
+    vm(&b, "modify", "vm-12", "stray", "group-a", "poweredOff", 4, 1024, NULL);
+    assert_int_equal(feed_from(c, &b, 4), 1); /* the CPUs changed */
+    assert_true(vs_cache_get(c, "vm-12")->powered_on);
+    assert_int_equal(vs_cache_get(c, "vm-12")->num_cpu, 4);
+    assert_int_equal(n_read_backs, 1);
+    assert_string_equal(read_backs[0], "vm-12");
+
+    /* The read-back answers (request 6): on, as assumed. */
+    r.n = 0;
+    begin(&b);
+    vm(&b, "enter", "vm-12", "stray", "group-a", "poweredOn", 4, 1024, NULL);
+    assert_int_equal(feed_from(c, &b, 6), 0);
+    assert_true(vs_cache_get(c, "vm-12")->powered_on);
+    assert_int_equal(n_read_backs, 1);
+    /* The pin is over: the next change the stream shows applies. */
+    assert_int_equal(stream_power(c, "vm-12", "poweredOff", 7), 1);
+    assert_false(vs_cache_get(c, "vm-12")->powered_on);
+    assert_int_equal(n_read_backs, 1);
+    vs_cache_free(c);
+}
+
+/* One older answer that says off, then on (vcsim's stream: the clone's VM
+ * entered before its power-on, then the power-on) ends agreeing with the
+ * assumption: no read-back. */
+static void test_assume_older_answer_settles_itself(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 5), 1);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    ch_str(&b, "runtime.powerState", "VirtualMachinePowerState", "poweredOff");
+    sb_add(&b, "</objectSet>");
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    ch_str(&b, "runtime.powerState", "VirtualMachinePowerState", "poweredOn");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed_from(c, &b, 5), 0);
+    assert_true(vs_cache_get(c, "vm-12")->powered_on);
+    assert_false(vs_cache_disputed(c, "vm-12"));
+    assert_int_equal(n_read_backs, 0);
+    vs_cache_free(c);
+}
+
+/* The out-of-band change: a long poll (request 5) is out when a power-on
+ * ends and is assumed; someone powers the VM off by hand; the long poll
+ * answers with that power-off, which vCenter's stream never repeats. The
+ * cache keeps "on" from the older answer but reads the VM back, and the
+ * read-back's "off" wins: the cache ends with the truth. */
+static void test_assume_out_of_band_power_off(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 5), 1);
+    assert_int_equal(stream_power(c, "vm-12", "poweredOff", 5), 0);
+    assert_int_equal(n_read_backs, 1);
+    assert_string_equal(read_backs[0], "vm-12");
+
+    r.n = 0;
+    assert_int_equal(stream_power(c, "vm-12", "poweredOff", 6), 1);
+    expect(&r, "vm-12", VS_CHANGE_UPDATED, "ns_a", "-");
+    assert_false(vs_cache_get(c, "vm-12")->powered_on);
+    assert_string_equal(vs_cache_get(c, "vm-12")->power_state, "poweredOff");
+    assert_int_equal(n_read_backs, 1);
+    vs_cache_free(c);
+}
+
+/* A power state the watch reported after the operation started may be
+ * newer than the task's result: the assumption leaves it (0), unless it
+ * says the same. The CPUs and memory are assumed apart from the power
+ * state, and from each other. */
+static void test_assume_does_not_overwrite_newer(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    uint64_t since = vs_cache_mark(c);
+    struct vim_change size[2] = {
+        {.name = "config.hardware.numCPU", .kind = VIM_VAL_INT, .num = 4},
+        {.name = "config.hardware.memoryMB", .kind = VIM_VAL_INT, .num = 4096},
+    };
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    /* vm-11: powered off by the task, then on again by someone, which the
+     * watch showed before the task's end was learned. */
+    assert_int_equal(stream_power(c, "vm-11", "poweredOff", 3), 1);
+    assert_int_equal(stream_power(c, "vm-11", "poweredOn", 4), 1);
+    r.n = 0;
+    assert_int_equal(assume_power(c, "vm-11", "poweredOff", since, 4), 0);
+    assert_int_equal(r.n, 0);
+    assert_true(vs_cache_get(c, "vm-11")->powered_on);
+    /* Its CPUs were not reported since: they are assumed, and pinned
+     * alone: an older answer with another memory size changes that. */
+    assert_int_equal(assume(c, VIM_MODIFY, "vm-11", size, 1, since, 4), 1);
+    assert_int_equal(vs_cache_get(c, "vm-11")->num_cpu, 4);
+    begin(&b);
+    vm(&b, "modify", "vm-11", "a-0", "group-a", "poweredOn", 4, 8192, "uid-a");
+    assert_int_equal(feed_from(c, &b, 3), 1);
+    assert_int_equal(vs_cache_get(c, "vm-11")->num_cpu, 4);
+    assert_int_equal(vs_cache_get(c, "vm-11")->memory_mb, 8192);
+    assert_int_equal(n_read_backs, 0);
+
+    /* vm-13: the watch showed the same end first: nothing lost. */
+    assert_int_equal(stream_power(c, "vm-13", "poweredOff", 4), 1);
+    assert_int_equal(assume_power(c, "vm-13", "poweredOff", since, 4), 1);
+    assert_false(vs_cache_get(c, "vm-13")->powered_on);
+
+    /* An object the cache does not know is left to the watch. */
+    assert_int_equal(assume_power(c, "vm-77", "poweredOn", since, 4), 0);
+    assert_null(vs_cache_get(c, "vm-77"));
+    vs_cache_free(c);
+}
+
+/* A destroyed VM goes at once; an older answer that still shows it does
+ * not bring it back (a destroyed VM never comes back), until
+ * vs_cache_settle says no such answer can come. */
+static void test_assume_gone(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    r.n = 0;
+    assert_int_equal(assume(c, VIM_LEAVE, "vm-11", NULL, 0, vs_cache_mark(c), 7), 1);
+    assert_int_equal(r.n, 1);
+    expect(&r, "vm-11", VS_CHANGE_REMOVED, "ns_a", "-");
+    assert_null(vs_cache_get(c, "vm-11"));
+    assert_int_equal(vs_cache_children(c, "group-a", true, NULL, 0), 1);
+
+    r.n = 0;
+    begin(&b);
+    vm(&b, "enter", "vm-11", "a-0", "group-a", "poweredOn", 2, 2048, "uid-a");
+    assert_int_equal(feed_from(c, &b, 7), 0);
+    assert_int_equal(stream_power(c, "vm-11", "poweredOff", 6), 0);
+    assert_null(vs_cache_get(c, "vm-11"));
+    assert_int_equal(vs_cache_marked(c, "uid-a", NULL, 0), 0);
+    /* Ignored, but read back once: a server may give a moref again. */
+    assert_int_equal(n_read_backs, 1);
+    assert_string_equal(read_backs[0], "vm-11");
+
+    /* The read-back (8) says it went: settled, nothing more to read. */
+    begin(&b);
+    leave(&b, "VirtualMachine", "vm-11");
+    assert_int_equal(feed_from(c, &b, 8), 0);
+    assert_null(vs_cache_get(c, "vm-11"));
+    assert_false(vs_cache_disputed(c, "vm-11"));
+
+    /* Settled: a later answer is believed (this is only the rule at
+     * work). */
+    assert_int_equal(assume(c, VIM_LEAVE, "vm-12", NULL, 0, vs_cache_mark(c), 9), 1);
+    vs_cache_settle(c, 10);
+    begin(&b);
+    vm(&b, "enter", "vm-12", "stray", "group-a", "poweredOff", 1, 1024, NULL);
+    assert_int_equal(feed_from(c, &b, 9), 1);
+    assert_non_null(vs_cache_get(c, "vm-12"));
+    vs_cache_free(c);
+}
+
+/* clone_result: what a clone of a-1 into ns_a with 2 CPUs, 2 GiB and the
+ * marks did, as vsphere/ops builds it. */
+static const struct vim_change clone_result[] = {
+    {.name = "name", .kind = VIM_VAL_STRING, .str = "a-1"},
+    {.name = "parent", .kind = VIM_VAL_MOREF, .ref_type = "Folder", .ref_value = "group-a"},
+    {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"},
+    {.name = "config.hardware.numCPU", .kind = VIM_VAL_INT, .num = 2},
+    {.name = "config.hardware.memoryMB", .kind = VIM_VAL_INT, .num = 2048},
+    {.name = "config.extraConfig[\"" MARK_UID_KEY "\"]", .kind = VIM_VAL_STRING, .str = "uid-a"},
+    {.name = "config.extraConfig[\"" MARK_TEMPLATE_KEY "\"]",
+     .kind = VIM_VAL_STRING,
+     .str = "tmpl-1"},
+};
+
+/* A clone's VM enters from the task's result with the name, folder, size,
+ * marks and power state of its spec. An older answer's ENTER from before
+ * the clone powered it on (vcsim ends the clone's task first) adds what it
+ * knows, keeps the power state and asks for a read-back, whose answer
+ * wins, even when it is still off (vcsim powering on): the stream's later
+ * update then says on, and is not kept out by any pin. */
+static void test_assume_clone(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    uint64_t since = vs_cache_mark(c);
+    const struct vs_obj *o, *list[8];
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    r.n = 0;
+    assert_int_equal(assume(c, VIM_ENTER, "vm-20", clone_result, 7, since, 3), 1);
+    assert_int_equal(r.n, 1);
+    expect(&r, "vm-20", VS_CHANGE_ADDED, "ns_a", "-");
+    o = vs_cache_get(c, "vm-20");
+    assert_string_equal(o->name, "a-1");
+    assert_true(o->powered_on);
+    assert_int_equal(o->num_cpu, 2);
+    assert_int_equal(o->memory_mb, 2048);
+    assert_true(o->has_mark_uid);
+    assert_string_equal(o->mark_template, "tmpl-1");
+    assert_int_equal(o->create_order, 20);
+    assert_int_equal(vs_cache_marked(c, "uid-a", list, 8), 2);
+    assert_int_equal(vs_cache_children(c, "group-a", true, NULL, 0), 3);
+
+    begin(&b);
+    vm(&b, "enter", "vm-20", "a-1", "group-a", "poweredOff", 2, 2048, "uid-a");
+    assert_int_equal(feed_from(c, &b, 3), 1); /* the instance UUID is new */
+    o = vs_cache_get(c, "vm-20");
+    assert_true(o->powered_on);
+    assert_string_equal(o->instance_uuid, "5000-uuid");
+    assert_string_equal(o->mark_uid, "uid-a");
+    assert_int_equal(n_read_backs, 1);
+    assert_string_equal(read_backs[0], "vm-20");
+    /* The read-back (4) finds it still off; the stream (5) then on. */
+    assert_int_equal(stream_power(c, "vm-20", "poweredOff", 4), 1);
+    assert_false(vs_cache_get(c, "vm-20")->powered_on);
+    assert_int_equal(stream_power(c, "vm-20", "poweredOn", 5), 1);
+    assert_true(vs_cache_get(c, "vm-20")->powered_on);
+    assert_int_equal(n_read_backs, 1);
+
+    /* vm-21, vm-22: the watch entered them (off) before the clone's end was
+     * known: most likely before the power-on (vcsim's order), so the clone's
+     * result holds, merged into what the watch said, and the power state is
+     * disputed until the stream shows the power-on (vm-21) or a read says
+     * off (vm-22, powered off by hand). */
+    begin(&b);
+    vm(&b, "enter", "vm-21", "a-2", "group-a", "poweredOff", 2, 2048, "uid-a");
+    vm(&b, "enter", "vm-22", "a-3", "group-a", "poweredOff", 2, 2048, "uid-a");
+    assert_int_equal(feed_from(c, &b, 4), 2);
+    assert_int_equal(assume(c, VIM_ENTER, "vm-21", clone_result + 2, 1, since, 5), 1);
+    assert_int_equal(assume(c, VIM_ENTER, "vm-22", clone_result + 2, 1, since, 5), 1);
+    o = vs_cache_get(c, "vm-21");
+    assert_true(o->powered_on);
+    assert_string_equal(o->name, "a-2");
+    assert_string_equal(o->instance_uuid, "5000-uuid"); /* merged, not replaced */
+    assert_true(vs_cache_disputed(c, "vm-21"));
+    assert_true(vs_cache_disputed(c, "vm-22"));
+    assert_int_equal(stream_power(c, "vm-21", "poweredOn", 5), 0);
+    assert_false(vs_cache_disputed(c, "vm-21"));
+    assert_int_equal(stream_power(c, "vm-22", "poweredOff", 6), 1);
+    assert_false(vs_cache_get(c, "vm-22")->powered_on);
+    assert_false(vs_cache_disputed(c, "vm-22"));
+    assert_int_equal(n_read_backs, 1);
+    vs_cache_free(c);
+}
+
+/* A clone destroyed by hand right after its task ended: the long poll sent
+ * before the clone's end was learned answers with the VM gone (or entered
+ * and gone). The removal is believed whatever the answer's age: no ghost
+ * stays in the cache, and nothing need be read back. */
+static void test_assume_clone_destroyed_by_hand(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume(c, VIM_ENTER, "vm-20", clone_result, 7, vs_cache_mark(c), 3), 1);
+    assert_non_null(vs_cache_get(c, "vm-20"));
+    r.n = 0;
+    begin(&b);
+    leave(&b, "VirtualMachine", "vm-20");
+    assert_int_equal(feed_from(c, &b, 3), 1);
+    expect(&r, "vm-20", VS_CHANGE_REMOVED, "ns_a", "-");
+    assert_null(vs_cache_get(c, "vm-20"));
+    assert_int_equal(vs_cache_marked(c, "uid-a", NULL, 0), 1);
+
+    /* And a power-on assumed while the answer was out: the same. */
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 4), 1);
+    begin(&b);
+    leave(&b, "VirtualMachine", "vm-12");
+    assert_int_equal(feed_from(c, &b, 4), 1);
+    assert_null(vs_cache_get(c, "vm-12"));
+    assert_int_equal(vs_cache_children(c, "group-a", true, NULL, 0), 1);
+    assert_int_equal(n_read_backs, 0);
+    vs_cache_free(c);
+}
+
+/* vcsim, restarted, gives morefs again: a VM assumed gone whose moref an
+ * older answer shows is read back, the tomb outliving vs_cache_settle
+ * until the read says; a VM the operator itself clones with such a moref
+ * is simply entered. */
+static void test_assume_gone_moref_given_again(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume(c, VIM_LEAVE, "vm-11", NULL, 0, vs_cache_mark(c), 7), 1);
+    assert_int_equal(assume(c, VIM_LEAVE, "vm-12", NULL, 0, vs_cache_mark(c), 7), 1);
+    begin(&b);
+    vm(&b, "enter", "vm-11", "other", "group-b", "poweredOn", 1, 1024, NULL);
+    assert_int_equal(feed_from(c, &b, 6), 0);
+    assert_null(vs_cache_get(c, "vm-11"));
+    assert_int_equal(n_read_backs, 1);
+    vs_cache_settle(c, 9);
+    assert_true(vs_cache_disputed(c, "vm-11"));
+    begin(&b);
+    vm(&b, "enter", "vm-11", "other", "group-b", "poweredOn", 1, 1024, NULL);
+    assert_int_equal(feed_from(c, &b, 9), 1); /* the read-back */
+    assert_string_equal(vs_cache_get(c, "vm-11")->name, "other");
+    assert_false(vs_cache_disputed(c, "vm-11"));
+
+    /* vm-12, given again to the operator's own clone. */
+    r.n = 0;
+    assert_int_equal(assume(c, VIM_ENTER, "vm-12", clone_result, 2, vs_cache_mark(c), 8), 1);
+    expect(&r, "vm-12", VS_CHANGE_ADDED, "ns_a", "-");
+    begin(&b);
+    vm(&b, "enter", "vm-12", "a-1", "group-a", "poweredOn", 2, 2048, "uid-a");
+    assert_int_equal(feed_from(c, &b, 7), 1);
+    assert_string_equal(vs_cache_get(c, "vm-12")->mark_uid, "uid-a");
+    assert_int_equal(n_read_backs, 1);
+    vs_cache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -757,6 +1231,15 @@ int main(void)
         cmocka_unit_test(test_guest_addresses),
         cmocka_unit_test(test_bounds_and_orders),
         cmocka_unit_test(test_many_objects),
+        cmocka_unit_test(test_assume_seen_at_once_and_overridden_later),
+        cmocka_unit_test(test_assume_older_answer_read_back),
+        cmocka_unit_test(test_assume_older_answer_settles_itself),
+        cmocka_unit_test(test_assume_out_of_band_power_off),
+        cmocka_unit_test(test_assume_does_not_overwrite_newer),
+        cmocka_unit_test(test_assume_gone),
+        cmocka_unit_test(test_assume_gone_moref_given_again),
+        cmocka_unit_test(test_assume_clone),
+        cmocka_unit_test(test_assume_clone_destroyed_by_hand),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
  * queue, task success and failure learned from the long poll, a task that
  * ended before its filter existed (as vcsim never reports it), the
  * collector lost with a session, CreateFolder's DuplicateName, clones with
- * their spec and marks, a missing template, cancelation and close. */
+ * their spec and marks, a missing template, cancelation and close, and
+ * what a successful operation did, as the inventory's cache assumes it. */
 #include "tests/unit/unit.h"
 #include "tests/unit/vcenter.h"
 
@@ -52,6 +53,8 @@ struct fake {
     struct unit_vcenter vc; /* the fake vCenter and the client */
     vs_session *s;
     vs_ops *ops;
+    vs_cache *cache; /* when set, each success's result is assumed in it */
+    int assumed;     /* vs_op_testing_assume's answers, summed */
     uv_timer_t guard;
     bool timed_out;
 
@@ -511,8 +514,11 @@ static void observer(void *data, const vs_op *op, enum vs_op_phase phase,
 {
     struct fake *f = data;
 
-    (void)op;
-    (void)r;
+    if (phase == VS_OP_DONE && f->cache && r->err == 0) {
+        /* Nothing said of the object since the operation started. */
+        f->assumed += vs_op_testing_assume(op, r, f->cache, UINT64_MAX, 1);
+        vs_cache_commit(f->cache);
+    }
     if (phase == VS_OP_STARTED && ++f->inflight > f->max_inflight)
         f->max_inflight = f->inflight;
     if (phase == VS_OP_DONE && f->inflight > 0)
@@ -1083,18 +1089,25 @@ static void test_marks_are_inputs(void **state)
     teardown(&f);
 }
 
+/* web0 is the clone of test_clone: web-0 into folder, 2 CPUs, 2 GiB,
+ * both marks. */
+static struct vs_clone_spec web0(const struct vim_moref *folder)
+{
+    return (struct vs_clone_spec){.template_name = "tmpl",
+                                  .folder = folder,
+                                  .name = "web-0",
+                                  .num_cpus = 2,
+                                  .memory_mb = 2048,
+                                  .mark_uid = "uid-123",
+                                  .mark_template = "tmpl"};
+}
+
 static void test_clone(void **state)
 {
     struct fake f;
     struct ctx c = {0};
     struct vim_moref folder;
-    struct vs_clone_spec spec = {.template_name = "tmpl",
-                                 .folder = &folder,
-                                 .name = "web-0",
-                                 .num_cpus = 2,
-                                 .memory_mb = 2048,
-                                 .mark_uid = "uid-123",
-                                 .mark_template = "tmpl"};
+    struct vs_clone_spec spec = web0(&folder);
 
     (void)state;
     setup(&f, 8, 0);
@@ -1188,6 +1201,81 @@ static void test_clone_extra(void **state)
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
     teardown(&f);
+}
+
+/* run_one starts nothing itself: it waits for the n-th task, ends it with
+ * state (and fault), and waits for the n-th end. */
+static void run_one(struct fake *f, int n, const char *state, const char *fault)
+{
+    want_tasks = n;
+    want_held_tasks = n;
+    spin(f, tracked);
+    end_task(f, n - 1, state, fault);
+    want_done = n;
+    spin(f, done_enough);
+}
+
+/* A successful operation carries what it did, put in the inventory's cache
+ * as vs_inventory_assume would: the clone's VM with the name, folder, size
+ * and marks of its spec, powered on; a power-off, a new size, a VM gone. A
+ * failed one changes nothing. */
+static void test_results_assumed(void **state)
+{
+    static const struct vs_mark_keys keys = {MARK_UID_KEY, MARK_TEMPLATE_KEY};
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder, vm;
+    struct vs_clone_spec spec = web0(&folder);
+    const struct vs_obj *o;
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.cache = vs_cache_new("group-38", 0, &keys, NULL, NULL);
+    assert_non_null(f.cache);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+    run_one(&f, 1, "success", NULL);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(f.assumed, 1);
+    o = vs_cache_get(f.cache, "vm-90");
+    assert_non_null(o);
+    assert_string_equal(o->name, "web-0");
+    assert_string_equal(o->parent, "group-41");
+    assert_true(o->powered_on);
+    assert_int_equal(o->num_cpu, 2);
+    assert_int_equal(o->memory_mb, 2048);
+    assert_false(o->is_template);
+    assert_true(o->has_mark_uid);
+    assert_string_equal(o->mark_uid, "uid-123");
+    assert_true(o->has_mark_template);
+    assert_string_equal(o->mark_template, "tmpl");
+
+    vm = vmref(90);
+    assert_int_equal(vs_ops_power_off(f.ops, &vm, on_done, &c, NULL), 0);
+    run_one(&f, 2, "success", NULL);
+    assert_int_equal(f.assumed, 2);
+    assert_false(vs_cache_get(f.cache, "vm-90")->powered_on);
+    assert_string_equal(vs_cache_get(f.cache, "vm-90")->power_state, "poweredOff");
+
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    run_one(&f, 3, "error", "InvalidPowerState");
+    assert_int_equal(f.done[2].err, VMG_EFAULT);
+    assert_int_equal(f.assumed, 2);
+    assert_false(vs_cache_get(f.cache, "vm-90")->powered_on);
+
+    assert_int_equal(vs_ops_reconfigure(f.ops, &vm, 4, 0, on_done, &c, NULL), 0);
+    run_one(&f, 4, "success", NULL);
+    assert_int_equal(f.assumed, 3);
+    assert_int_equal(vs_cache_get(f.cache, "vm-90")->num_cpu, 4);
+    assert_int_equal(vs_cache_get(f.cache, "vm-90")->memory_mb, 2048); /* not asked */
+
+    assert_int_equal(vs_ops_destroy(f.ops, &vm, on_done, &c, NULL), 0);
+    run_one(&f, 5, "success", NULL);
+    assert_int_equal(f.assumed, 4);
+    assert_null(vs_cache_get(f.cache, "vm-90"));
+    teardown(&f);
+    vs_cache_free(f.cache);
 }
 
 static void test_clone_template_missing(void **state)
@@ -1392,6 +1480,7 @@ int main(void)
         cmocka_unit_test(test_tracked_task_follows_a_new_session),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
+        cmocka_unit_test(test_results_assumed),
         cmocka_unit_test(test_clone_extra),
         cmocka_unit_test(test_marks_are_inputs),
         cmocka_unit_test(test_clone_template_missing),
