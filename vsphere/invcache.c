@@ -317,6 +317,15 @@ static bool indexed_key(const char *name, char *buf, size_t size)
 
 /* ---- The guest address ---- */
 
+/* v4_reportable tells whether the IPv4 address a is worth reporting: not
+ * loopback, unspecified (0/8), link-local nor the limited broadcast. */
+static bool v4_reportable(const unsigned char a[4])
+{
+    static const unsigned char bcast[4] = {255, 255, 255, 255};
+
+    return a[0] != 127 && a[0] != 0 && !(a[0] == 169 && a[1] == 254) && memcmp(a, bcast, 4) != 0;
+}
+
 /* ip_read reads s into o's address when it is one worth reporting (see
  * invcache.h), else clears it. */
 static void ip_read(struct vs_obj *o, const char *s)
@@ -328,8 +337,8 @@ static void ip_read(struct vs_obj *o, const char *s)
     if (!s || strnlen(s, VS_IP_LEN) >= VS_IP_LEN)
         return;
     if (inet_pton(AF_INET, s, a) == 1) {
-        if (a[0] == 127 || a[0] == 0 || (a[0] == 169 && a[1] == 254))
-            return; /* loopback, unspecified, link-local */
+        if (!v4_reportable(a))
+            return;
         memcpy(o->ip, a, 4);
         o->ip_family = 4;
         return;
@@ -340,6 +349,8 @@ static void ip_read(struct vs_obj *o, const char *s)
             return; /* :: and ::1 */
         if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
             return; /* fe80::/10 */
+        if (memcmp(a, zero, 10) == 0 && a[10] == 0xff && a[11] == 0xff && !v4_reportable(a + 12))
+            return; /* ::ffff:127.0.0.1 and the like */
         memcpy(o->ip, a, 16);
         o->ip_family = 6;
     }

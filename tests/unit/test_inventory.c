@@ -571,10 +571,27 @@ static void test_guest_addresses(void **state)
     vs_cache *c = setup(&r);
     struct sb b;
     char huge[8192];
-    static const char *const hostile[] = {
-        "not-an-ip",  "10.0.0.5%eth0", "300.1.1.1", "10.0.0.5 ",   "1.2.3",
-        "0x0a000001", "127.0.0.1",     "0.0.0.0",   "169.254.1.1", "::1",
-        "::",         "fe80::1%eth0",  "fe80::1",   "10.0.0.99\n", ""};
+    static const char *const hostile[] = {"not-an-ip",
+                                          "10.0.0.5%eth0",
+                                          "300.1.1.1",
+                                          "10.0.0.5 ",
+                                          "1.2.3",
+                                          "0x0a000001",
+                                          "127.0.0.1",
+                                          "0.0.0.0",
+                                          "169.254.1.1",
+                                          "::1",
+                                          "::",
+                                          "fe80::1%eth0",
+                                          "fe80::1",
+                                          "10.0.0.99\n",
+                                          "",
+                                          "255.255.255.255",
+                                          "::ffff:127.0.0.1",
+                                          "::ffff:169.254.3.4",
+                                          "::ffff:0.0.0.0",
+                                          "::ffff:255.255.255.255",
+                                          "::ffff:7f00:1"};
 
     (void)state;
     expect_ip(c, "vm-11", "");
@@ -588,6 +605,12 @@ static void test_guest_addresses(void **state)
     assert_int_equal(set_ip(c, "2001:db8:0:0::9"), 1);
     expect_ip(c, "vm-11", "2001:db8::9");
     assert_int_equal(set_ip(c, "2001:0db8::0009"), 0);
+    /* An IPv4-mapped address is kept as such when it is worth reporting;
+     * 255.255.255.254 is not the broadcast. */
+    assert_int_equal(set_ip(c, "::ffff:10.0.0.6"), 1);
+    expect_ip(c, "vm-11", "::ffff:10.0.0.6");
+    assert_int_equal(set_ip(c, "255.255.255.254"), 1);
+    expect_ip(c, "vm-11", "255.255.255.254");
     /* Hostile values: nothing kept. */
     for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
         assert_int_equal(set_ip(c, "10.0.0.7"), 1);
