@@ -140,12 +140,17 @@ static void ht_del(struct htab *t, void *item)
 
 /* ---- Helpers ---- */
 
+/* copy writes src to dst (size bytes, NUL included), cut to fit at the
+ * start of a UTF-8 character: never in the middle of one. */
 static void copy(char *dst, size_t size, const char *src)
 {
     size_t n = src ? strlen(src) : 0;
 
-    if (n >= size)
+    if (n >= size) {
         n = size - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+            n--;
+    }
     if (n)
         memcpy(dst, src, n);
     dst[n] = '\0';

@@ -646,6 +646,30 @@ static void test_guest_addresses(void **state)
     vs_cache_free(c);
 }
 
+/* A name longer than VS_NAME_MAX is cut at the start of a character: 80
+ * four-byte characters keep 63, never three bytes of the 64th. */
+static void test_long_name_cut_at_a_character(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+    char name[80 * 4 + 1], want[63 * 4 + 1];
+
+    (void)state;
+    for (int i = 0; i < 80; i++)
+        memcpy(name + 4 * i, "\xf0\x9f\x98\x80", 4); /* U+1F600 */
+    name[sizeof(name) - 1] = '\0';
+    memcpy(want, name, sizeof(want) - 1);
+    want[sizeof(want) - 1] = '\0';
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_str(&b, "name", "xsd:string", name);
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    assert_string_equal(vs_cache_get(c, "vm-11")->name, want);
+    vs_cache_free(c);
+}
+
 static void test_bounds_and_orders(void **state)
 {
     struct rec r = {0};
@@ -727,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_enter_resets_missing_properties),
         cmocka_unit_test(test_single_extra_config_entries),
         cmocka_unit_test(test_guest_addresses),
+        cmocka_unit_test(test_long_name_cut_at_a_character),
         cmocka_unit_test(test_bounds_and_orders),
         cmocka_unit_test(test_many_objects),
     };

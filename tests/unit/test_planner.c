@@ -1036,6 +1036,39 @@ static void test_status_vms(void **state)
     cJSON_Delete(st);
 }
 
+/* What vCenter shows is written as valid UTF-8, broken bytes as '?', so
+ * that what the API server stores compares equal: written once. */
+static void test_status_vms_utf8(void **state)
+{
+    static const struct tcase tc = {.replicas = 1, .vms = {{"web-0"}}};
+    struct built b;
+    struct plan *p = NULL;
+    cJSON *st = NULL;
+    char *text;
+
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        build(&tc, &b, k ? st : NULL);
+        b.vms[0].instance_uuid = "50\xff-0";
+        b.vms[0].power_state = "poweredOn";
+        b.vms[0].template = "tmpl-\xc3\xa9\xf0\x9f\x98"; /* é, and a cut U+1F600 */
+        assert_int_equal(planner_plan(&b.in, &p), 0);
+        vmgroup_free(b.g);
+        if (k == 1) {
+            assert_false(p->status_changed);
+            plan_free(p);
+            break;
+        }
+        st = status_json(p);
+        text = cJSON_PrintUnformatted(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "vms"), 0));
+        assert_non_null(strstr(text, "\"instanceUUID\":\"50?-0\""));
+        assert_non_null(strstr(text, "\"template\":\"tmpl-\xc3\xa9???\""));
+        free(text);
+        plan_free(p);
+    }
+    cJSON_Delete(st);
+}
+
 /* status.vms is bounded: the first VMGROUP_MAX_STATUS_VMS members by name,
  * the others counted in vmsOmitted. */
 static void test_status_vms_bound(void **state)
@@ -1611,6 +1644,7 @@ int main(void)
         cmocka_unit_test(test_quiet_in_sync),
         cmocka_unit_test(test_selector),
         cmocka_unit_test(test_status_vms),
+        cmocka_unit_test(test_status_vms_utf8),
         cmocka_unit_test(test_status_vms_bound),
         cmocka_unit_test(test_transition_times),
         cmocka_unit_test(test_message_sanitized),
