@@ -948,8 +948,8 @@ static int status_vms(struct ctx *c)
         }
     }
     p->mem->vms = vms;
-    s->vms = vms;
-    s->n_vms = (unsigned)n;
+    p->vms = vms;
+    s->n_vms = (uint16_t)n;
     s->vms_omitted = (int32_t)(c->n_members - n);
     s->vms_digest = vmgroup_vms_digest(vms, (unsigned)n);
     vms = NULL;

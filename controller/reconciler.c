@@ -709,7 +709,7 @@ static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
         gs->status_dirty = true;
         return;
     }
-    if (vmgroup_status_to_json(&p->status, &st) < 0)
+    if (vmgroup_status_to_json(&p->status, p->vms, &st) < 0)
         return;
     text = cJSON_PrintUnformatted(st);
     if (!text) {

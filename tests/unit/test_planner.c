@@ -857,7 +857,7 @@ static struct plan *plan_once(const struct tcase *tc, const cJSON *status, const
 static cJSON *status_json(const struct plan *p)
 {
     cJSON *js = NULL;
-    assert_int_equal(vmgroup_status_to_json(&p->status, &js), 0);
+    assert_int_equal(vmgroup_status_to_json(&p->status, p->vms, &js), 0);
     /* Through text, as the API server returns it. */
     char *text = cJSON_PrintUnformatted(js);
     cJSON_Delete(js);
@@ -934,8 +934,8 @@ static const char *vms_desc(const struct plan *p, char *buf, size_t size)
 
     buf[0] = '\0';
     for (unsigned i = 0; i < p->status.n_vms && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%s:%s", i ? " " : "",
-                                p->status.vms[i].name, p->status.vms[i].state);
+        len += (size_t)snprintf(buf + len, size - len, "%s%s:%s", i ? " " : "", p->vms[i].name,
+                                p->vms[i].state);
     return buf;
 }
 
@@ -1101,10 +1101,10 @@ static void test_status_vms_bound(void **state)
     assert_int_equal(p->status.n_vms, VMGROUP_MAX_STATUS_VMS);
     assert_int_equal(p->status.vms_omitted, 6);
     for (unsigned i = 1; i < p->status.n_vms; i++)
-        assert_true(strcmp(p->status.vms[i - 1].name, p->status.vms[i].name) < 0);
-    assert_string_equal(p->status.vms[0].name, "web-0");
-    assert_string_equal(p->status.vms[1].name, "web-1");
-    assert_string_equal(p->status.vms[2].name, "web-10");
+        assert_true(strcmp(p->vms[i - 1].name, p->vms[i].name) < 0);
+    assert_string_equal(p->vms[0].name, "web-0");
+    assert_string_equal(p->vms[1].name, "web-1");
+    assert_string_equal(p->vms[2].name, "web-10");
     st = status_json(p);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(st, "vms")), VMGROUP_MAX_STATUS_VMS);
     assert_int_equal(cJSON_GetObjectItem(st, "vmsOmitted")->valueint, 6);
