@@ -97,8 +97,10 @@ struct vmgroup_condition {
     enum vmgroup_cond_status status;
 };
 
-/* The states of an entry of status.vms, what the operator is doing with
- * that member (its powerState says whether it runs):
+/* The states of an entry of status.vms, what the operator intends to do
+ * with that member (its powerState says whether it runs), also while it
+ * cannot act (blocked, vCenter failing, its budget of operations spent: the
+ * phase and conditions say so):
  *   Creating  its clone is in flight (no instanceUUID while vCenter shows
  *             no VM yet)
  *   Removing  it is being powered off and destroyed (scale-down, failed,

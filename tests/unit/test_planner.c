@@ -986,6 +986,22 @@ static void test_status_vms(void **state)
         {{.replicas = 2, .vms = {{"web-0", .inflight = true}}, .clones = {0}, .n_clones = 1},
          "web-0:Creating"},
         {{.replicas = 0, .vms = {{"bob", .mark = ""}}}, ""},
+        /* What the operator intends, also while it cannot act: vCenter
+         * failing, the group blocked, no operation left in the budget. */
+        {{.replicas = 3,
+          .vms = {{"web-0", .off = true}, {"web-1", .cpu = 1}, {"web-2"}, {"web-3", .off = true}},
+          .transient = "vCenter session expired"},
+         "web-0:Starting web-1:Resizing web-2:Ready web-3:Removing"},
+        {{.replicas = 3,
+          .vms = {{"web-0", .off = true}, {"web-1", .cpu = 1}, {"web-2"}, {"web-3", .off = true}},
+          .block = PLAN_BLOCK_OTHER,
+          .block_reason = "PermissionDenied",
+          .block_message = "no"},
+         "web-0:Starting web-1:Resizing web-2:Ready web-3:Removing"},
+        {{.replicas = 3,
+          .vms = {{"web-0", .off = true}, {"web-1", .cpu = 1}, {"web-2"}, {"web-3", .off = true}},
+          .limit = 1},
+         "web-0:Starting web-1:Resizing web-2:Ready web-3:Removing"},
     };
     char got[512];
 
