@@ -136,21 +136,26 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-/* msg_str returns m's text with every byte that is not valid UTF-8 (such as
- * a sequence cut by the bound) replaced by '?', so that the API server
- * stores exactly what was sent and the next comparison sees it unchanged. */
-static const char *msg_str(struct msg *m)
+/* utf8_fix replaces every byte of s[0 .. len) that is not valid UTF-8
+ * (such as a sequence cut by a bound) by '?', so that the API server stores
+ * exactly what was sent (it would put U+FFFD instead) and the next
+ * comparison sees it unchanged. */
+static void utf8_fix(unsigned char *s, size_t len)
 {
-    unsigned char *s = (unsigned char *)m->buf;
-
-    for (size_t i = 0; i < m->len;) {
-        size_t n = utf8_len(s + i, m->len - i);
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_len(s + i, len - i);
         if (n == 0) {
             s[i++] = '?';
             continue;
         }
         i += n;
     }
+}
+
+/* msg_str returns m's text, made valid UTF-8 (utf8_fix). */
+static const char *msg_str(struct msg *m)
+{
+    utf8_fix((unsigned char *)m->buf, m->len);
     m->buf[m->len] = '\0';
     return m->buf;
 }
@@ -887,9 +892,20 @@ static int cmp_member_name(const void *a, const void *b, void *data)
     return strcmp(members[*(const size_t *)a].name, members[*(const size_t *)b].name);
 }
 
+/* dup_nz copies s ("" for NULL) into m, made valid UTF-8 (utf8_fix): what
+ * vCenter names may be cut in the middle of a character, or worse. */
 static const char *dup_nz(struct plan_mem *m, const char *s)
 {
-    return mem_strdup(m, s ? s : "");
+    size_t len = s ? strlen(s) : 0;
+    char *d = mem_alloc(m, len + 1);
+
+    if (!d)
+        return NULL;
+    if (len)
+        memcpy(d, s, len);
+    d[len] = '\0';
+    utf8_fix((unsigned char *)d, len);
+    return d;
 }
 
 /* status_vms fills status.vms: the first VMGROUP_MAX_STATUS_VMS members by
@@ -912,7 +928,7 @@ static int status_vms(struct ctx *c)
         const struct member *m = &c->members[order[i]];
         const struct plan_vm *vm = m->vm;
         struct vmgroup_vm *v = &vms[i];
-        v->name = mem_strdup(p->mem, m->name);
+        v->name = dup_nz(p->mem, m->name);
         v->state = vm_state(c, m); /* a constant */
         v->instance_uuid = dup_nz(p->mem, vm ? vm->instance_uuid : NULL);
         v->power_state = dup_nz(p->mem, vm ? vm->power_state : NULL);
@@ -932,8 +948,8 @@ static int status_vms(struct ctx *c)
         }
     }
     p->mem->vms = vms;
-    s->vms = vms;
-    s->n_vms = (unsigned)n;
+    p->vms = vms;
+    s->n_vms = (uint16_t)n;
     s->vms_omitted = (int32_t)(c->n_members - n);
     s->vms_digest = vmgroup_vms_digest(vms, (unsigned)n);
     vms = NULL;

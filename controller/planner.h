@@ -157,6 +157,7 @@ struct plan {
     struct plan_action *actions;
     size_t n_actions;
     struct vmgroup_status status; /* what status should say */
+    const struct vmgroup_vm *vms; /* its status.vms, status.n_vms entries */
     bool status_changed;          /* status differs from g->status: write it */
     int current;                  /* VMs marked with the group's UID */
     int foreign;                  /* VMs in the folder that are not the group's */

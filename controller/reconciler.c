@@ -5,6 +5,10 @@
 #include "controller/reconciler.h"
 
 #include <errno.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +69,13 @@ struct gstate {
     uint64_t transient_until; /* shown (and vCenter left alone) until then */
     unsigned failures;        /* consecutive, for the backoff */
 
-    char *written_status; /* the last status written, and the resourceVersion */
-    char *written_rv;     /* of the object it was planned from */
+    /* The last status written, as a keyed hash of its JSON text and the
+     * text's length (0: none), and the resourceVersion of the object it was
+     * planned from: enough to skip the same write, without keeping a copy
+     * of the text (status.vms makes it kilobytes) for every group. */
+    uint64_t written_sum;
+    size_t written_len;
+    char *written_rv;
     /* A finalizer write (meta_kind: PLAN_ADD_FINALIZER or
      * PLAN_REMOVE_FINALIZER) that succeeded, awaited in the cache until
      * meta_until (0: none; UINT64_MAX while in flight): versions the cache
@@ -83,6 +92,10 @@ struct reconciler {
     strmap *groups; /* key -> struct gstate */
     size_t inflight;
     uint64_t (*clock)(void *);
+    /* SipHash-2-4 under a key drawn at start, so that nobody who can choose
+     * a status (names, templates) can choose two with the same sum. */
+    EVP_MAC_CTX *sum_ctx;
+    unsigned char sum_key[16];
 };
 
 /* What one pass asks of the queue for its key. reconcile() decides it;
@@ -130,7 +143,6 @@ static void gs_free(struct gstate *gs)
     free(gs->name);
     free(gs->block_msg);
     free(gs->transient);
-    free(gs->written_status);
     free(gs->written_rv);
     free(gs);
 }
@@ -557,7 +569,7 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     }
     /* Forget what was written so that the next pass writes again. */
     if (status)
-        set_str(&gs->written_status, NULL);
+        gs->written_len = 0;
     else
         gs->meta_until = 0;
     if (err == VMG_ENOTFOUND) {
@@ -663,38 +675,61 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
     return next;
 }
 
+/* status_sum puts the 64-bit keyed hash of the n bytes at text in *ret;
+ * -1 when it cannot (the write is then never skipped). */
+static int status_sum(reconciler *r, const char *text, size_t n, uint64_t *ret)
+{
+    size_t size = sizeof(*ret);
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_size_t(OSSL_MAC_PARAM_SIZE, &size),
+        OSSL_PARAM_construct_end(),
+    };
+    unsigned char out[16];
+    size_t outl = 0;
+
+    if (!r->sum_ctx || EVP_MAC_init(r->sum_ctx, r->sum_key, sizeof(r->sum_key), params) != 1 ||
+        EVP_MAC_update(r->sum_ctx, (const unsigned char *)text, n) != 1 ||
+        EVP_MAC_final(r->sum_ctx, out, &outl, sizeof(out)) != 1 || outl != sizeof(*ret))
+        return -1;
+    memcpy(ret, out, sizeof(*ret));
+    return 0;
+}
+
 static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup *g,
                          const struct plan *p)
 {
     cJSON *st = NULL;
     char *text;
+    uint64_t sum = 0;
+    size_t len;
+    bool summed;
 
     if (gs->status_inflight) {
         /* One write at a time; when it ends, the key is planned again. */
         gs->status_dirty = true;
         return;
     }
-    if (vmgroup_status_to_json(&p->status, &st) < 0)
+    if (vmgroup_status_to_json(&p->status, p->vms, &st) < 0)
         return;
     text = cJSON_PrintUnformatted(st);
     if (!text) {
         cJSON_Delete(st);
         return;
     }
+    len = strlen(text);
+    summed = status_sum(r, text, len, &sum) == 0;
+    free(text);
     /* The cache may not have seen our last write yet: do not write the same
      * status twice over the same object. */
-    if (gs->written_status && gs->written_rv && strcmp(gs->written_status, text) == 0 &&
+    if (summed && gs->written_len == len && gs->written_sum == sum && gs->written_rv &&
         strcmp(gs->written_rv, g->meta.resource_version) == 0) {
-        free(text);
         cJSON_Delete(st);
         return;
     }
     if (start_write(r, gs, g, true, st) == 0) {
-        free(gs->written_status);
-        gs->written_status = text;
+        gs->written_sum = sum;
+        gs->written_len = summed ? len : 0;
         set_str(&gs->written_rv, g->meta.resource_version);
-    } else {
-        free(text);
     }
     cJSON_Delete(st);
 }
@@ -1033,6 +1068,13 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
         free(r);
         return -ENOMEM;
     }
+    /* Without a MAC or a key, every status is written (sum_ctx NULL). */
+    if (RAND_bytes(r->sum_key, sizeof(r->sum_key)) == 1) {
+        EVP_MAC *mac = EVP_MAC_fetch(NULL, "SIPHASH", NULL);
+
+        r->sum_ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+        EVP_MAC_free(mac);
+    }
     *ret = r;
     return 0;
 }
@@ -1068,5 +1110,7 @@ void reconciler_free(reconciler *r)
         return;
     strmap_foreach(r->groups, free_group, NULL);
     strmap_free(r->groups);
+    EVP_MAC_CTX_free(r->sum_ctx);
+    OPENSSL_cleanse(r->sum_key, sizeof(r->sum_key));
     free(r);
 }

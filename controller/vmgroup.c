@@ -750,12 +750,13 @@ static int add_vm(cJSON *list, const struct vmgroup_vm *v)
     return 0;
 }
 
-int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
+int vmgroup_status_to_json(const struct vmgroup_status *s, const struct vmgroup_vm *vms,
+                           cJSON **ret)
 {
     cJSON *obj, *list;
     char gen[24];
 
-    if (!s || (s->n_vms && !s->vms))
+    if (!s || (s->n_vms && !vms))
         return -EINVAL;
     /* cJSON prints numbers beyond int's range with 15 significant digits;
      * the generation is written exactly, as raw text. */
@@ -777,7 +778,7 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret)
     if (!list)
         goto fail;
     for (unsigned i = 0; i < s->n_vms; i++)
-        if (add_vm(list, &s->vms[i]) < 0)
+        if (add_vm(list, &vms[i]) < 0)
             goto fail;
     list = cJSON_AddArrayToObject(obj, "conditions");
     if (!list)

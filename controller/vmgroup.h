@@ -97,8 +97,10 @@ struct vmgroup_condition {
     enum vmgroup_cond_status status;
 };
 
-/* The states of an entry of status.vms, what the operator is doing with
- * that member (its powerState says whether it runs):
+/* The states of an entry of status.vms, what the operator intends to do
+ * with that member (its powerState says whether it runs), also while it
+ * cannot act (blocked, vCenter failing, its budget of operations spent: the
+ * phase and conditions say so):
  *   Creating  its clone is in flight (no instanceUUID while vCenter shows
  *             no VM yet)
  *   Removing  it is being powered off and destroyed (scale-down, failed,
@@ -131,22 +133,21 @@ struct vmgroup_status {
     enum vmgroup_phase phase;
     int32_t current_replicas;    /* VMs of this group that exist */
     int32_t desired_replicas;    /* spec.replicas as last acted on */
+    int32_t vms_omitted;         /* status.vmsOmitted (see n_vms) */
     int64_t observed_generation; /* metadata.generation this status describes */
     const char *last_message;
     const char *selector; /* see VMGROUP_SELECTOR_KEY; "" when absent */
-    /* status.vms, sorted by name, and status.vmsOmitted, the members left
-     * out beyond VMGROUP_MAX_STATUS_VMS. A status to write has vms[0 ..
-     * n_vms); a decoded one keeps no entries (vms NULL), only their count
-     * and vms_digest, which is all that comparing needs. */
-    const struct vmgroup_vm *vms;
-    unsigned n_vms;
-    int32_t vms_omitted;
+    /* status.vms, sorted by name, at most VMGROUP_MAX_STATUS_VMS entries,
+     * and vms_omitted, the members left out beyond. A status keeps only
+     * their count and vms_digest, which is all that comparing needs; the
+     * entries to write are the caller's (the planner's, struct plan). */
     uint64_t vms_digest; /* vmgroup_vms_digest of the entries */
     /* True when the stored status lacked a field that vmgroup_status_to_json
      * writes, or held one that could not be read or kept (wrong type, out of
      * bounds, too many conditions). Such a status never equals a complete
      * one, so the controller rewrites it. */
     bool incomplete;
+    uint16_t n_vms;
     unsigned n_conditions;
     struct vmgroup_condition conditions[VMGROUP_MAX_CONDITIONS];
 };
@@ -230,11 +231,12 @@ int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret);
 int vmgroup_selector(const struct vmgroup *g, char *buf, size_t size);
 
 /* vmgroup_status_to_json encodes s as the value of "status": every field is
- * written (phase omitted only when NONE), conditions in order, vms with
- * each entry's unknown fields left out. Returns 0 and *ret (free with
- * cJSON_Delete), -EINVAL for a NULL s or one whose entries were not kept
- * (n_vms but no vms), or -ENOMEM. */
-int vmgroup_status_to_json(const struct vmgroup_status *s, cJSON **ret);
+ * written (phase omitted only when NONE), conditions in order, and vms[0
+ * .. s->n_vms) as status.vms with each entry's unknown fields left out.
+ * Returns 0 and *ret (free with cJSON_Delete), -EINVAL for a NULL s or a
+ * NULL vms when s->n_vms is not 0, or -ENOMEM. */
+int vmgroup_status_to_json(const struct vmgroup_status *s, const struct vmgroup_vm *vms,
+                           cJSON **ret);
 
 /* vmgroup_vms_digest hashes n entries of status.vms (FNV-1a over every
  * field as written), so that a decoded status compares with a computed one

@@ -160,12 +160,17 @@ static void ht_del(struct htab *t, void *item)
 
 /* ---- Helpers ---- */
 
+/* copy writes src to dst (size bytes, NUL included), cut to fit at the
+ * start of a UTF-8 character: never in the middle of one. */
 static void copy(char *dst, size_t size, const char *src)
 {
     size_t n = src ? strlen(src) : 0;
 
-    if (n >= size)
+    if (n >= size) {
         n = size - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+            n--;
+    }
     if (n)
         memcpy(dst, src, n);
     dst[n] = '\0';
@@ -279,11 +284,9 @@ static bool obj_equal(const struct vs_obj *a, const struct vs_obj *b)
            strcmp(a->parent, b->parent) == 0 && strcmp(a->power_state, b->power_state) == 0 &&
            a->powered_on == b->powered_on && a->num_cpu == b->num_cpu &&
            a->memory_mb == b->memory_mb && a->is_template == b->is_template &&
-           strcmp(a->instance_uuid, b->instance_uuid) == 0 &&
-           strcmp(a->ip_primary, b->ip_primary) == 0 && a->n_ip_net == b->n_ip_net &&
-           memcmp(a->ip_net, b->ip_net, sizeof(a->ip_net)) == 0 &&
-           a->has_mark_uid == b->has_mark_uid && strcmp(a->mark_uid, b->mark_uid) == 0 &&
-           a->has_mark_template == b->has_mark_template &&
+           strcmp(a->instance_uuid, b->instance_uuid) == 0 && a->ip_family == b->ip_family &&
+           memcmp(a->ip, b->ip, sizeof(a->ip)) == 0 && a->has_mark_uid == b->has_mark_uid &&
+           strcmp(a->mark_uid, b->mark_uid) == 0 && a->has_mark_template == b->has_mark_template &&
            strcmp(a->mark_template, b->mark_template) == 0;
 }
 
@@ -297,9 +300,8 @@ static void reset_props(struct vs_obj *o)
     o->memory_mb = 0;
     o->is_template = false;
     o->instance_uuid[0] = '\0';
-    o->n_ip_net = 0;
-    o->ip_primary[0] = '\0';
-    memset(o->ip_net, 0, sizeof(o->ip_net));
+    o->ip_family = 0;
+    memset(o->ip, 0, sizeof(o->ip));
     o->has_mark_uid = false;
     o->mark_uid[0] = '\0';
     o->has_mark_template = false;
@@ -338,100 +340,59 @@ static bool indexed_key(const char *name, char *buf, size_t size)
     return true;
 }
 
-/* ---- Guest addresses ---- */
+/* ---- The guest address ---- */
 
-#define NIC_SCAN_MAX 32 /* NICs of guest.net read */
-#define IP_SCAN_MAX 64  /* addresses of guest.net read, all NICs together */
-
-/* ip_literal writes s, when it is an address worth reporting, in the form
- * inet_ntop gives, and returns 4 or 6; 0 for anything else. */
-static int ip_literal(const char *s, char out[VS_IP_LEN])
+/* v4_reportable tells whether the IPv4 address a is worth reporting: not
+ * loopback, unspecified (0/8), link-local nor the limited broadcast. */
+static bool v4_reportable(const unsigned char a[4])
 {
-    unsigned char a[16];
+    static const unsigned char bcast[4] = {255, 255, 255, 255};
 
+    return a[0] != 127 && a[0] != 0 && !(a[0] == 169 && a[1] == 254) && memcmp(a, bcast, 4) != 0;
+}
+
+/* ip_read reads s into o's address when it is one worth reporting (see
+ * invcache.h), else clears it. */
+static void ip_read(struct vs_obj *o, const char *s)
+{
+    unsigned char a[16] = {0};
+
+    o->ip_family = 0;
+    memset(o->ip, 0, sizeof(o->ip));
     if (!s || strnlen(s, VS_IP_LEN) >= VS_IP_LEN)
-        return 0;
+        return;
     if (inet_pton(AF_INET, s, a) == 1) {
-        if (a[0] == 127 || a[0] == 0 || (a[0] == 169 && a[1] == 254))
-            return 0; /* loopback, unspecified, link-local */
-        return inet_ntop(AF_INET, a, out, VS_IP_LEN) ? 4 : 0;
+        if (!v4_reportable(a))
+            return;
+        memcpy(o->ip, a, 4);
+        o->ip_family = 4;
+        return;
     }
     if (inet_pton(AF_INET6, s, a) == 1) {
         static const unsigned char zero[15];
         if (memcmp(a, zero, 15) == 0 && a[15] <= 1)
-            return 0; /* :: and ::1 */
+            return; /* :: and ::1 */
         if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
-            return 0; /* fe80::/10 */
-        return inet_ntop(AF_INET6, a, out, VS_IP_LEN) ? 6 : 0;
+            return; /* fe80::/10 */
+        if (memcmp(a, zero, 10) == 0 && a[10] == 0xff && a[11] == 0xff && !v4_reportable(a + 12))
+            return; /* ::ffff:127.0.0.1 and the like */
+        memcpy(o->ip, a, 16);
+        o->ip_family = 6;
     }
-    return 0;
 }
 
-/* ip_list keeps the addresses of in[0..n) (valid literals), distinct, IPv4
- * first, at most VS_IP_MAX, in out; returns how many. */
-static unsigned ip_list(const char *const *in, size_t n, char out[VS_IP_MAX][VS_IP_LEN])
+bool vs_obj_ip(const struct vs_obj *o, char out[VS_IP_LEN])
 {
-    unsigned k = 0;
-
-    for (int fam = 4; fam <= 6; fam += 2) {
-        for (size_t i = 0; i < n && k < VS_IP_MAX; i++) {
-            char buf[VS_IP_LEN] = ""; /* all zero: the lists are compared whole */
-            bool dup = false;
-            if (ip_literal(in[i], buf) != fam)
-                continue;
-            for (unsigned j = 0; j < k && !dup; j++)
-                dup = strcmp(out[j], buf) == 0;
-            if (!dup)
-                memcpy(out[k++], buf, VS_IP_LEN);
-        }
+    if (!out)
+        return false;
+    out[0] = '\0';
+    if (!o || (o->ip_family != 4 && o->ip_family != 6))
+        return false;
+    if (!inet_ntop(o->ip_family == 4 ? AF_INET : AF_INET6, o->ip, out, VS_IP_LEN)) {
+        out[0] = '\0';
+        return false;
     }
-    for (unsigned j = k; j < VS_IP_MAX; j++)
-        memset(out[j], 0, VS_IP_LEN);
-    return k;
-}
-
-unsigned vs_obj_ips(const struct vs_obj *o, const char *out[VS_IP_MAX])
-{
-    const char *all[1 + VS_IP_MAX];
-    unsigned n = 0, k = 0;
-
-    if (!o || !out)
-        return 0;
-    if (o->ip_primary[0])
-        all[n++] = o->ip_primary;
-    for (unsigned i = 0; i < o->n_ip_net && i < VS_IP_MAX; i++)
-        all[n++] = o->ip_net[i];
-    /* Written by inet_ntop: an IPv6 address and only it has a colon. */
-    for (int v6 = 0; v6 <= 1; v6++) {
-        for (unsigned i = 0; i < n && k < VS_IP_MAX; i++) {
-            bool dup = false;
-            if ((strchr(all[i], ':') != NULL) != v6)
-                continue;
-            for (unsigned j = 0; j < k && !dup; j++)
-                dup = strcmp(out[j], all[i]) == 0;
-            if (!dup)
-                out[k++] = all[i];
-        }
-    }
-    return k;
-}
-
-/* ip_from_net reads the ipAddress lists of an ArrayOfGuestNicInfo. */
-static void ip_from_net(struct vs_obj *o, const xmlNode *val)
-{
-    const char *all[IP_SCAN_MAX];
-    size_t n = 0, nics = 0;
-
-    for (const xmlNode *nic = soap_child(val, "GuestNicInfo"); nic && nics < NIC_SCAN_MAX;
-         nic = soap_next(nic, "GuestNicInfo"), nics++) {
-        for (const xmlNode *a = soap_child(nic, "ipAddress"); a && n < IP_SCAN_MAX;
-             a = soap_next(a, "ipAddress")) {
-            const char *t = soap_text_ref(a);
-            if (t)
-                all[n++] = t;
-        }
-    }
-    o->n_ip_net = ip_list(all, n, o->ip_net);
+    return true;
 }
 
 static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_change *ch)
@@ -464,14 +425,7 @@ static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_c
         copy(o->instance_uuid, sizeof(o->instance_uuid),
              !unset && ch->kind == VIM_VAL_STRING ? ch->str : "");
     } else if (strcmp(n, "guest.ipAddress") == 0) {
-        char buf[VS_IP_LEN];
-        bool ok = !unset && ch->kind == VIM_VAL_STRING && ip_literal(ch->str, buf);
-        copy(o->ip_primary, sizeof(o->ip_primary), ok ? buf : "");
-    } else if (strcmp(n, "guest.net") == 0) {
-        o->n_ip_net = 0;
-        memset(o->ip_net, 0, sizeof(o->ip_net));
-        if (!unset && ch->node)
-            ip_from_net(o, ch->node);
+        ip_read(o, !unset && ch->kind == VIM_VAL_STRING ? ch->str : NULL);
     } else if (strcmp(n, "config.extraConfig") == 0) {
         const xmlNode *ov = NULL;
         const char *k, *v;

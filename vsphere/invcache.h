@@ -15,12 +15,11 @@
  * Only two extraConfig entries are kept: the marks whose keys the caller
  * names (struct vs_mark_keys).
  *
- * A VM's guest addresses (guest.ipAddress, and the ipAddress lists of
- * guest.net when the caller's updates carry it) are kept as at most VS_IP_MAX distinct literals
- * that inet_pton reads, written back by inet_ntop: the primary address first, then guest.net's in
- * order, IPv4 before IPv6; loopback, link-local and unspecified addresses and anything else (names,
- * zones, garbage, long strings) are dropped. At most 32 NICs and 64 addresses of guest.net are
- * read.
+ * A VM's guest address is guest.ipAddress only (guest.net is not watched),
+ * kept in binary when inet_pton reads it and vs_obj_ip writes it back with
+ * inet_ntop; loopback, link-local, unspecified and broadcast addresses (also
+ * IPv4-mapped) and anything else (names, zones, garbage, long strings) are
+ * dropped.
  *
  * Pointers to objects returned by lookups stay valid until the next
  * vs_cache_commit or vs_cache_end_resync.
@@ -40,7 +39,6 @@
 #define VS_CACHE_DEFAULT_MAX 200000
 /* The guest addresses kept of a VM, and the room of one in text (an IPv6
  * literal's INET6_ADDRSTRLEN, NUL included). */
-#define VS_IP_MAX 4
 #define VS_IP_LEN 46
 
 enum vs_obj_kind { VS_OBJ_VM, VS_OBJ_FOLDER };
@@ -68,12 +66,11 @@ struct vs_obj {
     long long memory_mb; /* 0 when unknown */
     bool is_template;
     char instance_uuid[64];
-    /* The guest's addresses (see above; vs_obj_ips lists them):
-     * guest.ipAddress, and the first VS_IP_MAX of guest.net's, IPv4 first,
-     * "" when none. */
-    char ip_primary[VS_IP_LEN];
-    unsigned n_ip_net;
-    char ip_net[VS_IP_MAX][VS_IP_LEN];
+    /* The guest's address (see above; vs_obj_ip writes it): ip_family 4
+     * or 6 and the address in network order (4 or 16 bytes of ip), 0 when
+     * none. */
+    unsigned char ip_family;
+    unsigned char ip[16];
     bool has_mark_uid;
     char mark_uid[VS_MARK_MAX];
     bool has_mark_template;
@@ -225,9 +222,9 @@ size_t vs_cache_marked(const vs_cache *c, const char *uid, const struct vs_obj *
  * returns it, or NULL. */
 const struct vs_obj *vs_cache_group(const vs_cache *c, const struct vs_obj *obj);
 
-/* vs_obj_ips points out[0 ..) at the guest addresses of o (see above), at
- * most VS_IP_MAX, and returns how many; they live as long as o. */
-unsigned vs_obj_ips(const struct vs_obj *o, const char *out[VS_IP_MAX]);
+/* vs_obj_ip writes the guest address of o (see above) to out and returns
+ * true; false, out "", when it has none. */
+bool vs_obj_ip(const struct vs_obj *o, char out[VS_IP_LEN]);
 
 /* vs_create_order reads the number at the end of a moref value ("vm-42" ->
  * 42); 0 when there is none. */

@@ -23,7 +23,7 @@ const char *const vim_vm_paths[] = {
      * array of data objects (each NIC's network, MAC, DNS and prefix data)
      * sent whole at each change, and in a watch that a server re-collects
      * per change (vcsim does, for every VM) it is about a fifth of what is
-     * copied of a VM; invcache decodes it for a caller that reads it. No
+     * copied of a VM; invcache does not decode it until it is watched. No
      * other guest.* path: they change all the time (heartbeat, tools
      * status, disks' free space). */
     "guest.ipAddress",

@@ -16,6 +16,7 @@ setup_file() {
 
 teardown_file() {
 	GOVC_PERSIST_SESSION=false govc vm.destroy "$(folder_of vms web)/stray" >/dev/null 2>&1 || true
+	GOVC_PERSIST_SESSION=false govc vm.destroy "$(folder_of vms web)/stray2" >/dev/null 2>&1 || true
 	kubectl delete vg --all -n vms --timeout=90s >/dev/null 2>&1 || true
 	stop_manager vms-manager
 	kubectl delete namespace vms --wait=false >/dev/null 2>&1 || true
@@ -87,13 +88,16 @@ set_ip() {
 	retry 30 in_sync 3
 }
 
-@test "vms: a VM of someone else in the folder is not listed" {
+@test "vms: a VM of someone else in the folder is not listed, unmarked or marked by another group" {
 	GOVC_PERSIST_SESSION=false govc vm.create -on=false -net "VM Network" -folder "$(folder_of vms web)" stray
-	# The manager sees it (Degraded), and status.vms still lists its own.
+	GOVC_PERSIST_SESSION=false govc vm.create -on=false -net "VM Network" -folder "$(folder_of vms web)" stray2
+	GOVC_PERSIST_SESSION=false govc vm.change -vm "$(folder_of vms web)/stray2" -e vmgroup.codeconnect.vmworld.com.uid=00000000-0000-0000-0000-0000000000aa
+	[ "$(vm_mark vms web stray2)" = 00000000-0000-0000-0000-0000000000aa ]
+	# The manager sees them (Degraded), and status.vms still lists its own.
 	retry 30 bash -c "kubectl get vg web -n vms -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")].reason}' | grep -qx ForeignVMs"
 	retry 30 in_sync 3
 	[[ "$(from_status)" != *stray* ]]
-	GOVC_PERSIST_SESSION=false govc vm.destroy "$(folder_of vms web)/stray"
+	GOVC_PERSIST_SESSION=false govc vm.destroy "$(folder_of vms web)/stray" "$(folder_of vms web)/stray2"
 }
 
 @test "vms: powered off out of band, the same VM is back on in the list" {
@@ -128,11 +132,22 @@ set_ip() {
 	retry 30 in_sync 3
 }
 
+# writes: the API writes the manager has sent (a PATCH that changes nothing
+# moves no resourceVersion, so count the requests).
+writes() {
+	curl -sf "$METRICS_URL" | awk '/^rest_client_requests_total/ && $1 ~ /method="(PATCH|PUT|POST)"/ { s += $2 } END { print s + 0 }'
+}
+
 @test "vms: an in-sync group is not written again" {
 	retry 30 in_sync 3
+	sleep 2 # the write of the last change has been seen
 	rv=$(vg_field vms web '{.metadata.resourceVersion}')
+	before=$(writes)
 	# Three sync periods.
 	sleep 10
+	after=$(writes)
+	echo "API writes: $before -> $after"
+	[ "$after" = "$before" ]
 	[ "$(vg_field vms web '{.metadata.resourceVersion}')" = "$rv" ]
 }
 
@@ -148,8 +163,22 @@ set_ip() {
 	wait_running vms web 2
 	retry 30 in_sync 2
 	kubectl delete vg web -n vms --wait=false
-	# While it is deleted the list says so (or the group is already gone).
-	retry 30 bash -c "s=\$(kubectl get vg web -n vms -o jsonpath='{range .status.vms[*]}{.state} {end}' 2>&1) || exit 0; [ -z \"\$s\" ] || [[ \"\$s\" == *Removing* ]]"
-	retry 60 bash -c '! kubectl get vg web -n vms >/dev/null 2>&1'
+	# Until the group is gone, what its list shows: its own VMs, fewer as
+	# they are destroyed (never more), and none only when vCenter shows none
+	# of them either.
+	local last=2 n i s e
+	for i in $(seq 180); do
+		s=$(kubectl get vg web -n vms -o jsonpath='{.metadata.deletionTimestamp}|{range .status.vms[*]}{.name}:{.state} {end}' 2>/dev/null) || break
+		echo "$s"
+		s=${s#*|}
+		n=$(wc -w <<<"$s")
+		[ "$n" -le "$last" ]
+		last=$n
+		for e in $s; do [[ "$e" == web-[01]:* ]]; done
+		[ "$n" != 0 ] || [ "$(vm_count vms web)" = 0 ]
+		sleep 0.5
+	done
+	! kubectl get vg web -n vms >/dev/null 2>&1
 	[ "$(vm_count vms web)" = 0 ]
+	[ -z "$(vms vms web)" ]
 }

@@ -857,7 +857,7 @@ static struct plan *plan_once(const struct tcase *tc, const cJSON *status, const
 static cJSON *status_json(const struct plan *p)
 {
     cJSON *js = NULL;
-    assert_int_equal(vmgroup_status_to_json(&p->status, &js), 0);
+    assert_int_equal(vmgroup_status_to_json(&p->status, p->vms, &js), 0);
     /* Through text, as the API server returns it. */
     char *text = cJSON_PrintUnformatted(js);
     cJSON_Delete(js);
@@ -934,8 +934,8 @@ static const char *vms_desc(const struct plan *p, char *buf, size_t size)
 
     buf[0] = '\0';
     for (unsigned i = 0; i < p->status.n_vms && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%s:%s", i ? " " : "",
-                                p->status.vms[i].name, p->status.vms[i].state);
+        len += (size_t)snprintf(buf + len, size - len, "%s%s:%s", i ? " " : "", p->vms[i].name,
+                                p->vms[i].state);
     return buf;
 }
 
@@ -986,6 +986,22 @@ static void test_status_vms(void **state)
         {{.replicas = 2, .vms = {{"web-0", .inflight = true}}, .clones = {0}, .n_clones = 1},
          "web-0:Creating"},
         {{.replicas = 0, .vms = {{"bob", .mark = ""}}}, ""},
+        /* What the operator intends, also while it cannot act: vCenter
+         * failing, the group blocked, no operation left in the budget. */
+        {{.replicas = 3,
+          .vms = {{"web-0", .off = true}, {"web-1", .cpu = 1}, {"web-2"}, {"web-3", .off = true}},
+          .transient = "vCenter session expired"},
+         "web-0:Starting web-1:Resizing web-2:Ready web-3:Removing"},
+        {{.replicas = 3,
+          .vms = {{"web-0", .off = true}, {"web-1", .cpu = 1}, {"web-2"}, {"web-3", .off = true}},
+          .block = PLAN_BLOCK_OTHER,
+          .block_reason = "PermissionDenied",
+          .block_message = "no"},
+         "web-0:Starting web-1:Resizing web-2:Ready web-3:Removing"},
+        {{.replicas = 3,
+          .vms = {{"web-0", .off = true}, {"web-1", .cpu = 1}, {"web-2"}, {"web-3", .off = true}},
+          .limit = 1},
+         "web-0:Starting web-1:Resizing web-2:Ready web-3:Removing"},
     };
     char got[512];
 
@@ -1036,6 +1052,39 @@ static void test_status_vms(void **state)
     cJSON_Delete(st);
 }
 
+/* What vCenter shows is written as valid UTF-8, broken bytes as '?', so
+ * that what the API server stores compares equal: written once. */
+static void test_status_vms_utf8(void **state)
+{
+    static const struct tcase tc = {.replicas = 1, .vms = {{"web-0"}}};
+    struct built b;
+    struct plan *p = NULL;
+    cJSON *st = NULL;
+    char *text;
+
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        build(&tc, &b, k ? st : NULL);
+        b.vms[0].instance_uuid = "50\xff-0";
+        b.vms[0].power_state = "poweredOn";
+        b.vms[0].template = "tmpl-\xc3\xa9\xf0\x9f\x98"; /* é, and a cut U+1F600 */
+        assert_int_equal(planner_plan(&b.in, &p), 0);
+        vmgroup_free(b.g);
+        if (k == 1) {
+            assert_false(p->status_changed);
+            plan_free(p);
+            break;
+        }
+        st = status_json(p);
+        text = cJSON_PrintUnformatted(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "vms"), 0));
+        assert_non_null(strstr(text, "\"instanceUUID\":\"50?-0\""));
+        assert_non_null(strstr(text, "\"template\":\"tmpl-\xc3\xa9???\""));
+        free(text);
+        plan_free(p);
+    }
+    cJSON_Delete(st);
+}
+
 /* status.vms is bounded: the first VMGROUP_MAX_STATUS_VMS members by name,
  * the others counted in vmsOmitted. */
 static void test_status_vms_bound(void **state)
@@ -1068,10 +1117,10 @@ static void test_status_vms_bound(void **state)
     assert_int_equal(p->status.n_vms, VMGROUP_MAX_STATUS_VMS);
     assert_int_equal(p->status.vms_omitted, 6);
     for (unsigned i = 1; i < p->status.n_vms; i++)
-        assert_true(strcmp(p->status.vms[i - 1].name, p->status.vms[i].name) < 0);
-    assert_string_equal(p->status.vms[0].name, "web-0");
-    assert_string_equal(p->status.vms[1].name, "web-1");
-    assert_string_equal(p->status.vms[2].name, "web-10");
+        assert_true(strcmp(p->vms[i - 1].name, p->vms[i].name) < 0);
+    assert_string_equal(p->vms[0].name, "web-0");
+    assert_string_equal(p->vms[1].name, "web-1");
+    assert_string_equal(p->vms[2].name, "web-10");
     st = status_json(p);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(st, "vms")), VMGROUP_MAX_STATUS_VMS);
     assert_int_equal(cJSON_GetObjectItem(st, "vmsOmitted")->valueint, 6);
@@ -1611,6 +1660,7 @@ int main(void)
         cmocka_unit_test(test_quiet_in_sync),
         cmocka_unit_test(test_selector),
         cmocka_unit_test(test_status_vms),
+        cmocka_unit_test(test_status_vms_utf8),
         cmocka_unit_test(test_status_vms_bound),
         cmocka_unit_test(test_transition_times),
         cmocka_unit_test(test_message_sanitized),

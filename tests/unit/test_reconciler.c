@@ -680,6 +680,39 @@ static void test_status_computed_during_a_write_is_written_after_it(void **state
     assert_non_null(strstr(F.last_status, "RUNNING"));
 }
 
+/* Until the cache shows a written status, the same status over the same
+ * object is not written again; another one is. */
+static void test_status_written_once_per_object_version(void **state)
+{
+    struct env *e = *state;
+
+    set_group(GROUP("10", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    complete("status", 0, NULL, NULL);
+    pass(e); /* the watch has not brought the written status yet */
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    /* A guest reports an address: the same object, another status. */
+    F.vms[0].ip[0] = "10.0.0.5";
+    F.vms[0].n_ip = 1;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "10.0.0.5"));
+    complete("status", 0, NULL, NULL);
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    /* A write that failed is forgotten: the same status is written again. */
+    F.vms[0].n_ip = 0;
+    pass(e);
+    assert_int_equal(count("status"), 3);
+    complete("status", VMG_ETRANSPORT, NULL, NULL);
+    pass(e);
+    assert_int_equal(count("status"), 4);
+}
+
 static void test_failure_is_reported_and_retried_later(void **state)
 {
     struct env *e = *state;
@@ -855,6 +888,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failure_is_reported_and_retried_later, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_in_sync_costs_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_written_once_per_object_version, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_status_vms_follow_the_inventory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_power_off_then_destroy_on_scale_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unseen_operation_reads_the_vm_before_acting_again,
