@@ -1,11 +1,13 @@
 /* test_ops.c: vCenter operations against a fake vCenter (lib/server over
  * TLS on the same loop) that runs tasks the test ends when it wants, keeps
- * PropertyCollectors and filters, and holds WaitForUpdatesEx until there is
- * something to report: the bound on operations in flight and the FIFO
- * queue, task success and failure learned from the long poll, a task that
- * ended before its filter existed (as vcsim never reports it), the
- * collector lost with a session, CreateFolder's DuplicateName, clones with
- * their spec and marks, a missing template, cancelation and close. */
+ * PropertyCollectors, a ListView of tasks with one filter over it, and holds
+ * WaitForUpdatesEx until there is something to report: the bound on
+ * operations in flight and the FIFO queue, task success and failure learned
+ * from the long poll, tasks added to and removed from the view, a task that
+ * ended before it was in the view (as vcsim never reports it), a task the
+ * view does not find, the collector or the view lost, CreateFolder's
+ * DuplicateName, clones with their spec and marks, a missing template,
+ * cancelation and close. */
 #include "tests/unit/unit.h"
 #include "tests/unit/vcenter.h"
 
@@ -42,8 +44,9 @@ struct task {
     char state[16]; /* running, success, error */
     char fault[64];
     char result[32];
-    int filter;    /* filter number, 0 when none */
-    int filter_pc; /* the collector (pc_gen) the filter belongs to */
+    int filter;    /* in the tracker's view (its filter's number), 0 when not */
+    int filter_pc; /* the collector (pc_gen) of that view */
+    bool left;     /* removed from the view since */
     char reported[16];
 };
 
@@ -57,7 +60,7 @@ struct fake {
 
     /* behaviour */
     bool instant;                /* tasks end as they are made */
-    bool quiet_new_filters;      /* like vcsim: a new filter's state is not reported */
+    bool quiet_new_filters;      /* a task added to the view is not reported */
     bool mute_polls;             /* the long poll never answers (vcsim under load) */
     bool folder_exists;          /* CreateFolder: DuplicateName */
     bool template_missing;       /* FindChild and the VM listing find nothing */
@@ -65,10 +68,11 @@ struct fake {
     const char *template_parent; /* the folder vm-40 is in (NULL: group-3) */
     bool stale_after_end;        /* like vcsim: an older "running" follows the end */
     int folder_children;         /* childEntity of a folder read before Destroy_Task */
-    bool hold_destroys;          /* DestroyPropertyFilter is not answered until released */
+    bool hold_modifies;          /* ModifyListView is not answered until released */
+    bool lost_tasks;             /* tasks are gone: not found by the view nor read */
     int unauth_tasks;            /* task methods answered NotAuthenticated (a lost session) */
-    vmg_server_req *held_destroys[DESTROY_HELD_MAX];
-    int nheld_destroys;
+    vmg_server_req *held_modifies[DESTROY_HELD_MAX];
+    int nheld_modifies;
     int pc_faults; /* CreatePropertyCollector fails this many times */
     /* state */
     struct task tasks[MAXT];
@@ -80,8 +84,10 @@ struct fake {
     /* what the server saw */
     char calls[MAXCALLS][48]; /* "Method target" */
     int ncalls;
-    int destroyed_filters;
-    int destroys_during_wait; /* vcsim panics on those */
+    int removed;           /* tasks removed from the view */
+    int mods_in_this_wait; /* ModifyListView calls during the held long poll */
+    int unsafe_modifies;   /* a second one during one long poll: vcsim may deadlock */
+    bool resync;           /* the view changed: its tasks enter again (vcsim) */
     char clone_body[8192];
     /* what the client saw */
     struct vs_op_result_copy {
@@ -196,9 +202,17 @@ static void try_wait(struct fake *f)
 
     if (!f->held || f->mute_polls)
         return;
+    if (f->resync) {
+        /* vcsim: the filter's first collect after its view changed enters
+         * every task of the view again. */
+        f->resync = false;
+        for (int i = 0; i < f->ntasks && !f->quiet_new_filters; i++)
+            f->tasks[i].reported[0] = '\0';
+    }
     for (int i = 0; i < f->ntasks; i++) {
         struct task *t = &f->tasks[i];
-        if (!t->filter || t->filter_pc != f->pc_gen || strcmp(t->state, t->reported) == 0)
+        if (!t->filter || t->left || t->filter_pc != f->pc_gen ||
+            strcmp(t->state, t->reported) == 0)
             continue;
         n += snprintf(sets + n, sizeof(sets) - (size_t)n,
                       "<filterSet><filter type=\"PropertyFilter\">filter-%d</filter><objectSet>"
@@ -223,14 +237,20 @@ static void try_wait(struct fake *f)
           "</returnval></WaitForUpdatesExResponse>",
           f->version, sets);
     f->held = NULL;
+    f->mods_in_this_wait = 0;
 }
 
 static void on_abort(void *data, vmg_server_req *r)
 {
     struct fake *f = data;
 
-    if (f->held == r)
+    if (f->held == r) {
         f->held = NULL;
+        f->mods_in_this_wait = 0;
+    }
+    for (int i = 0; i < f->nheld_modifies; i++)
+        if (f->held_modifies[i] == r)
+            f->held_modifies[i] = NULL;
     vmg_server_respond(r, 500, "text/plain", "gone", 4);
 }
 
@@ -370,36 +390,74 @@ static void handler(void *data, vmg_server_req *r)
               f->pc_gen);
         return;
     }
+    if (strstr(body, "<CreateListView>")) {
+        record(f, "CreateListView", target);
+        reply(r, 200,
+              "<CreateListViewResponse xmlns=\"urn:vim25\"><returnval type=\"ListView\">"
+              "list-%d</returnval></CreateListViewResponse>",
+              f->pc_gen);
+        return;
+    }
     if (strstr(body, "<CreateFilter>")) {
-        int id = task_of(body);
         record(f, "CreateFilter", target);
-        if (stale_pc(f, body) || id < 0 || id >= f->ntasks) {
+        /* One filter over the view: its Tasks' states, the view skipped. */
+        assert_non_null(strstr(body, "<type>Task</type>"));
+        assert_non_null(strstr(body, "<pathSet>info.state</pathSet>"));
+        assert_non_null(strstr(body, "<type>ListView</type><path>view</path>"));
+        snprintf(tag, sizeof(tag), "type=\"ListView\">list-%d</obj><skip>true</skip>", f->pc_gen);
+        if (stale_pc(f, body) || !strstr(body, tag)) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
         }
-        f->tasks[id].filter = ++f->nfilters;
-        f->tasks[id].filter_pc = f->pc_gen;
-        if (f->quiet_new_filters)
-            memcpy(f->tasks[id].reported, f->tasks[id].state, sizeof(f->tasks[id].reported));
-        else
-            f->tasks[id].reported[0] = '\0';
         reply(r, 200,
               "<CreateFilterResponse xmlns=\"urn:vim25\"><returnval type=\"PropertyFilter\">"
               "filter-%d</returnval></CreateFilterResponse>",
-              f->nfilters);
-        try_wait(f);
+              ++f->nfilters);
         return;
     }
-    if (strstr(body, "<DestroyPropertyFilter>")) {
-        f->destroyed_filters++;
-        f->destroys_during_wait += f->held != NULL;
-        if (f->hold_destroys && f->nheld_destroys < DESTROY_HELD_MAX) {
-            f->held_destroys[f->nheld_destroys++] = r;
+    if (strstr(body, "<ModifyListView>")) {
+        char missing[1024];
+        int n = 0;
+
+        record(f, "ModifyListView", target);
+        snprintf(tag, sizeof(tag), "list-%d", f->pc_gen);
+        if (strcmp(target, tag) != 0) {
+            reply_fault(r, "ManagedObjectNotFound");
             return;
         }
-        reply(
-            r, 200,
-            "<DestroyPropertyFilterResponse xmlns=\"urn:vim25\"></DestroyPropertyFilterResponse>");
+        if (f->held && f->mods_in_this_wait++ > 0)
+            f->unsafe_modifies++;
+        for (const char *p = body; (p = strstr(p, "<remove type=\"Task\">task-")) != NULL; p++) {
+            int id = (int)strtol(p + 25, NULL, 10);
+            if (id >= 0 && id < f->ntasks && f->tasks[id].filter && !f->tasks[id].left) {
+                f->tasks[id].left = true;
+                f->removed++;
+            }
+        }
+        for (const char *p = body; (p = strstr(p, "<add type=\"Task\">task-")) != NULL; p++) {
+            int id = (int)strtol(p + 22, NULL, 10);
+            if (id < 0 || id >= f->ntasks || f->lost_tasks) {
+                n += snprintf(missing + n, sizeof(missing) - (size_t)n,
+                              "<returnval type=\"Task\">task-%d</returnval>", id);
+                continue;
+            }
+            f->tasks[id].filter = 1;
+            f->tasks[id].filter_pc = f->pc_gen;
+            f->tasks[id].left = false;
+            if (f->quiet_new_filters)
+                memcpy(f->tasks[id].reported, f->tasks[id].state, sizeof(f->tasks[id].reported));
+            else
+                f->tasks[id].reported[0] = '\0';
+        }
+        f->resync = true;
+        if (f->hold_modifies && f->nheld_modifies < DESTROY_HELD_MAX) {
+            f->held_modifies[f->nheld_modifies++] = r;
+            vmg_server_req_on_abort(r, on_abort, f);
+            return;
+        }
+        reply(r, 200, "<ModifyListViewResponse xmlns=\"urn:vim25\">%s</ModifyListViewResponse>",
+              n ? missing : "");
+        try_wait(f);
         return;
     }
     if (strstr(body, "<DestroyPropertyCollector>")) {
@@ -456,7 +514,7 @@ static void handler(void *data, vmg_server_req *r)
             return;
         }
         record(f, "RetrievePropertiesEx", "task");
-        if (id < 0 || id >= f->ntasks) {
+        if (id < 0 || id >= f->ntasks || f->lost_tasks) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
         }
@@ -703,13 +761,16 @@ static void test_bound_and_fifo(void **state)
             }
         assert_int_equal(n, 5);
     }
-    /* One collector served all; every filter was destroyed. */
+    /* One collector, one view and one filter served all; every task left
+     * the view, and no ModifyListView risked vcsim's lock order. */
     assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
+    assert_int_equal(calls_of(&f, "CreateListView"), 1);
+    assert_int_equal(calls_of(&f, "CreateFilter"), 1);
     want_done = 0;
     uv_run(&f.loop, UV_RUN_NOWAIT);
     teardown(&f);
-    assert_true(f.destroyed_filters >= 4);
-    assert_int_equal(f.destroys_during_wait, 0);
+    assert_true(f.removed >= 4);
+    assert_int_equal(f.unsafe_modifies, 0);
 }
 
 static void test_task_error(void **state)
@@ -955,16 +1016,16 @@ static void test_hold_starts_nothing_more(void **state)
     teardown(&f);
 }
 
-/* three_tasks_filtered: the third task has a filter, and the request
- * that made it was answered. */
+/* three_tasks_filtered: the third task is in the view, and the request
+ * that put it there was answered. */
 static bool three_tasks_filtered(const struct fake *f)
 {
     return f->ntasks >= 3 && f->tasks[2].filter != 0;
 }
 
-static bool destroy_held(const struct fake *f)
+static bool modify_held(const struct fake *f)
 {
-    return f->nheld_destroys > 0;
+    return f->nheld_modifies > 0;
 }
 
 static bool both_done(const struct fake *f)
@@ -973,9 +1034,9 @@ static bool both_done(const struct fake *f)
 }
 
 /* A new session replaces the tracker's collector while a task is tracked
- * on the old one and no long poll is out (the filter of a task that ended
- * is being destroyed): the task registers again on the new collector, and
- * its end is reported. */
+ * on the old one and no long poll is out (the task that ended is being
+ * removed from the view): the task registers again on the new collector,
+ * and its end is reported. */
 static void test_tracked_task_follows_a_new_session(void **state)
 {
     struct fake f;
@@ -992,10 +1053,10 @@ static void test_tracked_task_follows_a_new_session(void **state)
     want_tasks = 2;
     want_held_tasks = 2;
     spin(&f, tracked);
-    /* B ends; its filter's destruction hangs, so no long poll goes out. */
-    f.hold_destroys = true;
+    /* B ends; its removal from the view hangs, so no long poll goes out. */
+    f.hold_modifies = true;
     end_task(&f, 1, "success", NULL);
-    spin(&f, destroy_held);
+    spin(&f, modify_held);
     assert_int_equal(f.ndone, 1);
     /* The session is lost: C's method is refused, the session logs in
      * again, and C is tracked on a new collector. */
@@ -1006,13 +1067,13 @@ static void test_tracked_task_follows_a_new_session(void **state)
     assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[2], NULL), 0);
     want_tasks = 3;
     want_held_tasks = 0;
+    f.hold_modifies = false;
     spin(&f, three_tasks_filtered);
-    f.hold_destroys = false;
-    for (int i = 0; i < f.nheld_destroys; i++)
-        reply(
-            f.held_destroys[i], 200,
-            "<DestroyPropertyFilterResponse xmlns=\"urn:vim25\"></DestroyPropertyFilterResponse>");
-    f.nheld_destroys = 0;
+    for (int i = 0; i < f.nheld_modifies; i++)
+        if (f.held_modifies[i])
+            reply(f.held_modifies[i], 200,
+                  "<ModifyListViewResponse xmlns=\"urn:vim25\"></ModifyListViewResponse>");
+    f.nheld_modifies = 0;
     end_task(&f, 0, "success", NULL);
     end_task(&f, 2, "success", NULL);
     spin(&f, both_done);
