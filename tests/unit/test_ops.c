@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <uv.h>
@@ -70,6 +71,8 @@ struct fake {
     int folder_children;         /* childEntity of a folder read before Destroy_Task */
     bool hold_modifies;          /* ModifyListView is not answered until released */
     bool lost_tasks;             /* tasks are gone: not found by the view nor read */
+    int view_misses;             /* tasks added to the view answered as not found */
+    bool initial_at_once;        /* like vcsim: a long poll with no version answers at once */
     int unauth_tasks;            /* task methods answered NotAuthenticated (a lost session) */
     vmg_server_req *held_modifies[DESTROY_HELD_MAX];
     int nheld_modifies;
@@ -436,7 +439,8 @@ static void handler(void *data, vmg_server_req *r)
         }
         for (const char *p = body; (p = strstr(p, "<add type=\"Task\">task-")) != NULL; p++) {
             int id = (int)strtol(p + 22, NULL, 10);
-            if (id < 0 || id >= f->ntasks || f->lost_tasks) {
+            if (id < 0 || id >= f->ntasks || f->lost_tasks || f->view_misses > 0) {
+                f->view_misses -= f->view_misses > 0;
                 n += snprintf(missing + n, sizeof(missing) - (size_t)n,
                               "<returnval type=\"Task\">task-%d</returnval>", id);
                 continue;
@@ -541,6 +545,13 @@ static void handler(void *data, vmg_server_req *r)
         f->held = r;
         vmg_server_req_on_abort(r, on_abort, f);
         try_wait(f);
+        if (f->held == r && f->initial_at_once && !strstr(body, "<version>")) {
+            f->held = NULL;
+            reply(r, 200,
+                  "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"><returnval><version>%d</version>"
+                  "</returnval></WaitForUpdatesExResponse>",
+                  ++f->version);
+        }
         return;
     }
     vmg_server_respond(r, 404, "text/plain", "no", 2);
@@ -710,6 +721,15 @@ static struct vim_moref vmref(int i)
     snprintf(v, sizeof(v), "vm-%d", i);
     assert_int_equal(vim_moref_set(&r, "VirtualMachine", v), 0);
     return r;
+}
+
+/* power_on starts the power-on of vm-(i+1) with context c[i] (tag i). */
+static void power_on(struct fake *f, struct ctx *c, int i)
+{
+    struct vim_moref vm = vmref(i + 1);
+
+    c[i] = (struct ctx){f, i};
+    assert_int_equal(vs_ops_power_on(f->ops, &vm, on_done, &c[i], NULL), 0);
 }
 
 /* ---- Tests ---- */
@@ -1077,6 +1097,186 @@ static void test_tracked_task_follows_a_new_session(void **state)
     end_task(&f, 0, "success", NULL);
     end_task(&f, 2, "success", NULL);
     spin(&f, both_done);
+    assert_int_equal(f.done[1].err, 0);
+    assert_int_equal(f.done[2].err, 0);
+    teardown(&f);
+}
+
+static bool task0_left(const struct fake *f)
+{
+    return f->ntasks >= 1 && f->tasks[0].left;
+}
+
+static bool both_left(const struct fake *f)
+{
+    return f->ntasks >= 2 && f->tasks[0].left && f->tasks[1].left && f->ndone >= 2;
+}
+
+/* Tasks join the one view when they start and leave it once ended; the
+ * others stay in it. One collector, one view and one filter serve all. */
+static void test_view_add_remove(void **state)
+{
+    struct fake f;
+    struct ctx c[2];
+
+    (void)state;
+    setup(&f, 8, 0);
+    power_on(&f, c, 0);
+    power_on(&f, c, 1);
+    want_tasks = 2;
+    want_held_tasks = 2;
+    spin(&f, tracked);
+    assert_false(f.tasks[0].left);
+    assert_false(f.tasks[1].left);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, task0_left);
+    assert_int_equal(f.ndone, 1);
+    assert_false(f.tasks[1].left); /* still followed */
+    end_task(&f, 1, "success", NULL);
+    spin(&f, both_left);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(f.done[1].err, 0);
+    assert_int_equal(f.removed, 2);
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
+    assert_int_equal(calls_of(&f, "CreateListView"), 1);
+    assert_int_equal(calls_of(&f, "CreateFilter"), 1);
+    assert_int_equal(f.unsafe_modifies, 0);
+    teardown(&f);
+}
+
+/* A task vCenter no longer knows, added to the view: the view does not
+ * find it, nor does the read that follows; the outcome is unknown. */
+static void test_task_the_view_does_not_find(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(4);
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.lost_tasks = true;
+    c.f = &f;
+    assert_int_equal(vs_ops_power_off(f.ops, &vm, on_done, &c, NULL), 0);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, VMG_EUNKNOWN);
+    assert_int_equal(calls_of(&f, "RetrievePropertiesEx task"), 1);
+    teardown(&f);
+}
+
+static bool made_pcs2_tracked(const struct fake *f)
+{
+    return calls_of(f, "CreatePropertyCollector") >= 2 && f->ntasks >= 1 &&
+           f->tasks[0].filter_pc == f->pc_gen && f->tasks[0].filter && f->held != NULL;
+}
+
+/* The view refuses a task that vCenter still runs (its read says so): the
+ * view is taken for lost, and the tracker is made anew after the backoff,
+ * where the task is followed to its end. */
+static void test_view_refuses_a_running_task(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(4);
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.view_misses = 1;
+    c.f = &f;
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    spin(&f, made_pcs2_tracked);
+    assert_int_equal(f.ndone, 0);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    teardown(&f);
+}
+
+static bool two_on_new_view(const struct fake *f)
+{
+    return f->ntasks >= 2 && f->tasks[0].filter_pc == 2 && f->tasks[1].filter_pc == 2 &&
+           f->tasks[0].filter && f->tasks[1].filter && f->held != NULL;
+}
+
+/* The view and the collector vanish while a task is followed (vCenter
+ * restarted its services): the next ModifyListView finds no view; the
+ * tracker is made anew, with every task in flight in the new view. */
+static void test_view_lost(void **state)
+{
+    struct fake f;
+    struct ctx c[2];
+
+    (void)state;
+    setup(&f, 8, 0);
+    power_on(&f, c, 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    f.pc_gen = 2; /* pc-1 and list-1 are gone */
+    power_on(&f, c, 1);
+    spin(&f, two_on_new_view);
+    assert_int_equal(f.ndone, 0);
+    assert_int_equal(calls_of(&f, "CreateListView"), 2);
+    assert_int_equal(calls_of(&f, "CreateFilter"), 2);
+    end_task(&f, 0, "success", NULL);
+    end_task(&f, 1, "error", "InvalidPowerState");
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(f.done[1].err, VMG_EFAULT);
+    assert_string_equal(f.done[1].fault, "InvalidPowerState");
+    teardown(&f);
+}
+
+static bool tasks3(const struct fake *f)
+{
+    return f->ntasks >= 3;
+}
+
+static bool tasks2(const struct fake *f)
+{
+    return f->ntasks >= 2;
+}
+
+static bool bc_tracked(const struct fake *f)
+{
+    return f->ndone >= 1 && f->tasks[1].filter && f->tasks[2].filter && f->held != NULL;
+}
+
+/* vcsim's lock order: a change of the view while a long poll that may be
+ * collecting an earlier change is out can deadlock vcsim. Tasks that start
+ * while such a long poll is out (here one that reports nothing: the view's
+ * tasks run on) join the view once it has answered, never by a second
+ * change during it. */
+static void test_view_changes_wait_for_the_long_poll(void **state)
+{
+    struct fake f;
+    struct ctx c[3];
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.quiet_new_filters = true;
+    f.initial_at_once = true;
+    power_on(&f, c, 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    power_on(&f, c, 1);
+    spin(&f, tasks2);
+    power_on(&f, c, 2);
+    spin(&f, tasks3);
+    /* Past SETTLE_MS of a long poll sent after the last change: one
+     * change may go (both tasks in it), but only one. */
+    for (int i = 0; i < 30; i++)
+        uv_run(&f.loop, UV_RUN_NOWAIT), usleep(50000);
+    assert_int_equal(f.unsafe_modifies, 0);
+    assert_true(f.tasks[1].filter && f.tasks[2].filter);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, bc_tracked);
+    assert_int_equal(f.unsafe_modifies, 0);
+    end_task(&f, 1, "success", NULL);
+    end_task(&f, 2, "success", NULL);
+    want_done = 3;
+    spin(&f, done_enough);
     assert_int_equal(f.done[1].err, 0);
     assert_int_equal(f.done[2].err, 0);
     teardown(&f);
@@ -1451,6 +1651,11 @@ int main(void)
         cmocka_unit_test(test_destroy_folder_only_when_empty),
         cmocka_unit_test(test_hold_starts_nothing_more),
         cmocka_unit_test(test_tracked_task_follows_a_new_session),
+        cmocka_unit_test(test_view_add_remove),
+        cmocka_unit_test(test_task_the_view_does_not_find),
+        cmocka_unit_test(test_view_refuses_a_running_task),
+        cmocka_unit_test(test_view_lost),
+        cmocka_unit_test(test_view_changes_wait_for_the_long_poll),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_clone_extra),
