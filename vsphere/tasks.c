@@ -344,7 +344,6 @@ static void register_waiting(vs_ops *o)
     }
     o->pc.value[0] = '\0';
     o->view.value[0] = '\0';
-    o->pc_gen = vs_session_generation(o->s);
     if (!setup_send(o, SETUP_PC))
         setup_failed(o);
 }
@@ -366,13 +365,15 @@ static void on_setup_reply(void *data, const struct vs_reply *r)
     o->creating_pc = false;
     if (o->closing)
         return;
-    if (r->err || vim_decode_moref(r->resp, &ref) < 0 || o->pc_gen != vs_session_generation(o->s)) {
-        setup_failed(o);
+    if (r->err || vim_decode_moref(r->resp, &ref) < 0 ||
+        (o->setup != SETUP_PC && o->pc_gen != vs_session_generation(o->s))) {
+        setup_failed(o); /* the view and the filter go with the collector's session */
         return;
     }
     switch (o->setup) {
     case SETUP_PC:
         o->pc = ref;
+        o->pc_gen = vs_session_generation(o->s);
         if (!setup_send(o, SETUP_VIEW))
             setup_failed(o);
         return;
