@@ -250,6 +250,7 @@ static int not_found(void *arg, const struct vim_moref *ref)
 }
 
 static void tracker_reset(vs_ops *o);
+static void register_waiting(vs_ops *o);
 
 static void on_modify_reply(void *data, const struct vs_reply *r)
 {
@@ -265,9 +266,10 @@ static void on_modify_reply(void *data, const struct vs_reply *r)
     }
     if (r->err || vim_decode_morefs(r->resp, not_found, o) < 0) {
         if (o->pc_gen != vs_session_generation(o->s)) {
-            /* The view went with an old session: register now. */
+            /* The view went with an old session: register now, on a new
+             * collector. */
             drop_collector(o, O_NEED_PC);
-            vs__tracker_kick(o);
+            register_waiting(o);
         } else {
             tracker_reset(o);
         }

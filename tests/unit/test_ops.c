@@ -74,6 +74,8 @@ struct fake {
     int view_misses;             /* tasks added to the view answered as not found */
     bool initial_at_once;        /* like vcsim: a long poll with no version answers at once */
     int unauth_tasks;            /* task methods answered NotAuthenticated (a lost session) */
+    int unauth_modifies;         /* ModifyListView answered NotAuthenticated (the session and
+                                    its collector and view lost) */
     vmg_server_req *held_modifies[DESTROY_HELD_MAX];
     int nheld_modifies;
     int pc_faults; /* CreatePropertyCollector fails this many times */
@@ -423,6 +425,12 @@ static void handler(void *data, vmg_server_req *r)
         int n = 0;
 
         record(f, "ModifyListView", target);
+        if (f->unauth_modifies > 0) {
+            f->unauth_modifies--;
+            f->pc_gen++; /* the collector and its view went with the session */
+            reply_fault(r, "NotAuthenticated");
+            return;
+        }
         snprintf(tag, sizeof(tag), "list-%d", f->pc_gen);
         if (strcmp(target, tag) != 0) {
             reply_fault(r, "ManagedObjectNotFound");
@@ -1227,6 +1235,35 @@ static void test_view_lost(void **state)
     teardown(&f);
 }
 
+/* A new session while a ModifyListView is out (answered NotAuthenticated;
+ * sent again after the login, it finds no view): the tracker makes a new
+ * collector and view at once, and the task's end is reported. */
+static void test_new_session_during_a_view_change(void **state)
+{
+    struct fake f;
+    struct ctx c[2];
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.unauth_modifies = 1;
+    power_on(&f, c, 0);
+    spin(&f, made_pcs2_tracked);
+    assert_int_equal(f.ndone, 0);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    power_on(&f, c, 1);
+    want_tasks = 2;
+    want_held_tasks = 2;
+    spin(&f, tracked);
+    end_task(&f, 1, "success", NULL);
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[1].err, 0);
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 2);
+    teardown(&f);
+}
+
 static bool tasks3(const struct fake *f)
 {
     return f->ntasks >= 3;
@@ -1655,6 +1692,7 @@ int main(void)
         cmocka_unit_test(test_task_the_view_does_not_find),
         cmocka_unit_test(test_view_refuses_a_running_task),
         cmocka_unit_test(test_view_lost),
+        cmocka_unit_test(test_new_session_during_a_view_change),
         cmocka_unit_test(test_view_changes_wait_for_the_long_poll),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
