@@ -1087,6 +1087,8 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)
         vs_req_cancel(o->pc_req);
     if (o->mod_req)
         vs_req_cancel(o->mod_req);
+    if (o->cancel_req)
+        vs_req_cancel(o->cancel_req);
     for (size_t i = 0; i < TCACHE_N; i++)
         if (o->tcache[i].state == T_PENDING && o->tcache[i].find)
             vs_find_cancel(o->tcache[i].find); /* fails its waiters */

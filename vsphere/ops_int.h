@@ -23,9 +23,9 @@
  * directly (a server may answer late: vcsim computes each answer update by
  * update, against every filter of the collector). */
 #define SLOW_POLL_CHECK_MS 30000
-/* A long poll sent after the last ModifyListView, out this long: vcsim
- * has collected the change (tasks.c send_modify). */
-#define SETTLE_MS 1000
+/* A ModifyListView or CancelWaitForUpdates unanswered this long has
+ * failed (were vcsim to deadlock after all, it costs seconds). */
+#define VIEW_CALL_TIMEOUT_MS 5000
 #define DEAD_MAX 1024   /* ended tasks waiting to leave the tracker's ListView */
 #define MODIFY_BATCH 64 /* tasks added, and removed, by one ModifyListView */
 
@@ -160,17 +160,15 @@ struct vs_ops {
     unsigned failures;
     /* Ended tasks leave the view by ModifyListView (up to DEAD_MAX wait;
      * beyond, a task stays in the view until it is made anew). One
-     * ModifyListView at a time, and no long poll while it runs; see
-     * tasks.c send_modify for when one may go while a long poll runs. */
+     * ModifyListView at a time, never while a long poll is out (tasks.c
+     * send_modify). */
     struct vim_moref *dead;
     size_t ndead;
     vs_req *mod_req;
     unsigned long mod_epoch;
-    bool settled;        /* vcsim has seen every ModifyListView (tasks.c) */
-    bool mod_in_wait;    /* a ModifyListView went during this long poll */
-    bool wait_versioned; /* this long poll asked with a version */
-    bool truncated;      /* the last UpdateSet was truncated */
-    uint64_t wait_sent;  /* when this long poll went (uv_now) */
+    vs_req *cancel_req;  /* CancelWaitForUpdates, to add tasks */
+    bool wait_cancelled; /* CancelWaitForUpdates went for this long poll */
+    unsigned long cancel_epoch;
     unsigned long wait_epoch;
     uv_timer_t timer; /* the tracker's backoff */
     uv_timer_t kick;  /* starts queued operations from the loop */

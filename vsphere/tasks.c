@@ -126,7 +126,6 @@ static void drop_collector(vs_ops *o, enum ostep next)
     o->epoch++;
     o->version[0] = '\0';
     o->ndead = 0;
-    o->truncated = false;
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->step == O_TRACKED || op->step == O_FILTER) {
             op->have_filter = false;
@@ -164,28 +163,61 @@ static void destroy_collector(vs_ops *o)
 
 static void on_modify_reply(void *data, const struct vs_reply *r);
 
+static void on_cancel_reply(void *data, const struct vs_reply *r);
+static void tracker_reset(vs_ops *o);
+
+/* cancel_wait asks vCenter to end the long poll (CancelWaitForUpdates),
+ * so that tasks may be added to the view. Its RequestCanceled is expected;
+ * the ModifyListView goes once both it and the cancel have answered. (When
+ * the cancel cannot go, the tasks wait for the long poll's answer; when
+ * vCenter refuses it, the collector is taken for lost.) */
+static void cancel_wait(vs_ops *o)
+{
+    struct vs_call_opts opts = {.timeout_ms = VIEW_CALL_TIMEOUT_MS};
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (o->wait_cancelled || o->cancel_req)
+        return;
+    if (vim_req_cancel_wait_for_updates(&o->pc, &buf, &len) < 0 ||
+        vs_call(o->s, "CancelWaitForUpdates", buf, len, &opts, on_cancel_reply, o, &o->cancel_req) <
+            0) {
+        o->cancel_req = NULL;
+        return;
+    }
+    o->wait_cancelled = true;
+    o->cancel_epoch = o->epoch;
+}
+
+static void on_cancel_reply(void *data, const struct vs_reply *r)
+{
+    vs_ops *o = data;
+
+    o->cancel_req = NULL;
+    if (o->closing)
+        return;
+    if (r->err && o->cancel_epoch == o->epoch && ready(o)) {
+        tracker_reset(o);
+        return;
+    }
+    vs__tracker_kick(o);
+}
+
 /* send_modify adds the tasks of the operations at O_NEED_PC to the view
  * and removes ended ones (MODIFY_BATCH of each at most), in one
- * ModifyListView, when one may go:
- * - one at a time, and never with a long poll that started before an
- *   earlier one answered: vcsim (v0.56) takes the view's lock and then the
- *   filter's when the view changes, and the filter's then the view's when
- *   its long poll first collects after a change (the ContainerView
- *   deadlock of inventory.c's build_filter). A change is safe while
- *   nothing collects a changed view: with no long poll out, or during one
- *   sent after vcsim collected the last change (settled). vcsim answers a
- *   long poll sent after a change at its first collect (the view's tasks
- *   enter again), so one sent after the last change and out for
- *   SETTLE_MS is taken as settled too, lest a real vCenter, which has
- *   nothing to answer, hold a task's addition for a whole long poll.
- *   (Were vcsim to deadlock anyway, the long poll's and the change's
- *   timeouts reset the tracker.)
- * - with a long poll out, only to add tasks (an added task's entry ends
- *   that long poll); removals wait for the next gap between long polls.
- * Returns true when one went. */
+ * ModifyListView, one at a time and never while a long poll is out:
+ * vcsim (v0.56) takes the view's lock and then the filter's when the view
+ * changes, and the filter's and then the view's when a long poll
+ * collects, on every tick while it waits (the ContainerView deadlock of
+ * inventory.c's build_filter); a long poll still out may be collecting
+ * at any time. Tasks to add while a long poll is out cancel it
+ * (cancel_wait); the change goes when it has answered, and the next long
+ * poll asks with the same version. Removals wait for the long poll's
+ * answer. Returns true when one went. */
 static bool send_modify(vs_ops *o)
 {
     struct vim_moref add[MODIFY_BATCH];
+    struct vs_call_opts opts = {.timeout_ms = VIEW_CALL_TIMEOUT_MS};
     size_t nadd = 0, nrem = 0;
     char *buf = NULL;
     size_t len = 0;
@@ -193,26 +225,22 @@ static bool send_modify(vs_ops *o)
 
     if (!ready(o) || o->mod_req || o->closing)
         return false;
-    if (o->wait_req && !o->settled && !o->mod_in_wait && o->wait_versioned &&
-        uv_now(o->loop) - o->wait_sent >= SETTLE_MS)
-        o->settled = true;
-    if (o->wait_req && !o->settled) {
-        if (first_in(o, O_NEED_PC) && !uv_is_active((uv_handle_t *)&o->timer))
-            uv_timer_start(&o->timer, on_timer, SETTLE_MS, 0);
+    if (o->wait_req || o->cancel_req) {
+        if (o->wait_req && first_in(o, O_NEED_PC))
+            cancel_wait(o);
         return false;
     }
     for (vs_op *op = op_first(&o->running); op && nadd < MODIFY_BATCH;
          op = op_after(&o->running, op))
         if (op->step == O_NEED_PC)
             add[nadd++] = op->task;
-    if (!o->wait_req || nadd > 0)
-        nrem = o->ndead < MODIFY_BATCH ? o->ndead : MODIFY_BATCH;
+    nrem = o->ndead < MODIFY_BATCH ? o->ndead : MODIFY_BATCH;
     if (nadd == 0 && nrem == 0)
         return false;
     e = vim_req_modify_list_view(&o->view, add, nadd, nrem ? &o->dead[o->ndead - nrem] : NULL, nrem,
                                  &buf, &len);
     if (e == 0)
-        e = vs_call(o->s, "ModifyListView", buf, len, NULL, on_modify_reply, o, &o->mod_req);
+        e = vs_call(o->s, "ModifyListView", buf, len, &opts, on_modify_reply, o, &o->mod_req);
     if (e < 0) {
         o->mod_req = NULL;
         for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
@@ -221,8 +249,6 @@ static bool send_modify(vs_ops *o)
     }
     o->ndead -= nrem;
     o->mod_epoch = o->epoch;
-    o->settled = false;
-    o->mod_in_wait = o->wait_req != NULL;
     for (vs_op *op = op_first(&o->running); op && nadd > 0; op = op_after(&o->running, op))
         if (op->step == O_NEED_PC) {
             op->step = O_FILTER;
@@ -249,7 +275,6 @@ static int not_found(void *arg, const struct vim_moref *ref)
     return 0;
 }
 
-static void tracker_reset(vs_ops *o);
 static void register_waiting(vs_ops *o);
 
 static void on_modify_reply(void *data, const struct vs_reply *r)
@@ -391,8 +416,6 @@ static void on_setup_reply(void *data, const struct vs_reply *r)
     o->epoch++;
     o->version[0] = '\0';
     o->ndead = 0;
-    o->settled = true;
-    o->truncated = false;
     register_waiting(o);
 }
 
@@ -429,7 +452,7 @@ void vs__tracker_kick(vs_ops *o)
                                 .timeout_ms = (uint64_t)o->task_wait * 1000 +
                                               vs_session_call_timeout_ms(o->s)};
 
-    if (o->wait_req || o->closing || o->mod_req || !ready(o))
+    if (o->wait_req || o->cancel_req || o->closing || o->mod_req || !ready(o))
         return;
     /* Tasks join and leave the view between long polls. */
     if (send_modify(o) || !any_tracked(o))
@@ -440,9 +463,7 @@ void vs__tracker_kick(vs_ops *o)
         tracker_reset(o);
         return;
     }
-    o->mod_in_wait = false;
-    o->wait_versioned = o->version[0] != '\0';
-    o->wait_sent = uv_now(o->loop);
+    o->wait_cancelled = false;
     o->wait_epoch = o->epoch;
     uv_timer_start(&o->slow, on_slow, o->slow_check_ms, o->slow_check_ms);
 }
@@ -528,6 +549,11 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
         vs__tracker_kick(o); /* a long poll of a dropped collector */
         return;
     }
+    if (r->err == VMG_EFAULT && o->wait_cancelled &&
+        strcmp(r->fault->type, "RequestCanceled") == 0) {
+        vs__tracker_kick(o); /* cancelled to add tasks: the same version next */
+        return;
+    }
     if (r->err) {
         tracker_reset(o);
         return;
@@ -538,12 +564,6 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
         return;
     }
     o->failures = 0;
-    /* vcsim collected every change of the view made before this long poll
-     * went (unless no change went during it, it asked with no version, or
-     * it only handed out the rest of a truncated set: none collect). */
-    if (!o->mod_in_wait && o->wait_versioned && !o->truncated)
-        o->settled = true;
-    o->truncated = e == 1 && us.truncated;
     if (e == 1)
         vmg_putf(o->version, sizeof(o->version), "%s", us.version);
     if (e == 0) {

@@ -185,6 +185,11 @@ int vim_req_destroy_property_collector(const struct vim_moref *pc, char **ret_bu
     return call_this("DestroyPropertyCollector", pc, ret_buf, ret_len);
 }
 
+int vim_req_cancel_wait_for_updates(const struct vim_moref *pc, char **ret_buf, size_t *ret_len)
+{
+    return call_this("CancelWaitForUpdates", pc, ret_buf, ret_len);
+}
+
 /* add_prop_spec adds a PropertySpec: type, all, pathSet... (all when n is
  * 0). */
 static void add_prop_spec(xmlNode *spec, const char *type, const char *const *paths, size_t n)

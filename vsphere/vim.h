@@ -75,6 +75,8 @@ int vim_req_destroy_view(const struct vim_moref *view, char **ret_buf, size_t *r
  * and versions are not shared with anyone else. */
 int vim_req_create_property_collector(const struct vim_moref *pc, char **ret_buf, size_t *ret_len);
 int vim_req_destroy_property_collector(const struct vim_moref *pc, char **ret_buf, size_t *ret_len);
+/* CancelWaitForUpdates: the collector's long poll answers RequestCanceled. */
+int vim_req_cancel_wait_for_updates(const struct vim_moref *pc, char **ret_buf, size_t *ret_len);
 
 /* The property paths the inventory filter watches. */
 extern const char *const vim_vm_paths[];

@@ -89,10 +89,11 @@ struct fake {
     /* what the server saw */
     char calls[MAXCALLS][48]; /* "Method target" */
     int ncalls;
-    int removed;           /* tasks removed from the view */
-    int mods_in_this_wait; /* ModifyListView calls during the held long poll */
-    int unsafe_modifies;   /* a second one during one long poll: vcsim may deadlock */
-    bool resync;           /* the view changed: its tasks enter again (vcsim) */
+    int removed;         /* tasks removed from the view */
+    int unsafe_modifies; /* ModifyListView calls while a long poll is held: vcsim's
+                            long poll collects on every tick, and may deadlock */
+    int cancels;         /* long polls ended by CancelWaitForUpdates */
+    bool resync;         /* the view changed: its tasks enter again (vcsim) */
     char clone_body[8192];
     /* what the client saw */
     struct vs_op_result_copy {
@@ -242,17 +243,14 @@ static void try_wait(struct fake *f)
           "</returnval></WaitForUpdatesExResponse>",
           f->version, sets);
     f->held = NULL;
-    f->mods_in_this_wait = 0;
 }
 
 static void on_abort(void *data, vmg_server_req *r)
 {
     struct fake *f = data;
 
-    if (f->held == r) {
+    if (f->held == r)
         f->held = NULL;
-        f->mods_in_this_wait = 0;
-    }
     for (int i = 0; i < f->nheld_modifies; i++)
         if (f->held_modifies[i] == r)
             f->held_modifies[i] = NULL;
@@ -436,7 +434,7 @@ static void handler(void *data, vmg_server_req *r)
             reply_fault(r, "ManagedObjectNotFound");
             return;
         }
-        if (f->held && f->mods_in_this_wait++ > 0)
+        if (f->held)
             f->unsafe_modifies++;
         for (const char *p = body; (p = strstr(p, "<remove type=\"Task\">task-")) != NULL; p++) {
             int id = (int)strtol(p + 25, NULL, 10);
@@ -470,6 +468,21 @@ static void handler(void *data, vmg_server_req *r)
         reply(r, 200, "<ModifyListViewResponse xmlns=\"urn:vim25\">%s</ModifyListViewResponse>",
               n ? missing : "");
         try_wait(f);
+        return;
+    }
+    if (strstr(body, "<CancelWaitForUpdates>")) {
+        record(f, "CancelWaitForUpdates", target);
+        if (stale_pc(f, body)) {
+            reply_fault(r, "ManagedObjectNotFound");
+            return;
+        }
+        if (f->held) {
+            reply_fault(f->held, "RequestCanceled");
+            f->held = NULL;
+            f->cancels++;
+        }
+        reply(r, 200,
+              "<CancelWaitForUpdatesResponse xmlns=\"urn:vim25\"></CancelWaitForUpdatesResponse>");
         return;
     }
     if (strstr(body, "<DestroyPropertyCollector>")) {
@@ -1279,11 +1292,11 @@ static bool bc_tracked(const struct fake *f)
     return f->ndone >= 1 && f->tasks[1].filter && f->tasks[2].filter && f->held != NULL;
 }
 
-/* vcsim's lock order: a change of the view while a long poll that may be
- * collecting an earlier change is out can deadlock vcsim. Tasks that start
- * while such a long poll is out (here one that reports nothing: the view's
- * tasks run on) join the view once it has answered, never by a second
- * change during it. */
+/* vcsim's lock order: a change of the view while a long poll is out can
+ * deadlock vcsim (the long poll collects on every tick). Tasks that start
+ * while a long poll is out (here one that reports nothing: the view's
+ * tasks run on) cancel it and join the view once it has answered, never by
+ * a change during it. */
 static void test_view_changes_wait_for_the_long_poll(void **state)
 {
     struct fake f;
@@ -1301,12 +1314,13 @@ static void test_view_changes_wait_for_the_long_poll(void **state)
     spin(&f, tasks2);
     power_on(&f, c, 2);
     spin(&f, tasks3);
-    /* Past SETTLE_MS of a long poll sent after the last change: one
-     * change may go (both tasks in it), but only one. */
     for (int i = 0; i < 30; i++)
         uv_run(&f.loop, UV_RUN_NOWAIT), usleep(50000);
     assert_int_equal(f.unsafe_modifies, 0);
     assert_true(f.tasks[1].filter && f.tasks[2].filter);
+    assert_true(f.cancels >= 1);
+    assert_non_null(f.held); /* polling again, the cancel no failure */
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
     end_task(&f, 0, "success", NULL);
     spin(&f, bc_tracked);
     assert_int_equal(f.unsafe_modifies, 0);
