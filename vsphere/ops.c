@@ -731,11 +731,12 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             return;
         }
         if (op->step == O_CHECK1) {
-            /* The task is known and its filter was refused: the collector
-             * is gone. Unless a long poll on it is out (whose failure will
-             * say so), a new one is made after the backoff. */
-            if (o->have_pc && op->epoch == o->epoch && !o->wait_req)
-                vs__tracker_forget_collector(o);
+            /* The task runs and the view did not find it: the view is
+             * taken for broken, destroyed with its collector (and their
+             * long poll dropped), and new ones are made after the
+             * backoff. */
+            if (o->have_pc && op->epoch == o->epoch)
+                vs__tracker_reset(o);
             vs__tracker_retrack(op);
             return;
         }

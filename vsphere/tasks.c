@@ -164,7 +164,6 @@ static void destroy_collector(vs_ops *o)
 static void on_modify_reply(void *data, const struct vs_reply *r);
 
 static void on_cancel_reply(void *data, const struct vs_reply *r);
-static void tracker_reset(vs_ops *o);
 
 /* cancel_wait asks vCenter to end the long poll (CancelWaitForUpdates),
  * so that tasks may be added to the view. Its RequestCanceled is expected;
@@ -197,7 +196,7 @@ static void on_cancel_reply(void *data, const struct vs_reply *r)
     if (o->closing)
         return;
     if (r->err && o->cancel_epoch == o->epoch && ready(o)) {
-        tracker_reset(o);
+        vs__tracker_reset(o);
         return;
     }
     vs__tracker_kick(o);
@@ -296,7 +295,7 @@ static void on_modify_reply(void *data, const struct vs_reply *r)
             drop_collector(o, O_NEED_PC);
             register_waiting(o);
         } else {
-            tracker_reset(o);
+            vs__tracker_reset(o);
         }
         return;
     }
@@ -460,7 +459,7 @@ void vs__tracker_kick(vs_ops *o)
     if (vim_req_wait_for_updates_ex(&o->pc, o->version, o->task_wait, 100, &buf, &len) < 0 ||
         vs_call(o->s, "WaitForUpdatesEx", buf, len, &opts, on_wait_reply, o, &o->wait_req) < 0) {
         o->wait_req = NULL;
-        tracker_reset(o);
+        vs__tracker_reset(o);
         return;
     }
     o->wait_cancelled = false;
@@ -518,21 +517,15 @@ static void on_slow(uv_timer_t *t)
     check_tracked(o);
 }
 
-/* forget_collector drops the tracker's collector: the tasks it followed
- * register again on a new one after a backoff. */
-void vs__tracker_forget_collector(vs_ops *o)
-{
-    drop_collector(o, O_REREGISTER);
-    tracker_backoff(o);
-}
-
-/* tracker_reset forgets the collector after its long poll or a change of
- * its view failed, asking vCenter to destroy it and the view. */
-static void tracker_reset(vs_ops *o)
+/* tracker_reset forgets the collector, asking vCenter to destroy it and
+ * the view: the tasks it followed register again on a new one after a
+ * backoff. */
+void vs__tracker_reset(vs_ops *o)
 {
     if (o->have_pc)
         destroy_collector(o);
-    vs__tracker_forget_collector(o);
+    drop_collector(o, O_REREGISTER);
+    tracker_backoff(o);
 }
 
 static void on_wait_reply(void *data, const struct vs_reply *r)
@@ -555,12 +548,12 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
         return;
     }
     if (r->err) {
-        tracker_reset(o);
+        vs__tracker_reset(o);
         return;
     }
     e = vim_decode_update_set(r->resp, wait_cb, o, &us);
     if (e < 0) {
-        tracker_reset(o);
+        vs__tracker_reset(o);
         return;
     }
     o->failures = 0;

@@ -37,8 +37,9 @@ void vs__tracker_release(vs_op *op);
  * runs (adding waiting tasks to the view and removing ended ones first). */
 void vs__tracker_kick(vs_ops *o);
 
-/* vs__tracker_forget_collector drops the tracker's collector: the tasks
- * it followed register again on a new one after a backoff. */
-void vs__tracker_forget_collector(vs_ops *o);
+/* vs__tracker_reset drops the tracker's collector, its filter and view,
+ * asking vCenter to destroy them: the tasks they followed register again
+ * on new ones after the tracker's backoff. */
+void vs__tracker_reset(vs_ops *o);
 
 #endif

@@ -486,6 +486,7 @@ static void handler(void *data, vmg_server_req *r)
         return;
     }
     if (strstr(body, "<DestroyPropertyCollector>")) {
+        record(f, "DestroyPropertyCollector", target);
         reply(r, 200,
               "<DestroyPropertyCollectorResponse xmlns=\"urn:vim25\">"
               "</DestroyPropertyCollectorResponse>");
@@ -1191,8 +1192,8 @@ static bool made_pcs2_tracked(const struct fake *f)
 }
 
 /* The view refuses a task that vCenter still runs (its read says so): the
- * view is taken for lost, and the tracker is made anew after the backoff,
- * where the task is followed to its end. */
+ * view is taken for broken, destroyed with its collector, and the tracker
+ * is made anew after the backoff, where the task is followed to its end. */
 static void test_view_refuses_a_running_task(void **state)
 {
     struct fake f;
@@ -1206,6 +1207,8 @@ static void test_view_refuses_a_running_task(void **state)
     assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
     spin(&f, made_pcs2_tracked);
     assert_int_equal(f.ndone, 0);
+    assert_int_equal(calls_of(&f, "DestroyPropertyCollector pc-1"), 1);
+    assert_int_equal(calls_of(&f, "DestroyView list-1"), 1);
     end_task(&f, 0, "success", NULL);
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
