@@ -712,6 +712,10 @@ static void on_op_reply(void *data, const struct vs_reply *r)
                 vs__tracker_need_pc(op); /* the filter went with a replaced collector */
                 return;
             }
+            if (op->step == O_CHECK2 && op->tdone) {
+                vs__tracker_complete(op); /* the filter reported the end */
+                return;
+            }
             if (op->step == O_CHECK2) {
                 /* The filter reports the end anyway. */
                 op->step = O_TRACKED;

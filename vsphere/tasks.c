@@ -299,9 +299,17 @@ static void on_modify_reply(void *data, const struct vs_reply *r)
         }
         return;
     }
-    /* Each read says whether the task ended before the view had it. */
-    for (vs_op *op; (op = first_in(o, O_FILTER)) != NULL;)
-        vs__tracker_check(op, O_CHECK2);
+    /* Each read says whether the task ended before the view had it; an
+     * end already seen (a task that was in the view before) is final. */
+    for (vs_op *op; (op = first_in(o, O_FILTER)) != NULL;) {
+        if (!op->tdone) {
+            vs__tracker_check(op, O_CHECK2);
+            continue;
+        }
+        vs__tracker_complete(op);
+        if (o->closing)
+            return;
+    }
     vs__tracker_kick(o);
 }
 
