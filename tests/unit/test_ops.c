@@ -93,6 +93,7 @@ struct fake {
     int unsafe_modifies; /* ModifyListView calls while a long poll is held: vcsim's
                             long poll collects on every tick, and may deadlock */
     int cancels;         /* long polls ended by CancelWaitForUpdates */
+    int asked_version;   /* the version the last long poll asked with (-1: none) */
     bool resync;         /* the view changed: its tasks enter again (vcsim) */
     char clone_body[8192];
     /* what the client saw */
@@ -559,6 +560,8 @@ static void handler(void *data, vmg_server_req *r)
     }
     if (strstr(body, "<WaitForUpdatesEx>")) {
         record(f, "WaitForUpdatesEx", target);
+        f->asked_version =
+            between(body, "<version>", "<", tag, sizeof(tag))[0] ? (int)strtol(tag, NULL, 10) : -1;
         if (stale_pc(f, body)) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
@@ -1304,6 +1307,7 @@ static void test_view_changes_wait_for_the_long_poll(void **state)
 {
     struct fake f;
     struct ctx c[3];
+    int version;
 
     (void)state;
     setup(&f, 8, 0);
@@ -1313,6 +1317,8 @@ static void test_view_changes_wait_for_the_long_poll(void **state)
     want_tasks = 1;
     want_held_tasks = 1;
     spin(&f, tracked);
+    version = f.asked_version;
+    assert_true(version > 0);
     power_on(&f, c, 1);
     spin(&f, tasks2);
     power_on(&f, c, 2);
@@ -1323,6 +1329,7 @@ static void test_view_changes_wait_for_the_long_poll(void **state)
     assert_true(f.tasks[1].filter && f.tasks[2].filter);
     assert_true(f.cancels >= 1);
     assert_non_null(f.held); /* polling again, the cancel no failure */
+    assert_int_equal(f.asked_version, version);
     assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
     end_task(&f, 0, "success", NULL);
     spin(&f, bc_tracked);
