@@ -2,9 +2,10 @@
  * ops.c): the tracker's collector has one filter, over a ListView of the
  * running tasks; a task is added to the view when it starts (ModifyListView,
  * batched) and removed when it has ended; one long poll reports their ends.
- * A collector of an older session, or a long poll or ModifyListView that
- * failed, is dropped with its view and every task registers again (reading
- * its state again), after a backoff.
+ * The view never changes while a long poll is out (send_modify): tasks to
+ * add cancel it. A collector of an older session, or a long poll or
+ * ModifyListView that failed, is dropped with its view and every task
+ * registers again (reading its state again), after a backoff.
  *
  * One filter rather than one per task: vcsim (v0.56) re-collects every
  * filter of a collector, once per filter, for each change anywhere in
@@ -525,8 +526,8 @@ static void on_slow(uv_timer_t *t)
     check_tracked(o);
 }
 
-/* tracker_reset forgets the collector, asking vCenter to destroy it and
- * the view: the tasks it followed register again on a new one after a
+/* vs__tracker_reset forgets the collector, asking vCenter to destroy it
+ * and the view: the tasks it followed register again on a new one after a
  * backoff. */
 void vs__tracker_reset(vs_ops *o)
 {
