@@ -1,20 +1,22 @@
 /* ops.c: vCenter operations as jobs: a FIFO queue, a bound on jobs in
  * flight, a cache of resolved templates, and a task tracker (one
- * PropertyCollector with a filter per running task, and its long poll).
+ * PropertyCollector with one filter over a ListView of the running tasks,
+ * and its long poll).
  *
  * The task tracker is in tasks.c. An operation's steps, each one request:
  *   [template resolution, shared by clones of the same template]
  *   [a folder to destroy: its children, read; refused unless it has none]
  *   -> the method (CreateFolder, CloneVM_Task, ...)
  *   -> (DuplicateName on CreateFolder: FindChild, done)
- *   -> CreateFilter on the tracker's collector (made first when needed)
+ *   -> ModifyListView adding the task to the tracker's view (the
+ *      collector, the view and its filter made first when needed)
  *   -> read the task's state again; done if it ended
  *   -> the tracker's WaitForUpdatesEx reports the end.
  * If the tracker's long poll fails (a new session, vCenter restarting), the
  * collector is made anew and every task is registered again, which reads
  * its state again, so no end is missed. Once a task exists, only its own
- * state ends the operation: a failure to follow it (the collector or a
- * filter refused, vCenter unreachable) registers it again after the
+ * state ends the operation: a failure to follow it (the collector or
+ * the view refused, vCenter unreachable) registers it again after the
  * tracker's backoff, and a task vCenter no longer knows ends the operation
  * with VMG_EUNKNOWN, never with a failure or success that was not seen.
  */
@@ -217,10 +219,7 @@ void vs__op_finish(vs_op *op, struct vs_op_result *r)
         vs_req_cancel(q);
     }
     twait_remove(op);
-    if (op->have_filter && op->epoch == o->epoch && o->have_pc &&
-        o->pc_gen == vs_session_generation(o->s) && !o->closing && o->ndead < DEAD_MAX &&
-        (o->dead || (o->dead = calloc(DEAD_MAX, sizeof(*o->dead))) != NULL))
-        o->dead[o->ndead++] = op->filter;
+    vs__tracker_release(op);
     if (op->queued) {
         l_remove(&o->queue, op);
         op->queued = false;
@@ -818,6 +817,10 @@ static void on_op_reply(void *data, const struct vs_reply *r)
                 vs__tracker_need_pc(op); /* the filter went with a replaced collector */
                 return;
             }
+            if (op->step == O_CHECK2 && op->tdone) {
+                vs__tracker_complete(op); /* the filter reported the end */
+                return;
+            }
             if (op->step == O_CHECK2) {
                 /* The filter reports the end anyway. */
                 op->step = O_TRACKED;
@@ -837,11 +840,12 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             return;
         }
         if (op->step == O_CHECK1) {
-            /* The task is known and its filter was refused: the collector
-             * is gone. Unless a long poll on it is out (whose failure will
-             * say so), a new one is made after the backoff. */
-            if (o->have_pc && op->epoch == o->epoch && !o->wait_req)
-                vs__tracker_forget_collector(o);
+            /* The task runs and the view did not find it: the view is
+             * taken for broken, destroyed with its collector (and their
+             * long poll dropped), and new ones are made after the
+             * backoff. */
+            if (o->have_pc && op->epoch == o->epoch)
+                vs__tracker_reset(o);
             vs__tracker_retrack(op);
             return;
         }
@@ -851,35 +855,6 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             op->step = O_TRACKED;
             vs__tracker_kick(o);
         }
-        return;
-    case O_FILTER:
-        if (r->err == 0 && vim_decode_moref(r->resp, &op->filter) == 0) {
-            op->have_filter = true;
-            if (op->epoch != o->epoch) {
-                /* Made on a collector that was replaced meanwhile. */
-                vs__tracker_need_pc(op);
-                return;
-            }
-            vs__tracker_kick(o);
-            vs__tracker_check(op, O_CHECK2);
-            return;
-        }
-        if (op->epoch != o->epoch) {
-            vs__tracker_need_pc(op); /* the collector was replaced meanwhile */
-            return;
-        }
-        if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0 &&
-            op->pc_tries++ < 2 && o->pc_gen != vs_session_generation(o->s)) {
-            vs__tracker_need_pc(op); /* the collector went with an old session */
-            return;
-        }
-        if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
-            /* The collector is current: the task may be gone. Its state
-             * says (and ends op when vCenter no longer knows it). */
-            vs__tracker_check(op, O_CHECK1);
-            return;
-        }
-        vs__tracker_retrack(op);
         return;
     default:
         return;
@@ -1220,9 +1195,10 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data)
         vs_req_cancel(o->wait_req);
     if (o->pc_req)
         vs_req_cancel(o->pc_req);
-    for (size_t i = 0; i < DESTROY_BATCH; i++)
-        if (o->dslots[i].req)
-            vs_req_cancel(o->dslots[i].req);
+    if (o->mod_req)
+        vs_req_cancel(o->mod_req);
+    if (o->cancel_req)
+        vs_req_cancel(o->cancel_req);
     for (size_t i = 0; i < TCACHE_N; i++)
         if (o->tcache[i].state == T_PENDING && o->tcache[i].find)
             vs_find_cancel(o->tcache[i].find); /* fails its waiters */

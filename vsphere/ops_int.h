@@ -23,8 +23,11 @@
  * directly (a server may answer late: vcsim computes each answer update by
  * update, against every filter of the collector). */
 #define SLOW_POLL_CHECK_MS 30000
-#define DEAD_MAX 1024 /* filters of ended tasks waiting to be destroyed */
-#define DESTROY_BATCH 64
+/* A ModifyListView or CancelWaitForUpdates unanswered this long has
+ * failed (were vcsim to deadlock after all, it costs seconds). */
+#define VIEW_CALL_TIMEOUT_MS 5000
+#define DEAD_MAX 1024   /* ended tasks waiting to leave the tracker's ListView */
+#define MODIFY_BATCH 64 /* tasks added, and removed, by one ModifyListView */
 
 enum ostep {
     O_QUEUED,
@@ -33,10 +36,10 @@ enum ostep {
     O_EMPTY,      /* a folder's children, read before it is destroyed */
     O_CALL,       /* the method */
     O_FIND_CHILD, /* the folder that existed */
-    O_CHECK1,     /* the task's state, read when its filter was refused */
-    O_NEED_PC,    /* waiting for the tracker's collector */
-    O_FILTER,     /* CreateFilter */
-    O_CHECK2,     /* the task's state, after the filter */
+    O_CHECK1,     /* the task's state, read when the view did not find it */
+    O_NEED_PC,    /* waiting to be added to the tracker's ListView */
+    O_FILTER,     /* in the ModifyListView that adds it */
+    O_CHECK2,     /* the task's state, after it was added */
     O_TRACKED,    /* waiting for the long poll to report the end */
     O_REREGISTER, /* waiting for the tracker's backoff */
 };
@@ -82,10 +85,8 @@ struct vs_op {
     struct lq tlink; /* in the template entry's waiters (twait) */
     struct vim_moref task;
     bool have_task;
-    struct vim_moref filter;
-    bool have_filter;
-    unsigned long epoch; /* the tracker epoch of the filter */
-    unsigned pc_tries;
+    bool have_filter;    /* in the tracker's ListView (or being added) */
+    unsigned long epoch; /* the tracker epoch it was added in */
     struct task_info ti;
     bool tdone;     /* the long poll saw the end */
     uint64_t since; /* the inventory's mark when the operation started */
@@ -147,26 +148,29 @@ struct vs_ops {
     bool pumping;
     struct tentry tcache[TCACHE_N];
 
-    /* The task tracker. */
-    struct vim_moref pc;
+    /* The task tracker: a collector, a ListView of the tasks in flight and
+     * one filter over it (have_pc: all three made). */
+    struct vim_moref pc, view;
     bool have_pc, creating_pc;
+    int setup; /* what pc_req makes: the collector, the view, the filter */
     unsigned long pc_gen;
     unsigned long epoch;
     vs_req *pc_req;
     vs_req *wait_req;
     char version[sizeof(((struct vim_update_set *)0)->version)];
     unsigned failures;
-    /* Filters of ended tasks are destroyed between long polls, never while
-     * one runs: vcsim (v0.56) panics in WaitForUpdatesEx when a filter of
-     * its collector goes meanwhile. Beyond DEAD_MAX, a filter is left to
-     * the collector (destroyed with it, or with the session). */
+    /* Ended tasks leave the view by ModifyListView (up to DEAD_MAX wait;
+     * beyond, a task stays in the view until it is made anew). One
+     * ModifyListView at a time, never while a long poll is out (tasks.c
+     * send_modify). */
     struct vim_moref *dead;
     size_t ndead;
-    struct dslot {
-        vs_ops *o;
-        vs_req *req; /* NULL when free */
-    } dslots[DESTROY_BATCH];
-    size_t ndestroying;
+    vs_req *mod_req;
+    unsigned long mod_epoch;
+    vs_req *cancel_req;  /* CancelWaitForUpdates, to add tasks */
+    bool wait_cancelled; /* CancelWaitForUpdates went for this long poll */
+    unsigned long cancel_epoch;
+    unsigned long wait_epoch;
     uv_timer_t timer; /* the tracker's backoff */
     uv_timer_t kick;  /* starts queued operations from the loop */
     uv_timer_t slow;  /* reads the tasks' states while a long poll is slow */

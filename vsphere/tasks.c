@@ -1,8 +1,16 @@
 /* tasks.c: the task tracker of vs_ops (see tasks.h, and the steps in
- * ops.c): each running task gets a filter on the tracker's collector; one
- * long poll reports their ends. A collector of an older session, or a long
- * poll that failed, is dropped and every task registers again (reading its
- * state again), after a backoff. */
+ * ops.c): the tracker's collector has one filter, over a ListView of the
+ * running tasks; a task is added to the view when it starts (ModifyListView,
+ * batched) and removed when it has ended; one long poll reports their ends.
+ * The view never changes while a long poll is out (send_modify): tasks to
+ * add cancel it. A collector of an older session, or a long poll or
+ * ModifyListView that failed, is dropped with its view and every task
+ * registers again (reading its state again), after a backoff.
+ *
+ * One filter rather than one per task: vcsim (v0.56) re-collects every
+ * filter of a collector, once per filter, for each change anywhere in
+ * vCenter (F x F collects per change with F tasks in flight); a real
+ * vCenter keeps one filter instead of one made and destroyed per task. */
 #include "vsphere/tasks.h"
 
 #include <stdio.h>
@@ -77,9 +85,10 @@ static void tracker_backoff(vs_ops *o)
                        0);
 }
 
-/* retrack: following op's task failed (its filter or the collector could
- * not be made, its state not read). The task runs on in vCenter, so op
- * stays in flight and registers again after the tracker's backoff. */
+/* retrack: following op's task failed (it could not be added to the
+ * view, the collector could not be made, its state not read). The task
+ * runs on in vCenter, so op stays in flight and registers again after the
+ * tracker's backoff. */
 void vs__tracker_retrack(vs_op *op)
 {
     op->have_filter = false;
@@ -93,23 +102,6 @@ void vs__tracker_check(vs_op *op, enum ostep step)
         vs__tracker_retrack(op);
 }
 
-static void send_filter(vs_op *op)
-{
-    vs_ops *o = op->o;
-    char *buf = NULL;
-    size_t len = 0;
-    int e;
-
-    op->epoch = o->epoch;
-    e = vim_req_create_filter_task(&o->pc, &op->task, &buf, &len);
-    if (e == 0)
-        e = vs__op_send(op, O_FILTER, "CreateFilter", buf, len);
-    if (e < 0)
-        vs__tracker_retrack(op);
-}
-
-static void on_pc_reply(void *data, const struct vs_reply *r);
-
 /* first_in returns the first running operation at step, or NULL. */
 static vs_op *first_in(const vs_ops *o, enum ostep step)
 {
@@ -119,55 +111,276 @@ static vs_op *first_in(const vs_ops *o, enum ostep step)
     return NULL;
 }
 
-/* drop_collector forgets the tracker's collector and its filters: the
- * tasks it followed go to step next (O_NEED_PC: to register now;
- * O_REREGISTER: after the backoff). */
+static bool ready(const vs_ops *o)
+{
+    return o->have_pc && o->pc_gen == vs_session_generation(o->s);
+}
+
+/* drop_collector forgets the tracker's collector, its view and filter:
+ * the tasks they followed, or that were being added, go to step next
+ * (O_NEED_PC: to register now; O_REREGISTER: after the backoff). */
 static void drop_collector(vs_ops *o, enum ostep next)
 {
+    vs_req *q;
+
     o->have_pc = false;
     o->epoch++;
     o->version[0] = '\0';
     o->ndead = 0;
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
-        if (op->step == O_TRACKED) {
+        if (op->step == O_TRACKED || op->step == O_FILTER) {
             op->have_filter = false;
             op->step = next;
         }
+    /* Their long poll and change are moot; their replies, stale. */
+    if ((q = o->wait_req) != NULL) {
+        o->wait_req = NULL;
+        vs_req_cancel(q);
+    }
+    if ((q = o->mod_req) != NULL) {
+        o->mod_req = NULL;
+        vs_req_cancel(q);
+    }
 }
 
-/* register_waiting registers the tasks of the operations at O_NEED_PC with
- * the tracker, making its collector first when there is none (or it
- * belongs to an older session). */
-static void register_waiting(vs_ops *o)
+/* destroy_collector asks vCenter to destroy the collector (with its
+ * filter) and the view, without waiting; the tracker forgets them. */
+static void destroy_collector(vs_ops *o)
 {
-    const struct vim_service_content *sc = vs_session_content(o->s);
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (o->pc_gen != vs_session_generation(o->s))
+        return; /* gone with their session */
+    if (o->view.value[0] && vim_req_destroy_view(&o->view, &buf, &len) == 0)
+        (void)vs_fire_and_forget(o->s, "DestroyView", buf, len);
+    if (o->pc.value[0] && vim_req_destroy_property_collector(&o->pc, &buf, &len) == 0)
+        (void)vs_fire_and_forget(o->s, "DestroyPropertyCollector", buf, len);
+    o->view.value[0] = '\0';
+    o->pc.value[0] = '\0';
+}
+
+/* ---- Adding and removing tasks: ModifyListView ---- */
+
+static void on_modify_reply(void *data, const struct vs_reply *r);
+
+static void on_cancel_reply(void *data, const struct vs_reply *r);
+
+/* cancel_wait asks vCenter to end the long poll (CancelWaitForUpdates),
+ * so that tasks may be added to the view. Its RequestCanceled is expected;
+ * the ModifyListView goes once both it and the cancel have answered. (When
+ * the cancel cannot go, the tasks wait for the long poll's answer; when
+ * vCenter refuses it, the collector is taken for lost.) */
+static void cancel_wait(vs_ops *o)
+{
+    struct vs_call_opts opts = {.timeout_ms = VIEW_CALL_TIMEOUT_MS};
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (o->wait_cancelled || o->cancel_req)
+        return;
+    if (vim_req_cancel_wait_for_updates(&o->pc, &buf, &len) < 0 ||
+        vs_call(o->s, "CancelWaitForUpdates", buf, len, &opts, on_cancel_reply, o, &o->cancel_req) <
+            0) {
+        o->cancel_req = NULL;
+        return;
+    }
+    o->wait_cancelled = true;
+    o->cancel_epoch = o->epoch;
+}
+
+static void on_cancel_reply(void *data, const struct vs_reply *r)
+{
+    vs_ops *o = data;
+
+    o->cancel_req = NULL;
+    if (o->closing)
+        return;
+    if (r->err && o->cancel_epoch == o->epoch && ready(o)) {
+        vs__tracker_reset(o);
+        return;
+    }
+    vs__tracker_kick(o);
+}
+
+/* send_modify adds the tasks of the operations at O_NEED_PC to the view
+ * and removes ended ones (MODIFY_BATCH of each at most), in one
+ * ModifyListView, one at a time and never while a long poll is out:
+ * vcsim (v0.56) takes the view's lock and then the filter's when the view
+ * changes, and the filter's and then the view's when a long poll
+ * collects, on every tick while it waits (the ContainerView deadlock of
+ * inventory.c's build_filter); a long poll still out may be collecting
+ * at any time. Tasks to add while a long poll is out cancel it
+ * (cancel_wait); the change goes when it has answered, and the next long
+ * poll asks with the same version. Removals wait for the long poll's
+ * answer. Returns true when one went. */
+static bool send_modify(vs_ops *o)
+{
+    struct vim_moref add[MODIFY_BATCH];
+    struct vs_call_opts opts = {.timeout_ms = VIEW_CALL_TIMEOUT_MS};
+    size_t nadd = 0, nrem = 0;
     char *buf = NULL;
     size_t len = 0;
     int e;
 
-    if (o->have_pc && o->pc_gen == vs_session_generation(o->s)) {
-        /* send_filter moves each on (or back to O_REREGISTER). */
-        for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
-            send_filter(op);
-        return;
+    if (!ready(o) || o->mod_req || o->closing)
+        return false;
+    if (o->wait_req || o->cancel_req) {
+        if (o->wait_req && first_in(o, O_NEED_PC))
+            cancel_wait(o);
+        return false;
     }
-    if (o->creating_pc)
-        return;
-    if (o->have_pc) {
-        /* A collector of an older session: gone with it, and so are the
-         * filters of the tasks it followed, which register now. */
-        drop_collector(o, O_NEED_PC);
-    }
-    e = sc ? vim_req_create_property_collector(&sc->property_collector, &buf, &len)
-           : VMG_ETRANSPORT;
+    for (vs_op *op = op_first(&o->running); op && nadd < MODIFY_BATCH;
+         op = op_after(&o->running, op))
+        if (op->step == O_NEED_PC)
+            add[nadd++] = op->task;
+    nrem = o->ndead < MODIFY_BATCH ? o->ndead : MODIFY_BATCH;
+    if (nadd == 0 && nrem == 0)
+        return false;
+    e = vim_req_modify_list_view(&o->view, add, nadd, nrem ? &o->dead[o->ndead - nrem] : NULL, nrem,
+                                 &buf, &len);
     if (e == 0)
-        e = vs_call(o->s, "CreatePropertyCollector", buf, len, NULL, on_pc_reply, o, &o->pc_req);
+        e = vs_call(o->s, "ModifyListView", buf, len, &opts, on_modify_reply, o, &o->mod_req);
     if (e < 0) {
+        o->mod_req = NULL;
         for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
             vs__tracker_retrack(op);
+        return false;
+    }
+    o->ndead -= nrem;
+    o->mod_epoch = o->epoch;
+    for (vs_op *op = op_first(&o->running); op && nadd > 0; op = op_after(&o->running, op))
+        if (op->step == O_NEED_PC) {
+            op->step = O_FILTER;
+            op->epoch = o->epoch;
+            op->have_filter = true;
+            nadd--;
+        }
+    return true;
+}
+
+/* not_found: vCenter did not find a task added to the view; its state
+ * says (and ends the operation when vCenter no longer knows it). */
+static int not_found(void *arg, const struct vim_moref *ref)
+{
+    vs_ops *o = arg;
+
+    for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
+        if (op->step == O_FILTER && op->have_task && strcmp(op->task.value, ref->value) == 0 &&
+            strcmp(op->task.type, ref->type) == 0) {
+            op->have_filter = false;
+            vs__tracker_check(op, O_CHECK1);
+            return 0;
+        }
+    return 0;
+}
+
+static void register_waiting(vs_ops *o);
+
+static void on_modify_reply(void *data, const struct vs_reply *r)
+{
+    vs_ops *o = data;
+
+    o->mod_req = NULL;
+    if (o->closing)
+        return;
+    if (o->mod_epoch != o->epoch) {
+        /* The view was dropped meanwhile: its tasks register anew. */
+        vs__tracker_kick(o);
         return;
     }
+    if (r->err || vim_decode_morefs(r->resp, not_found, o) < 0) {
+        if (o->pc_gen != vs_session_generation(o->s)) {
+            /* The view went with an old session: register now, on a new
+             * collector. */
+            drop_collector(o, O_NEED_PC);
+            register_waiting(o);
+        } else {
+            vs__tracker_reset(o);
+        }
+        return;
+    }
+    /* Each read says whether the task ended before the view had it; an
+     * end already seen (a task that was in the view before) is final. */
+    for (vs_op *op; (op = first_in(o, O_FILTER)) != NULL;) {
+        if (!op->tdone) {
+            vs__tracker_check(op, O_CHECK2);
+            continue;
+        }
+        vs__tracker_complete(op);
+        if (o->closing)
+            return;
+    }
+    vs__tracker_kick(o);
+}
+
+/* ---- Making the collector, the view and the filter ---- */
+
+enum { SETUP_PC, SETUP_VIEW, SETUP_FILTER };
+
+static void on_setup_reply(void *data, const struct vs_reply *r);
+
+/* setup_send sends the request of the setup step; false when it could
+ * not be sent. */
+static bool setup_send(vs_ops *o, int step)
+{
+    const struct vim_service_content *sc = vs_session_content(o->s);
+    const char *method = "CreatePropertyCollector";
+    char *buf = NULL;
+    size_t len = 0;
+    int e = VMG_ETRANSPORT;
+
+    o->setup = step;
+    if (sc && step == SETUP_PC) {
+        e = vim_req_create_property_collector(&sc->property_collector, &buf, &len);
+    } else if (sc && step == SETUP_VIEW) {
+        method = "CreateListView";
+        e = vim_req_create_list_view(&sc->view_manager, NULL, 0, &buf, &len);
+    } else if (step == SETUP_FILTER) {
+        method = "CreateFilter";
+        e = vim_req_create_filter_task_view(&o->pc, &o->view, &buf, &len);
+    }
+    if (e == 0)
+        e = vs_call(o->s, method, buf, len, NULL, on_setup_reply, o, &o->pc_req);
+    if (e < 0) {
+        o->pc_req = NULL;
+        return false;
+    }
     o->creating_pc = true;
+    return true;
+}
+
+/* setup_failed: the tasks waiting for the collector wait for the backoff;
+ * what was made of it is destroyed. */
+static void setup_failed(vs_ops *o)
+{
+    o->creating_pc = false;
+    destroy_collector(o);
+    for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
+        vs__tracker_retrack(op);
+}
+
+/* register_waiting adds the tasks of the operations at O_NEED_PC to the
+ * tracker's view, making the collector, the view and the filter first when
+ * there are none (or they belong to an older session). */
+static void register_waiting(vs_ops *o)
+{
+    if (ready(o)) {
+        if (!send_modify(o))
+            vs__tracker_kick(o);
+        return;
+    }
+    if (o->creating_pc || !first_in(o, O_NEED_PC))
+        return;
+    if (o->have_pc) {
+        /* A collector of an older session: gone with it, and so are its
+         * view and filter; the tasks they followed register now. */
+        drop_collector(o, O_NEED_PC);
+    }
+    o->pc.value[0] = '\0';
+    o->view.value[0] = '\0';
+    if (!setup_send(o, SETUP_PC))
+        setup_failed(o);
 }
 
 /* need_pc registers op's task with the tracker. */
@@ -178,33 +391,58 @@ void vs__tracker_need_pc(vs_op *op)
     register_waiting(op->o);
 }
 
-static void on_pc_reply(void *data, const struct vs_reply *r)
+static void on_setup_reply(void *data, const struct vs_reply *r)
 {
     vs_ops *o = data;
+    struct vim_moref ref;
 
     o->pc_req = NULL;
     o->creating_pc = false;
     if (o->closing)
         return;
-    if (r->err == 0 && vim_decode_moref(r->resp, &o->pc) == 0) {
-        o->have_pc = true;
-        o->pc_gen = vs_session_generation(o->s);
-        o->epoch++;
-        o->version[0] = '\0';
-        o->ndead = 0;
-        register_waiting(o);
+    if (r->err || vim_decode_moref(r->resp, &ref) < 0 ||
+        (o->setup != SETUP_PC && o->pc_gen != vs_session_generation(o->s))) {
+        setup_failed(o); /* the view and the filter go with the collector's session */
         return;
     }
-    /* The tasks run on: their operations wait for a collector. */
-    for (vs_op *op; (op = first_in(o, O_NEED_PC)) != NULL;)
-        vs__tracker_retrack(op);
+    switch (o->setup) {
+    case SETUP_PC:
+        o->pc = ref;
+        o->pc_gen = vs_session_generation(o->s);
+        if (!setup_send(o, SETUP_VIEW))
+            setup_failed(o);
+        return;
+    case SETUP_VIEW:
+        o->view = ref;
+        if (!setup_send(o, SETUP_FILTER))
+            setup_failed(o);
+        return;
+    default:
+        break;
+    }
+    o->have_pc = true;
+    o->epoch++;
+    o->version[0] = '\0';
+    o->ndead = 0;
+    register_waiting(o);
+}
+
+/* vs__tracker_release: op ends; its task leaves the view with the next
+ * ModifyListView. */
+void vs__tracker_release(vs_op *op)
+{
+    vs_ops *o = op->o;
+
+    if (op->have_filter && op->epoch == o->epoch && ready(o) && !o->closing &&
+        o->ndead < DEAD_MAX && (o->dead || (o->dead = calloc(DEAD_MAX, sizeof(*o->dead))) != NULL))
+        o->dead[o->ndead++] = op->task;
+    op->have_filter = false;
 }
 
 /* ---- The tracker's long poll ---- */
 
 static void on_wait_reply(void *data, const struct vs_reply *r);
 static void on_slow(uv_timer_t *t);
-static void tracker_reset(vs_ops *o);
 
 static bool any_tracked(const vs_ops *o)
 {
@@ -212,47 +450,6 @@ static bool any_tracked(const vs_ops *o)
         if (op->have_filter && op->epoch == o->epoch)
             return true;
     return false;
-}
-
-static void on_destroyed(void *data, const struct vs_reply *r)
-{
-    struct dslot *d = data;
-    vs_ops *o = d->o;
-
-    (void)r;
-    d->req = NULL;
-    o->ndestroying--;
-    if (!o->closing && o->ndestroying == 0)
-        vs__tracker_kick(o);
-}
-
-/* destroy_dead sends the pending DestroyPropertyFilter calls (a batch at
- * most) when no long poll runs. Returns true while some are in flight. */
-static bool destroy_dead(vs_ops *o)
-{
-    char *buf = NULL;
-    size_t len = 0;
-
-    if (o->ndestroying > 0)
-        return true;
-    if (o->wait_req || o->ndead == 0)
-        return false;
-    if (!o->have_pc || o->pc_gen != vs_session_generation(o->s)) {
-        o->ndead = 0; /* they went with their collector */
-        return false;
-    }
-    for (size_t i = 0; i < DESTROY_BATCH && o->ndead > 0; i++) {
-        struct dslot *d = &o->dslots[i];
-        d->o = o;
-        o->ndead--;
-        if (vim_req_destroy_property_filter(&o->dead[o->ndead], &buf, &len) < 0 ||
-            vs_call(o->s, "DestroyPropertyFilter", buf, len, NULL, on_destroyed, d, &d->req) < 0) {
-            d->req = NULL;
-            continue;
-        }
-        o->ndestroying++;
-    }
-    return o->ndestroying > 0;
 }
 
 void vs__tracker_kick(vs_ops *o)
@@ -263,21 +460,28 @@ void vs__tracker_kick(vs_ops *o)
                                 .timeout_ms = (uint64_t)o->task_wait * 1000 +
                                               vs_session_call_timeout_ms(o->s)};
 
-    if (o->wait_req || o->closing || destroy_dead(o))
+    if (o->wait_req || o->cancel_req || o->closing || o->mod_req || !ready(o))
         return;
-    if (!o->have_pc || !any_tracked(o))
+    /* Tasks join and leave the view between long polls. */
+    if (send_modify(o) || !any_tracked(o))
         return;
     if (vim_req_wait_for_updates_ex(&o->pc, o->version, o->task_wait, 100, &buf, &len) < 0 ||
-        vs_call(o->s, "WaitForUpdatesEx", buf, len, &opts, on_wait_reply, o, &o->wait_req) < 0)
-        tracker_reset(o);
-    else
-        uv_timer_start(&o->slow, on_slow, o->slow_check_ms, o->slow_check_ms);
+        vs_call(o->s, "WaitForUpdatesEx", buf, len, &opts, on_wait_reply, o, &o->wait_req) < 0) {
+        o->wait_req = NULL;
+        vs__tracker_reset(o);
+        return;
+    }
+    o->wait_cancelled = false;
+    o->wait_epoch = o->epoch;
+    uv_timer_start(&o->slow, on_slow, o->slow_check_ms, o->slow_check_ms);
 }
 
 static int wait_cb(void *arg, const struct vim_object_update *u)
 {
     vs_ops *o = arg;
 
+    if (u->kind == VIM_LEAVE)
+        return 0; /* a task left the view: it ended, and was removed */
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->have_task && strcmp(op->task.value, u->obj.value) == 0) {
             vs__task_apply(&op->ti, u);
@@ -296,10 +500,8 @@ static void on_timer(uv_timer_t *t)
     /* All at once: one that fails again goes back to O_REREGISTER, to wait
      * for the next backoff rather than loop here. */
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
-        if (op->step == O_REREGISTER) {
-            op->pc_tries = 0;
+        if (op->step == O_REREGISTER)
             op->step = O_NEED_PC;
-        }
     register_waiting(o);
 }
 
@@ -324,25 +526,15 @@ static void on_slow(uv_timer_t *t)
     check_tracked(o);
 }
 
-/* forget_collector drops the tracker's collector: the tasks it followed
- * register again on a new one after a backoff. */
-void vs__tracker_forget_collector(vs_ops *o)
+/* vs__tracker_reset forgets the collector, asking vCenter to destroy it
+ * and the view: the tasks it followed register again on a new one after a
+ * backoff. */
+void vs__tracker_reset(vs_ops *o)
 {
+    if (o->have_pc)
+        destroy_collector(o);
     drop_collector(o, O_REREGISTER);
     tracker_backoff(o);
-}
-
-/* tracker_reset forgets the collector after its long poll failed, asking
- * vCenter to destroy it. */
-static void tracker_reset(vs_ops *o)
-{
-    char *buf = NULL;
-    size_t len = 0;
-
-    if (o->have_pc && o->pc_gen == vs_session_generation(o->s) &&
-        vim_req_destroy_property_collector(&o->pc, &buf, &len) == 0)
-        (void)vs_fire_and_forget(o->s, "DestroyPropertyCollector", buf, len);
-    vs__tracker_forget_collector(o);
 }
 
 static void on_wait_reply(void *data, const struct vs_reply *r)
@@ -355,13 +547,22 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     uv_timer_stop(&o->slow);
     if (o->closing)
         return;
+    if (o->wait_epoch != o->epoch) {
+        vs__tracker_kick(o); /* a long poll of a dropped collector */
+        return;
+    }
+    if (r->err == VMG_EFAULT && o->wait_cancelled &&
+        strcmp(r->fault->type, "RequestCanceled") == 0) {
+        vs__tracker_kick(o); /* cancelled to add tasks: the same version next */
+        return;
+    }
     if (r->err) {
-        tracker_reset(o);
+        vs__tracker_reset(o);
         return;
     }
     e = vim_decode_update_set(r->resp, wait_cb, o, &us);
     if (e < 0) {
-        tracker_reset(o);
+        vs__tracker_reset(o);
         return;
     }
     o->failures = 0;

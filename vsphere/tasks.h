@@ -1,6 +1,6 @@
 /* tasks.h: the task tracker of vs_ops: one PropertyCollector of the
- * client's own with a filter per running task, and its long poll
- * (WaitForUpdatesEx), which reports each task's end. Internal to
+ * client's own with one filter over a ListView of the running tasks, and
+ * its long poll (WaitForUpdatesEx), which reports each task's end. Internal to
  * vsphere/ops.c and vsphere/tasks.c. */
 #ifndef VMG_VS_TASKS_H
 #define VMG_VS_TASKS_H
@@ -30,12 +30,16 @@ void vs__tracker_check(vs_op *op, enum ostep step);
  * registers again after the tracker's backoff. */
 void vs__tracker_retrack(vs_op *op);
 
+/* vs__tracker_release: op ends; its task leaves the tracker's view. */
+void vs__tracker_release(vs_op *op);
+
 /* vs__tracker_kick starts the long poll when tasks are tracked and none
- * runs (destroying the filters of ended tasks first). */
+ * runs (adding waiting tasks to the view and removing ended ones first). */
 void vs__tracker_kick(vs_ops *o);
 
-/* vs__tracker_forget_collector drops the tracker's collector: the tasks
- * it followed register again on a new one after a backoff. */
-void vs__tracker_forget_collector(vs_ops *o);
+/* vs__tracker_reset drops the tracker's collector, its filter and view,
+ * asking vCenter to destroy them: the tasks they followed register again
+ * on new ones after the tracker's backoff. */
+void vs__tracker_reset(vs_ops *o);
 
 #endif

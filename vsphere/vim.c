@@ -194,6 +194,11 @@ int vim_req_destroy_property_collector(const struct vim_moref *pc, char **ret_bu
     return call_this("DestroyPropertyCollector", pc, ret_buf, ret_len);
 }
 
+int vim_req_cancel_wait_for_updates(const struct vim_moref *pc, char **ret_buf, size_t *ret_len)
+{
+    return call_this("CancelWaitForUpdates", pc, ret_buf, ret_len);
+}
+
 /* add_prop_spec adds a PropertySpec: type, all, pathSet... (all when n is
  * 0). */
 static void add_prop_spec(xmlNode *spec, const char *type, const char *const *paths, size_t n)
@@ -206,11 +211,27 @@ static void add_prop_spec(xmlNode *spec, const char *type, const char *const *pa
         soap_add_text(ps, "pathSet", paths[i]);
 }
 
+/* add_view_set adds the ObjectSpec of a filter over a view (of
+ * view_type): the view skipped, the objects it lists (path "view"). */
+static void add_view_set(xmlNode *spec, const struct vim_moref *view, const char *name,
+                         const char *view_type)
+{
+    xmlNode *os = soap_add_text(spec, "objectSet", ""), *ts;
+
+    add_ref(os, "obj", view);
+    soap_add_bool(os, "skip", true);
+    ts = soap_add_typed(os, "selectSet", "TraversalSpec");
+    soap_add_text(ts, "name", name);
+    soap_add_text(ts, "type", view_type);
+    soap_add_text(ts, "path", "view");
+    soap_add_bool(ts, "skip", false);
+}
+
 int vim_req_create_filter_view(const struct vim_moref *pc, const struct vim_moref *view,
                                char **ret_buf, size_t *ret_len)
 {
     soap_req *req;
-    xmlNode *m, *spec, *os, *ts;
+    xmlNode *m, *spec;
 
     if (!ref_ok(pc) || !ref_ok(view) || !ret_buf || !ret_len)
         return -EINVAL;
@@ -219,14 +240,7 @@ int vim_req_create_filter_view(const struct vim_moref *pc, const struct vim_more
     spec = soap_add_text(m, "spec", "");
     add_prop_spec(spec, "VirtualMachine", vim_vm_paths, vim_vm_paths_n);
     add_prop_spec(spec, "Folder", vim_folder_paths, vim_folder_paths_n);
-    os = soap_add_text(spec, "objectSet", "");
-    add_ref(os, "obj", view);
-    soap_add_bool(os, "skip", true);
-    ts = soap_add_typed(os, "selectSet", "TraversalSpec");
-    soap_add_text(ts, "name", "traverseView");
-    soap_add_text(ts, "type", "ContainerView");
-    soap_add_text(ts, "path", "view");
-    soap_add_bool(ts, "skip", false);
+    add_view_set(spec, view, "traverseView", "ContainerView");
     soap_add_bool(m, "partialUpdates", false);
     return finish(req, ret_buf, ret_len);
 }
@@ -246,6 +260,66 @@ int vim_req_create_filter_task(const struct vim_moref *pc, const struct vim_more
     os = soap_add_text(spec, "objectSet", "");
     add_ref(os, "obj", task);
     soap_add_bool(os, "skip", false);
+    soap_add_bool(m, "partialUpdates", false);
+    return finish(req, ret_buf, ret_len);
+}
+
+/* add_refs adds each of the n refs as an element name. */
+static int add_refs(xmlNode *parent, const char *name, const struct vim_moref *refs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!ref_ok(&refs[i]))
+            return -EINVAL;
+        add_ref(parent, name, &refs[i]);
+    }
+    return 0;
+}
+
+int vim_req_create_list_view(const struct vim_moref *view_manager, const struct vim_moref *objs,
+                             size_t n, char **ret_buf, size_t *ret_len)
+{
+    soap_req *req;
+
+    if (!ref_ok(view_manager) || (n && !objs) || !ret_buf || !ret_len)
+        return -EINVAL;
+    req = start("CreateListView", view_manager);
+    if (req && add_refs(soap_req_method(req), "obj", objs, n) < 0) {
+        soap_req_free(req);
+        return -EINVAL;
+    }
+    return finish(req, ret_buf, ret_len);
+}
+
+int vim_req_modify_list_view(const struct vim_moref *view, const struct vim_moref *add, size_t nadd,
+                             const struct vim_moref *remove, size_t nremove, char **ret_buf,
+                             size_t *ret_len)
+{
+    soap_req *req;
+
+    if (!ref_ok(view) || (nadd && !add) || (nremove && !remove) || !ret_buf || !ret_len)
+        return -EINVAL;
+    req = start("ModifyListView", view);
+    if (req && (add_refs(soap_req_method(req), "add", add, nadd) < 0 ||
+                add_refs(soap_req_method(req), "remove", remove, nremove) < 0)) {
+        soap_req_free(req);
+        return -EINVAL;
+    }
+    return finish(req, ret_buf, ret_len);
+}
+
+int vim_req_create_filter_task_view(const struct vim_moref *pc, const struct vim_moref *view,
+                                    char **ret_buf, size_t *ret_len)
+{
+    soap_req *req;
+    xmlNode *m, *spec;
+
+    if (!ref_ok(pc) || !ref_ok(view) || !ret_buf || !ret_len)
+        return -EINVAL;
+    req = start("CreateFilter", pc);
+    m = soap_req_method(req);
+    spec = soap_add_text(m, "spec", "");
+    add_prop_spec(spec, "Task", vim_task_paths, vim_task_paths_n);
+    add_view_set(spec, view, "traverseTasks", "ListView");
     soap_add_bool(m, "partialUpdates", false);
     return finish(req, ret_buf, ret_len);
 }
@@ -514,6 +588,29 @@ int vim_decode_moref(const soap_resp *resp, struct vim_moref *ret)
         return VMG_EPARSE;
     *ret = ref;
     return 0;
+}
+
+int vim_decode_morefs(const soap_resp *resp, int (*cb)(void *arg, const struct vim_moref *ref),
+                      void *arg)
+{
+    const xmlNode *rv = soap_resp_returnval(resp);
+    struct vim_moref ref;
+    int n = 0, r;
+
+    if (!resp || !cb)
+        return VMG_EPARSE;
+    /* Checked whole first, so that cb sees a valid list or nothing. */
+    for (const xmlNode *x = rv; x; x = soap_next(x, "returnval"))
+        if (moref_of(x, &ref) < 0)
+            return VMG_EPARSE;
+    for (const xmlNode *x = rv; x; x = soap_next(x, "returnval")) {
+        (void)moref_of(x, &ref);
+        r = cb(arg, &ref);
+        if (r < 0)
+            return r;
+        n++;
+    }
+    return n;
 }
 
 int vim_decode_text(const soap_resp *resp, char *buf, size_t size)

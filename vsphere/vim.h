@@ -75,6 +75,8 @@ int vim_req_destroy_view(const struct vim_moref *view, char **ret_buf, size_t *r
  * and versions are not shared with anyone else. */
 int vim_req_create_property_collector(const struct vim_moref *pc, char **ret_buf, size_t *ret_len);
 int vim_req_destroy_property_collector(const struct vim_moref *pc, char **ret_buf, size_t *ret_len);
+/* CancelWaitForUpdates: the collector's long poll answers RequestCanceled. */
+int vim_req_cancel_wait_for_updates(const struct vim_moref *pc, char **ret_buf, size_t *ret_len);
 
 /* The property paths the inventory filter watches. */
 extern const char *const vim_vm_paths[];
@@ -104,6 +106,19 @@ int vim_req_create_filter_view(const struct vim_moref *pc, const struct vim_more
  * info.result). */
 int vim_req_create_filter_task(const struct vim_moref *pc, const struct vim_moref *task,
                                char **ret_buf, size_t *ret_len);
+/* CreateListView of the n objs (none: an empty view), and
+ * ModifyListView adding and removing objects; ModifyListView returns the
+ * added objects the server could not find (vim_decode_morefs). */
+int vim_req_create_list_view(const struct vim_moref *view_manager, const struct vim_moref *objs,
+                             size_t n, char **ret_buf, size_t *ret_len);
+int vim_req_modify_list_view(const struct vim_moref *view, const struct vim_moref *add, size_t nadd,
+                             const struct vim_moref *remove, size_t nremove, char **ret_buf,
+                             size_t *ret_len);
+
+/* CreateFilter over the Tasks a ListView lists (the view itself skipped):
+ * vim_task_paths of each. */
+int vim_req_create_filter_task_view(const struct vim_moref *pc, const struct vim_moref *view,
+                                    char **ret_buf, size_t *ret_len);
 int vim_req_destroy_property_filter(const struct vim_moref *filter, char **ret_buf,
                                     size_t *ret_len);
 
@@ -170,6 +185,13 @@ int vim_decode_user_session(const soap_resp *resp, struct vim_user_session *ret)
  * VMG_ENOTFOUND when there is no returnval (FindByInventoryPath found
  * nothing). */
 int vim_decode_moref(const soap_resp *resp, struct vim_moref *ret);
+
+/* vim_decode_morefs calls cb for each ManagedObjectReference of an array
+ * returnval (ModifyListView's objects not found), none when there is no
+ * returnval. Returns the count, VMG_EPARSE (cb never called: the whole
+ * array is checked first) or cb's negative return. */
+int vim_decode_morefs(const soap_resp *resp, int (*cb)(void *arg, const struct vim_moref *ref),
+                      void *arg);
 
 /* vim_decode_text copies a returnval of a simple type (CurrentTime's
  * dateTime, SessionIsActive's boolean); VMG_ENOTFOUND when there is none. */

@@ -7,8 +7,9 @@
 #   govc           `govc vm.clone -on` processes, one filter per task (the
 #                  simulator's ceiling);
 #   tracker        the operator's vCenter client (vsphere/ops through
-#                  tests/e2e/drivers/vsdrv.c): one collector, a filter per
-#                  running task, its long poll; no inventory watch;
+#                  tests/e2e/drivers/vsdrv.c): one collector with one
+#                  filter over a ListView of the running tasks, its long
+#                  poll; no inventory watch;
 #   govc + watch   govc as above while the operator's inventory watch
 #                  (vsdrv idle: the filter over the root folder) follows;
 #   tracker + watch  both parts of the operator's vCenter client at once;

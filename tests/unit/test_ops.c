@@ -1,12 +1,14 @@
 /* test_ops.c: vCenter operations against a fake vCenter (lib/server over
  * TLS on the same loop) that runs tasks the test ends when it wants, keeps
- * PropertyCollectors and filters, and holds WaitForUpdatesEx until there is
- * something to report: the bound on operations in flight and the FIFO
- * queue, task success and failure learned from the long poll, a task that
- * ended before its filter existed (as vcsim never reports it), the
- * collector lost with a session, CreateFolder's DuplicateName, clones with
- * their spec and marks, a missing template, cancelation and close, and
- * what a successful operation did, as the inventory's cache assumes it. */
+ * PropertyCollectors, a ListView of tasks with one filter over it, and holds
+ * WaitForUpdatesEx until there is something to report: the bound on
+ * operations in flight and the FIFO queue, task success and failure learned
+ * from the long poll, tasks added to and removed from the view, a task that
+ * ended before it was in the view (as vcsim never reports it), a task the
+ * view does not find, the collector or the view lost, CreateFolder's
+ * DuplicateName, clones with their spec and marks, a missing template,
+ * cancelation and close, and what a successful operation did, as the
+ * inventory's cache assumes it. */
 #include "tests/unit/unit.h"
 #include "tests/unit/vcenter.h"
 
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <uv.h>
@@ -43,8 +46,9 @@ struct task {
     char state[16]; /* running, success, error */
     char fault[64];
     char result[32];
-    int filter;    /* filter number, 0 when none */
-    int filter_pc; /* the collector (pc_gen) the filter belongs to */
+    int filter;    /* in the tracker's view (its filter's number), 0 when not */
+    int filter_pc; /* the collector (pc_gen) of that view */
+    bool left;     /* removed from the view since */
     char reported[16];
 };
 
@@ -60,7 +64,7 @@ struct fake {
 
     /* behaviour */
     bool instant;                /* tasks end as they are made */
-    bool quiet_new_filters;      /* like vcsim: a new filter's state is not reported */
+    bool quiet_new_filters;      /* a task added to the view is not reported */
     bool mute_polls;             /* the long poll never answers (vcsim under load) */
     bool folder_exists;          /* CreateFolder: DuplicateName */
     bool template_missing;       /* FindChild and the VM listing find nothing */
@@ -68,10 +72,15 @@ struct fake {
     const char *template_parent; /* the folder vm-40 is in (NULL: group-3) */
     bool stale_after_end;        /* like vcsim: an older "running" follows the end */
     int folder_children;         /* childEntity of a folder read before Destroy_Task */
-    bool hold_destroys;          /* DestroyPropertyFilter is not answered until released */
+    bool hold_modifies;          /* ModifyListView is not answered until released */
+    bool lost_tasks;             /* tasks are gone: not found by the view nor read */
+    int view_misses;             /* tasks added to the view answered as not found */
+    bool initial_at_once;        /* like vcsim: a long poll with no version answers at once */
     int unauth_tasks;            /* task methods answered NotAuthenticated (a lost session) */
-    vmg_server_req *held_destroys[DESTROY_HELD_MAX];
-    int nheld_destroys;
+    int unauth_modifies;         /* ModifyListView answered NotAuthenticated (the session and
+                                    its collector and view lost) */
+    vmg_server_req *held_modifies[DESTROY_HELD_MAX];
+    int nheld_modifies;
     int pc_faults; /* CreatePropertyCollector fails this many times */
     /* state */
     struct task tasks[MAXT];
@@ -83,8 +92,12 @@ struct fake {
     /* what the server saw */
     char calls[MAXCALLS][48]; /* "Method target" */
     int ncalls;
-    int destroyed_filters;
-    int destroys_during_wait; /* vcsim panics on those */
+    int removed;         /* tasks removed from the view */
+    int unsafe_modifies; /* ModifyListView calls while a long poll is held: vcsim's
+                            long poll collects on every tick, and may deadlock */
+    int cancels;         /* long polls ended by CancelWaitForUpdates */
+    int asked_version;   /* the version the last long poll asked with (-1: none) */
+    bool resync;         /* the view changed: its tasks enter again (vcsim) */
     char clone_body[8192];
     /* what the client saw */
     struct vs_op_result_copy {
@@ -199,9 +212,17 @@ static void try_wait(struct fake *f)
 
     if (!f->held || f->mute_polls)
         return;
+    if (f->resync) {
+        /* vcsim: the filter's first collect after its view changed enters
+         * every task of the view again. */
+        f->resync = false;
+        for (int i = 0; i < f->ntasks && !f->quiet_new_filters; i++)
+            f->tasks[i].reported[0] = '\0';
+    }
     for (int i = 0; i < f->ntasks; i++) {
         struct task *t = &f->tasks[i];
-        if (!t->filter || t->filter_pc != f->pc_gen || strcmp(t->state, t->reported) == 0)
+        if (!t->filter || t->left || t->filter_pc != f->pc_gen ||
+            strcmp(t->state, t->reported) == 0)
             continue;
         n += snprintf(sets + n, sizeof(sets) - (size_t)n,
                       "<filterSet><filter type=\"PropertyFilter\">filter-%d</filter><objectSet>"
@@ -234,6 +255,9 @@ static void on_abort(void *data, vmg_server_req *r)
 
     if (f->held == r)
         f->held = NULL;
+    for (int i = 0; i < f->nheld_modifies; i++)
+        if (f->held_modifies[i] == r)
+            f->held_modifies[i] = NULL;
     vmg_server_respond(r, 500, "text/plain", "gone", 4);
 }
 
@@ -373,39 +397,100 @@ static void handler(void *data, vmg_server_req *r)
               f->pc_gen);
         return;
     }
+    if (strstr(body, "<CreateListView>")) {
+        record(f, "CreateListView", target);
+        reply(r, 200,
+              "<CreateListViewResponse xmlns=\"urn:vim25\"><returnval type=\"ListView\">"
+              "list-%d</returnval></CreateListViewResponse>",
+              f->pc_gen);
+        return;
+    }
     if (strstr(body, "<CreateFilter>")) {
-        int id = task_of(body);
         record(f, "CreateFilter", target);
-        if (stale_pc(f, body) || id < 0 || id >= f->ntasks) {
+        /* One filter over the view: its Tasks' states, the view skipped. */
+        assert_non_null(strstr(body, "<type>Task</type>"));
+        assert_non_null(strstr(body, "<pathSet>info.state</pathSet>"));
+        assert_non_null(strstr(body, "<type>ListView</type><path>view</path>"));
+        snprintf(tag, sizeof(tag), "type=\"ListView\">list-%d</obj><skip>true</skip>", f->pc_gen);
+        if (stale_pc(f, body) || !strstr(body, tag)) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
         }
-        f->tasks[id].filter = ++f->nfilters;
-        f->tasks[id].filter_pc = f->pc_gen;
-        if (f->quiet_new_filters)
-            memcpy(f->tasks[id].reported, f->tasks[id].state, sizeof(f->tasks[id].reported));
-        else
-            f->tasks[id].reported[0] = '\0';
         reply(r, 200,
               "<CreateFilterResponse xmlns=\"urn:vim25\"><returnval type=\"PropertyFilter\">"
               "filter-%d</returnval></CreateFilterResponse>",
-              f->nfilters);
+              ++f->nfilters);
+        return;
+    }
+    if (strstr(body, "<ModifyListView>")) {
+        char missing[1024];
+        int n = 0;
+
+        record(f, "ModifyListView", target);
+        if (f->unauth_modifies > 0) {
+            f->unauth_modifies--;
+            f->pc_gen++; /* the collector and its view went with the session */
+            reply_fault(r, "NotAuthenticated");
+            return;
+        }
+        snprintf(tag, sizeof(tag), "list-%d", f->pc_gen);
+        if (strcmp(target, tag) != 0) {
+            reply_fault(r, "ManagedObjectNotFound");
+            return;
+        }
+        if (f->held)
+            f->unsafe_modifies++;
+        for (const char *p = body; (p = strstr(p, "<remove type=\"Task\">task-")) != NULL; p++) {
+            int id = (int)strtol(p + 25, NULL, 10);
+            if (id >= 0 && id < f->ntasks && f->tasks[id].filter && !f->tasks[id].left) {
+                f->tasks[id].left = true;
+                f->removed++;
+            }
+        }
+        for (const char *p = body; (p = strstr(p, "<add type=\"Task\">task-")) != NULL; p++) {
+            int id = (int)strtol(p + 22, NULL, 10);
+            if (id < 0 || id >= f->ntasks || f->lost_tasks || f->view_misses > 0) {
+                f->view_misses -= f->view_misses > 0;
+                n += snprintf(missing + n, sizeof(missing) - (size_t)n,
+                              "<returnval type=\"Task\">task-%d</returnval>", id);
+                continue;
+            }
+            f->tasks[id].filter = 1;
+            f->tasks[id].filter_pc = f->pc_gen;
+            f->tasks[id].left = false;
+            if (f->quiet_new_filters)
+                memcpy(f->tasks[id].reported, f->tasks[id].state, sizeof(f->tasks[id].reported));
+            else
+                f->tasks[id].reported[0] = '\0';
+        }
+        f->resync = true;
+        if (f->hold_modifies && f->nheld_modifies < DESTROY_HELD_MAX) {
+            f->held_modifies[f->nheld_modifies++] = r;
+            vmg_server_req_on_abort(r, on_abort, f);
+            return;
+        }
+        reply(r, 200, "<ModifyListViewResponse xmlns=\"urn:vim25\">%s</ModifyListViewResponse>",
+              n ? missing : "");
         try_wait(f);
         return;
     }
-    if (strstr(body, "<DestroyPropertyFilter>")) {
-        f->destroyed_filters++;
-        f->destroys_during_wait += f->held != NULL;
-        if (f->hold_destroys && f->nheld_destroys < DESTROY_HELD_MAX) {
-            f->held_destroys[f->nheld_destroys++] = r;
+    if (strstr(body, "<CancelWaitForUpdates>")) {
+        record(f, "CancelWaitForUpdates", target);
+        if (stale_pc(f, body)) {
+            reply_fault(r, "ManagedObjectNotFound");
             return;
         }
-        reply(
-            r, 200,
-            "<DestroyPropertyFilterResponse xmlns=\"urn:vim25\"></DestroyPropertyFilterResponse>");
+        if (f->held) {
+            reply_fault(f->held, "RequestCanceled");
+            f->held = NULL;
+            f->cancels++;
+        }
+        reply(r, 200,
+              "<CancelWaitForUpdatesResponse xmlns=\"urn:vim25\"></CancelWaitForUpdatesResponse>");
         return;
     }
     if (strstr(body, "<DestroyPropertyCollector>")) {
+        record(f, "DestroyPropertyCollector", target);
         reply(r, 200,
               "<DestroyPropertyCollectorResponse xmlns=\"urn:vim25\">"
               "</DestroyPropertyCollectorResponse>");
@@ -459,7 +544,7 @@ static void handler(void *data, vmg_server_req *r)
             return;
         }
         record(f, "RetrievePropertiesEx", "task");
-        if (id < 0 || id >= f->ntasks) {
+        if (id < 0 || id >= f->ntasks || f->lost_tasks) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
         }
@@ -478,6 +563,8 @@ static void handler(void *data, vmg_server_req *r)
     }
     if (strstr(body, "<WaitForUpdatesEx>")) {
         record(f, "WaitForUpdatesEx", target);
+        f->asked_version =
+            between(body, "<version>", "<", tag, sizeof(tag))[0] ? (int)strtol(tag, NULL, 10) : -1;
         if (stale_pc(f, body)) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
@@ -486,6 +573,13 @@ static void handler(void *data, vmg_server_req *r)
         f->held = r;
         vmg_server_req_on_abort(r, on_abort, f);
         try_wait(f);
+        if (f->held == r && f->initial_at_once && !strstr(body, "<version>")) {
+            f->held = NULL;
+            reply(r, 200,
+                  "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"><returnval><version>%d</version>"
+                  "</returnval></WaitForUpdatesExResponse>",
+                  ++f->version);
+        }
         return;
     }
     vmg_server_respond(r, 404, "text/plain", "no", 2);
@@ -660,6 +754,15 @@ static struct vim_moref vmref(int i)
     return r;
 }
 
+/* power_on starts the power-on of vm-(i+1) with context c[i] (tag i). */
+static void power_on(struct fake *f, struct ctx *c, int i)
+{
+    struct vim_moref vm = vmref(i + 1);
+
+    c[i] = (struct ctx){f, i};
+    assert_int_equal(vs_ops_power_on(f->ops, &vm, on_done, &c[i], NULL), 0);
+}
+
 /* ---- Tests ---- */
 
 static void test_bound_and_fifo(void **state)
@@ -709,13 +812,16 @@ static void test_bound_and_fifo(void **state)
             }
         assert_int_equal(n, 5);
     }
-    /* One collector served all; every filter was destroyed. */
+    /* One collector, one view and one filter served all; every task left
+     * the view, and no ModifyListView risked vcsim's lock order. */
     assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
+    assert_int_equal(calls_of(&f, "CreateListView"), 1);
+    assert_int_equal(calls_of(&f, "CreateFilter"), 1);
     want_done = 0;
     uv_run(&f.loop, UV_RUN_NOWAIT);
     teardown(&f);
-    assert_true(f.destroyed_filters >= 4);
-    assert_int_equal(f.destroys_during_wait, 0);
+    assert_true(f.removed >= 4);
+    assert_int_equal(f.unsafe_modifies, 0);
 }
 
 static void test_task_error(void **state)
@@ -961,16 +1067,16 @@ static void test_hold_starts_nothing_more(void **state)
     teardown(&f);
 }
 
-/* three_tasks_filtered: the third task has a filter, and the request
- * that made it was answered. */
+/* three_tasks_filtered: the third task is in the view, and the request
+ * that put it there was answered. */
 static bool three_tasks_filtered(const struct fake *f)
 {
     return f->ntasks >= 3 && f->tasks[2].filter != 0;
 }
 
-static bool destroy_held(const struct fake *f)
+static bool modify_held(const struct fake *f)
 {
-    return f->nheld_destroys > 0;
+    return f->nheld_modifies > 0;
 }
 
 static bool both_done(const struct fake *f)
@@ -979,9 +1085,9 @@ static bool both_done(const struct fake *f)
 }
 
 /* A new session replaces the tracker's collector while a task is tracked
- * on the old one and no long poll is out (the filter of a task that ended
- * is being destroyed): the task registers again on the new collector, and
- * its end is reported. */
+ * on the old one and no long poll is out (the task that ended is being
+ * removed from the view): the task registers again on the new collector,
+ * and its end is reported. */
 static void test_tracked_task_follows_a_new_session(void **state)
 {
     struct fake f;
@@ -998,10 +1104,10 @@ static void test_tracked_task_follows_a_new_session(void **state)
     want_tasks = 2;
     want_held_tasks = 2;
     spin(&f, tracked);
-    /* B ends; its filter's destruction hangs, so no long poll goes out. */
-    f.hold_destroys = true;
+    /* B ends; its removal from the view hangs, so no long poll goes out. */
+    f.hold_modifies = true;
     end_task(&f, 1, "success", NULL);
-    spin(&f, destroy_held);
+    spin(&f, modify_held);
     assert_int_equal(f.ndone, 1);
     /* The session is lost: C's method is refused, the session logs in
      * again, and C is tracked on a new collector. */
@@ -1012,16 +1118,232 @@ static void test_tracked_task_follows_a_new_session(void **state)
     assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c[2], NULL), 0);
     want_tasks = 3;
     want_held_tasks = 0;
+    f.hold_modifies = false;
     spin(&f, three_tasks_filtered);
-    f.hold_destroys = false;
-    for (int i = 0; i < f.nheld_destroys; i++)
-        reply(
-            f.held_destroys[i], 200,
-            "<DestroyPropertyFilterResponse xmlns=\"urn:vim25\"></DestroyPropertyFilterResponse>");
-    f.nheld_destroys = 0;
+    for (int i = 0; i < f.nheld_modifies; i++)
+        if (f.held_modifies[i])
+            reply(f.held_modifies[i], 200,
+                  "<ModifyListViewResponse xmlns=\"urn:vim25\"></ModifyListViewResponse>");
+    f.nheld_modifies = 0;
     end_task(&f, 0, "success", NULL);
     end_task(&f, 2, "success", NULL);
     spin(&f, both_done);
+    assert_int_equal(f.done[1].err, 0);
+    assert_int_equal(f.done[2].err, 0);
+    teardown(&f);
+}
+
+static bool task0_left(const struct fake *f)
+{
+    return f->ntasks >= 1 && f->tasks[0].left;
+}
+
+static bool both_left(const struct fake *f)
+{
+    return f->ntasks >= 2 && f->tasks[0].left && f->tasks[1].left && f->ndone >= 2;
+}
+
+/* Tasks join the one view when they start and leave it once ended; the
+ * others stay in it. One collector, one view and one filter serve all. */
+static void test_view_add_remove(void **state)
+{
+    struct fake f;
+    struct ctx c[2];
+
+    (void)state;
+    setup(&f, 8, 0);
+    power_on(&f, c, 0);
+    power_on(&f, c, 1);
+    want_tasks = 2;
+    want_held_tasks = 2;
+    spin(&f, tracked);
+    assert_false(f.tasks[0].left);
+    assert_false(f.tasks[1].left);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, task0_left);
+    assert_int_equal(f.ndone, 1);
+    assert_false(f.tasks[1].left); /* still followed */
+    end_task(&f, 1, "success", NULL);
+    spin(&f, both_left);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(f.done[1].err, 0);
+    assert_int_equal(f.removed, 2);
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
+    assert_int_equal(calls_of(&f, "CreateListView"), 1);
+    assert_int_equal(calls_of(&f, "CreateFilter"), 1);
+    assert_int_equal(f.unsafe_modifies, 0);
+    teardown(&f);
+}
+
+/* A task vCenter no longer knows, added to the view: the view does not
+ * find it, nor does the read that follows; the outcome is unknown. */
+static void test_task_the_view_does_not_find(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(4);
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.lost_tasks = true;
+    c.f = &f;
+    assert_int_equal(vs_ops_power_off(f.ops, &vm, on_done, &c, NULL), 0);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, VMG_EUNKNOWN);
+    assert_int_equal(calls_of(&f, "RetrievePropertiesEx task"), 1);
+    teardown(&f);
+}
+
+static bool made_pcs2_tracked(const struct fake *f)
+{
+    return calls_of(f, "CreatePropertyCollector") >= 2 && f->ntasks >= 1 &&
+           f->tasks[0].filter_pc == f->pc_gen && f->tasks[0].filter && f->held != NULL;
+}
+
+/* The view refuses a task that vCenter still runs (its read says so): the
+ * view is taken for broken, destroyed with its collector, and the tracker
+ * is made anew after the backoff, where the task is followed to its end. */
+static void test_view_refuses_a_running_task(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(4);
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.view_misses = 1;
+    c.f = &f;
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    spin(&f, made_pcs2_tracked);
+    assert_int_equal(f.ndone, 0);
+    assert_int_equal(calls_of(&f, "DestroyPropertyCollector pc-1"), 1);
+    assert_int_equal(calls_of(&f, "DestroyView list-1"), 1);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    teardown(&f);
+}
+
+static bool two_on_new_view(const struct fake *f)
+{
+    return f->ntasks >= 2 && f->tasks[0].filter_pc == 2 && f->tasks[1].filter_pc == 2 &&
+           f->tasks[0].filter && f->tasks[1].filter && f->held != NULL;
+}
+
+/* The view and the collector vanish while a task is followed (vCenter
+ * restarted its services): the next ModifyListView finds no view; the
+ * tracker is made anew, with every task in flight in the new view. */
+static void test_view_lost(void **state)
+{
+    struct fake f;
+    struct ctx c[2];
+
+    (void)state;
+    setup(&f, 8, 0);
+    power_on(&f, c, 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    f.pc_gen = 2; /* pc-1 and list-1 are gone */
+    power_on(&f, c, 1);
+    spin(&f, two_on_new_view);
+    assert_int_equal(f.ndone, 0);
+    assert_int_equal(calls_of(&f, "CreateListView"), 2);
+    assert_int_equal(calls_of(&f, "CreateFilter"), 2);
+    end_task(&f, 0, "success", NULL);
+    end_task(&f, 1, "error", "InvalidPowerState");
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(f.done[1].err, VMG_EFAULT);
+    assert_string_equal(f.done[1].fault, "InvalidPowerState");
+    teardown(&f);
+}
+
+/* A new session while a ModifyListView is out (answered NotAuthenticated;
+ * sent again after the login, it finds no view): the tracker makes a new
+ * collector and view at once, and the task's end is reported. */
+static void test_new_session_during_a_view_change(void **state)
+{
+    struct fake f;
+    struct ctx c[2];
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.unauth_modifies = 1;
+    power_on(&f, c, 0);
+    spin(&f, made_pcs2_tracked);
+    assert_int_equal(f.ndone, 0);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    power_on(&f, c, 1);
+    want_tasks = 2;
+    want_held_tasks = 2;
+    spin(&f, tracked);
+    end_task(&f, 1, "success", NULL);
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[1].err, 0);
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 2);
+    teardown(&f);
+}
+
+static bool tasks3(const struct fake *f)
+{
+    return f->ntasks >= 3;
+}
+
+static bool tasks2(const struct fake *f)
+{
+    return f->ntasks >= 2;
+}
+
+static bool bc_tracked(const struct fake *f)
+{
+    return f->ndone >= 1 && f->tasks[1].filter && f->tasks[2].filter && f->held != NULL;
+}
+
+/* vcsim's lock order: a change of the view while a long poll is out can
+ * deadlock vcsim (the long poll collects on every tick). Tasks that start
+ * while a long poll is out (here one that reports nothing: the view's
+ * tasks run on) cancel it and join the view once it has answered, never by
+ * a change during it. */
+static void test_view_changes_wait_for_the_long_poll(void **state)
+{
+    struct fake f;
+    struct ctx c[3];
+    int version;
+
+    (void)state;
+    setup(&f, 8, 0);
+    f.quiet_new_filters = true;
+    f.initial_at_once = true;
+    power_on(&f, c, 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    version = f.asked_version;
+    assert_true(version > 0);
+    power_on(&f, c, 1);
+    spin(&f, tasks2);
+    power_on(&f, c, 2);
+    spin(&f, tasks3);
+    for (int i = 0; i < 30; i++)
+        uv_run(&f.loop, UV_RUN_NOWAIT), usleep(50000);
+    assert_int_equal(f.unsafe_modifies, 0);
+    assert_true(f.tasks[1].filter && f.tasks[2].filter);
+    assert_true(f.cancels >= 1);
+    assert_non_null(f.held); /* polling again, the cancel no failure */
+    assert_int_equal(f.asked_version, version);
+    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, bc_tracked);
+    assert_int_equal(f.unsafe_modifies, 0);
+    end_task(&f, 1, "success", NULL);
+    end_task(&f, 2, "success", NULL);
+    want_done = 3;
+    spin(&f, done_enough);
     assert_int_equal(f.done[1].err, 0);
     assert_int_equal(f.done[2].err, 0);
     teardown(&f);
@@ -1478,6 +1800,12 @@ int main(void)
         cmocka_unit_test(test_destroy_folder_only_when_empty),
         cmocka_unit_test(test_hold_starts_nothing_more),
         cmocka_unit_test(test_tracked_task_follows_a_new_session),
+        cmocka_unit_test(test_view_add_remove),
+        cmocka_unit_test(test_task_the_view_does_not_find),
+        cmocka_unit_test(test_view_refuses_a_running_task),
+        cmocka_unit_test(test_view_lost),
+        cmocka_unit_test(test_new_session_during_a_view_change),
+        cmocka_unit_test(test_view_changes_wait_for_the_long_poll),
         cmocka_unit_test(test_create_folder),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_results_assumed),

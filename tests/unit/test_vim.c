@@ -1060,6 +1060,170 @@ static void test_builders_check_arguments(void **state)
     assert_int_equal(len, 0);
 }
 
+static int count_of(const char *s, const char *what)
+{
+    int n = 0;
+
+    for (const char *p = s; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* ListView requests: an empty view, tasks added and removed; an invalid
+ * reference anywhere refuses the whole request; a long list is whole. */
+static void test_list_view_requests(void **state)
+{
+    enum { HUGE_N = 5000 };
+    struct vim_moref vmgr, view, empty, t[3];
+    struct vim_moref *many = calloc(HUGE_N, sizeof(*many));
+    char *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    assert_non_null(many);
+    memset(&empty, 0, sizeof(empty));
+    vim_moref_set(&vmgr, "ViewManager", "ViewManager");
+    vim_moref_set(&view, "ListView", "session[1]list-1");
+    vim_moref_set(&t[0], "Task", "task-1");
+    vim_moref_set(&t[1], "Task", "task-2");
+    vim_moref_set(&t[2], "Task", "task-3");
+
+    assert_int_equal(vim_req_create_list_view(&vmgr, NULL, 0, &buf, &len), 0);
+    assert_non_null(strstr(buf, "<CreateListView><_this type=\"ViewManager\">"
+                                "ViewManager</_this></CreateListView>"));
+    soap_buf_free(buf, len);
+    assert_int_equal(vim_req_create_list_view(&vmgr, t, 2, &buf, &len), 0);
+    assert_non_null(strstr(buf, "<obj type=\"Task\">task-1</obj><obj type=\"Task\">task-2</obj>"));
+    soap_buf_free(buf, len);
+
+    assert_int_equal(vim_req_modify_list_view(&view, t, 2, &t[2], 1, &buf, &len), 0);
+    assert_non_null(strstr(buf, "<_this type=\"ListView\">session[1]list-1</_this>"
+                                "<add type=\"Task\">task-1</add><add type=\"Task\">task-2</add>"
+                                "<remove type=\"Task\">task-3</remove>"));
+    soap_buf_free(buf, len);
+    assert_int_equal(vim_req_modify_list_view(&view, NULL, 0, t, 1, &buf, &len), 0);
+    assert_null(strstr(buf, "<add"));
+    assert_non_null(strstr(buf, "<remove type=\"Task\">task-1</remove>"));
+    soap_buf_free(buf, len);
+    buf = NULL;
+    len = 0;
+
+    /* Refused: an invalid reference (the view, one added or removed, the
+     * view manager), a count without a list. */
+    t[1] = empty;
+    assert_int_equal(vim_req_modify_list_view(&view, t, 2, NULL, 0, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_modify_list_view(&view, NULL, 0, t, 2, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_modify_list_view(&empty, t, 1, NULL, 0, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_modify_list_view(&view, NULL, 1, NULL, 0, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_modify_list_view(&view, NULL, 0, NULL, 1, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_modify_list_view(NULL, t, 1, NULL, 0, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_modify_list_view(&view, t, 1, NULL, 0, NULL, &len), -EINVAL);
+    assert_int_equal(vim_req_create_list_view(&vmgr, t, 2, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_create_list_view(&empty, NULL, 0, &buf, &len), -EINVAL);
+    assert_int_equal(vim_req_create_list_view(&vmgr, NULL, 1, &buf, &len), -EINVAL);
+    assert_null(buf);
+    assert_int_equal(len, 0);
+
+    for (int i = 0; i < HUGE_N; i++) {
+        char v[24];
+        snprintf(v, sizeof(v), "task-%d", i);
+        assert_int_equal(vim_moref_set(&many[i], "Task", v), 0);
+    }
+    assert_int_equal(vim_req_modify_list_view(&view, many, HUGE_N, many, HUGE_N, &buf, &len), 0);
+    assert_int_equal(count_of(buf, "<add type=\"Task\">"), HUGE_N);
+    assert_int_equal(count_of(buf, "<remove type=\"Task\">"), HUGE_N);
+    assert_non_null(strstr(buf, "<add type=\"Task\">task-4999</add>"));
+    soap_buf_free(buf, len);
+    assert_int_equal(vim_req_create_list_view(&vmgr, many, HUGE_N, &buf, &len), 0);
+    assert_int_equal(count_of(buf, "<obj type=\"Task\">"), HUGE_N);
+    soap_buf_free(buf, len);
+    free(many);
+}
+
+struct morefs_rec {
+    int n;
+    char last[256];
+    int fail_at; /* cb returns -EIO at this call (1-based), 0: never */
+};
+
+static int morefs_cb(void *arg, const struct vim_moref *ref)
+{
+    struct morefs_rec *m = arg;
+
+    m->n++;
+    snprintf(m->last, sizeof(m->last), "%s:%s", ref->type, ref->value);
+    return m->n == m->fail_at ? -EIO : 0;
+}
+
+#define MODIFY_OPEN ENV_OPEN "<ModifyListViewResponse xmlns=\"urn:vim25\">"
+#define MODIFY_CLOSE "</ModifyListViewResponse>" ENV_CLOSE
+
+static int morefs_str(const char *doc, struct morefs_rec *m)
+{
+    soap_resp *resp = parse_str(doc);
+    int r = vim_decode_morefs(resp, morefs_cb, m);
+
+    soap_resp_free(resp);
+    return r;
+}
+
+/* ModifyListView's objects not found: none, some; a malformed entry
+ * anywhere refuses the whole list before cb sees any; a long list. */
+static void test_decode_morefs(void **state)
+{
+    enum { HUGE_N = 5000 };
+    static const char *const bad[] = {
+        MODIFY_OPEN "<returnval>task-1</returnval>" MODIFY_CLOSE, /* no type */
+        MODIFY_OPEN "<returnval type=\"Task\"></returnval>" MODIFY_CLOSE,
+        MODIFY_OPEN "<returnval type=\"\">task-1</returnval>" MODIFY_CLOSE,
+        MODIFY_OPEN "<returnval type=\"Task\">task-1</returnval>"
+                    "<returnval type=\"Task\"><x>task-2</x></returnval>" MODIFY_CLOSE,
+        MODIFY_OPEN "<returnval type=\"Task\">task-1</returnval><returnval type=\"Task\">"
+                    "0123456789012345678901234567890123456789012345678901234567890123456789"
+                    "0123456789012345678901234567890123456789012345678901234567890123456789"
+                    "</returnval>" MODIFY_CLOSE,
+    };
+    struct morefs_rec m = {0};
+    char *doc;
+    size_t n = 0, size = 64 + (size_t)HUGE_N * 64;
+
+    (void)state;
+    assert_int_equal(morefs_str(MODIFY_OPEN MODIFY_CLOSE, &m), 0);
+    assert_int_equal(morefs_str(MODIFY_OPEN
+                                "<returnval type=\"Task\">task-1</returnval>"
+                                "<returnval type=\"Task\">task-9</returnval>" MODIFY_CLOSE,
+                                &m),
+                     2);
+    assert_int_equal(m.n, 2);
+    assert_string_equal(m.last, "Task:task-9");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&m, 0, sizeof(m));
+        assert_int_equal(morefs_str(bad[i], &m), VMG_EPARSE);
+        assert_int_equal(m.n, 0);
+    }
+    memset(&m, 0, sizeof(m));
+    m.fail_at = 1;
+    assert_int_equal(morefs_str(MODIFY_OPEN
+                                "<returnval type=\"Task\">task-1</returnval>"
+                                "<returnval type=\"Task\">task-2</returnval>" MODIFY_CLOSE,
+                                &m),
+                     -EIO);
+    assert_int_equal(m.n, 1);
+    assert_int_equal(vim_decode_morefs(NULL, morefs_cb, &m), VMG_EPARSE);
+
+    doc = malloc(size);
+    assert_non_null(doc);
+    n += (size_t)snprintf(doc + n, size - n, "%s", MODIFY_OPEN);
+    for (int i = 0; i < HUGE_N; i++)
+        n += (size_t)snprintf(doc + n, size - n, "<returnval type=\"Task\">task-%d</returnval>", i);
+    n += (size_t)snprintf(doc + n, size - n, "%s", MODIFY_CLOSE);
+    assert_true(n < size);
+    memset(&m, 0, sizeof(m));
+    assert_int_equal(morefs_str(doc, &m), HUGE_N);
+    assert_string_equal(m.last, "Task:task-4999");
+    free(doc);
+}
+
 /* The optional parts of requests: a clone without config, a reconfigure of
  * the size only, a retrieve of all properties, paging. */
 static void test_builder_options(void **state)
@@ -1152,6 +1316,8 @@ int main(void)
         cmocka_unit_test(test_decoders_refuse_other_responses),
         cmocka_unit_test(test_builders_check_arguments),
         cmocka_unit_test(test_builder_options),
+        cmocka_unit_test(test_list_view_requests),
+        cmocka_unit_test(test_decode_morefs),
         cmocka_unit_test(test_vm_paths_with_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
