@@ -3,14 +3,21 @@
 # beside the simulator's own ceiling, on one environment in the same run
 # (issue 15). For each case of CONVERGE_GROUPS (default "50 100") groups of 3
 # replicas, i.e. VMs = groups x 3:
-#   ceiling  govc, CONVERGE_INFLIGHT (8) `govc vm.clone -on` processes at a
-#            time making the VMs, then as many `govc vm.destroy` at a time;
+#   ceiling  govc doing the operator's work: a folder per group, then
+#            CONVERGE_INFLIGHT (8) `govc vm.clone -on` processes at a time
+#            making the VMs in them, then as many `govc vm.destroy` at a
+#            time and the folders destroyed;
 #   operator bin/vmgroup-operator with its defaults: `kubectl create` of the
 #            groups until all are RUNNING with 3, IDLE_SECONDS (60) idle,
 #            then `kubectl delete vg --all` until none is left.
 # Then the same with vCenter-like task latencies (vcsim restarted with
-# CONVERGE_DELAYS, default 5 s per clone, 0.5 s per power-on, power-off and
-# destroy) for CONVERGE_DELAYED_GROUPS (50) groups; "" skips it.
+# CONVERGE_DELAYS) for CONVERGE_DELAYED_GROUPS (50) groups; "" skips it.
+# The default is 5.5 s per clone that powers its VM on, 0.5 s per power-off
+# and destroy, and no delay for PowerOnVM_Task: vcsim (v0.56) runs a clone's
+# power-on while it holds the template's lock and waits for it, so a delay
+# of power-ons would make clones of one template wait for each other's
+# power-on, one at a time, which a vCenter does not (the operator clones
+# with powerOn; govc clones, then powers on, and gets the same 5.5 s).
 #
 # Figures: seconds to RUNNING (ceiling: to the last clone powered on), VMs/s,
 # vcsim's CPU seconds from the start to RUNNING and per VM created (from
@@ -39,7 +46,7 @@ cases=${CONVERGE_GROUPS-50 100}
 replicas=3
 inflight=${CONVERGE_INFLIGHT:-8}
 idle=${IDLE_SECONDS:-60}
-delays=${CONVERGE_DELAYS-CloneVM_Task=5000,PowerOnVM_Task=500,PowerOffVM_Task=500,Destroy_Task=500}
+delays=${CONVERGE_DELAYS-CloneVM_Task=5500,PowerOffVM_Task=500,Destroy_Task=500}
 delayed=${CONVERGE_DELAYED_GROUPS-50}
 timeout=${CONVERGE_TIMEOUT:-900}
 max_rss=${CONVERGE_MAX_RSS_MIB:-24}
@@ -94,23 +101,26 @@ add_row() { rows="$rows$(printf '%-24s %s' "$1" "$2")
 # time; sets c_run c_del c_cpu.
 ceiling() {
 	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 t2 k0 k1 m0 m1 m2 n
-	govc folder.create "$root/$folder" >/dev/null
 	govc about >/dev/null # the session, kept for the processes below
 	m0=$(methods)
 	k0=$(ticks "$(vcsim_pid)")
 	t0=$(now)
-	seq 1 "$vms" | xargs -P "$inflight" -I{} govc vm.clone -vm /DC0/vm/vm-operator-template \
-		-folder "$root/$folder" -pool /DC0/host/DC0_C0/Resources -c 1 -m 1024 -on=true \
-		"$folder-{}" >/dev/null
+	# The operator's work: a folder per group, its replicas cloned into it,
+	# and at deletion the VMs destroyed, then the folders.
+	seq 0 $(($1 - 1)) | xargs -P "$inflight" -I{} govc folder.create "$root/$folder-{}" >/dev/null
+	for g in $(seq 0 $(($1 - 1))); do
+		for k in $(seq 0 $((replicas - 1))); do echo "$folder-$g $folder-$g-$k"; done
+	done | xargs -P "$inflight" -n 2 sh -c 'govc vm.clone -vm /DC0/vm/vm-operator-template \
+		-folder "$1/$2" -pool /DC0/host/DC0_C0/Resources -c 1 -m 1024 -on=true "$3" >/dev/null' sh "$root"
 	t1=$(now)
 	k1=$(ticks "$(vcsim_pid)")
 	m1=$(methods)
-	n=$(govc find "$root/$folder" -type m -runtime.powerState poweredOn | wc -l)
+	n=$(govc find "$root" -type m -name "$folder-*" -runtime.powerState poweredOn | wc -l)
 	[ "$n" -eq "$vms" ] || fail "govc made $n of $vms VMs powered on"
-	govc ls "$root/$folder" | xargs -P "$inflight" -n 1 govc vm.destroy >/dev/null
+	govc find "$root" -type m -name "$folder-*" | xargs -P "$inflight" -n 1 govc vm.destroy >/dev/null
+	govc find "$root" -type f -name "$folder-*" | xargs -P "$inflight" -n 1 govc object.destroy >/dev/null
 	t2=$(now)
 	m2=$(methods)
-	govc object.destroy "$root/$folder" >/dev/null
 	c_run=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	c_del=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
 	c_cpu=$(awk -v a="$k0" -v b="$k1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
@@ -270,10 +280,11 @@ if [ -n "$delayed" ]; then
 	rows= detail=
 	ceiling "$delayed"
 	operator "$delayed" 0
-	# The lower bounds: VMs / in flight x the tasks' time per VM.
-	bounds=$(awk -v d="$delays" -v n="$vms" -v f="$inflight" 'BEGIN {
+	# The lower bounds: VMs / in flight x the tasks' time per VM (and the
+	# groups' folders destroyed at the end).
+	bounds=$(awk -v d="$delays" -v n="$vms" -v g="$delayed" -v f="$inflight" 'BEGIN {
 		k = split(d, a, ","); for (i = 1; i <= k; i++) { split(a[i], kv, "="); t[kv[1]] = kv[2] / 1000 }
-		printf "%.1f %.1f", n / f * (t["CloneVM_Task"] + t["PowerOnVM_Task"]), n / f * (t["PowerOffVM_Task"] + t["Destroy_Task"]) }')
+		printf "%.1f %.1f", n / f * (t["CloneVM_Task"] + t["PowerOnVM_Task"]), n / f * (t["PowerOffVM_Task"] + t["Destroy_Task"]) + g / f * t["Destroy_Task"] }')
 	printf '%-24s %8s %9s %8s %9s\n' "" "to RUN s" "vcsim CPU" "delete s" "x govc"
 	printf '%-24s %8s %9s %8s\n' "lower bound ($inflight in flight)" "${bounds% *}" - "${bounds#* }"
 	printf '%-24s %8s %9s %8s\n' "govc $vms VMs" "$c_run" "$c_cpu" "$c_del"
