@@ -633,7 +633,7 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
 {
     enum vs_obj_kind kind;
     struct node *n;
-    unsigned keep = 0;
+    unsigned keep = 0, set;
     int e;
 
     if (!c || !u)
@@ -665,11 +665,15 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
     e = get_node(c, u, kind, &n);
     if (e < 0)
         return e;
+    set = fields_of(u, u->kind == VIM_ENTER);
     for (int f = 0; f < F_N; f++) {
         if (!(n->pinned & (1u << f)))
             continue;
-        if (asked > n->pin[f])
-            n->pinned &= ~(1u << f); /* newer than the assumption: it ends */
+        /* A newer answer ends the assumption of what it sets; one that
+         * does not set a property leaves its pin, and its dispute, until
+         * an answer or a read-back says it. */
+        if (asked > n->pin[f] && (set & (1u << f)))
+            n->pinned &= ~(1u << f);
         else
             keep |= 1u << f;
     }

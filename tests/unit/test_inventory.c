@@ -830,6 +830,41 @@ static void test_assume_out_of_band_power_off(void **state)
     vs_cache_free(c);
 }
 
+/* A newer answer that mentions the VM but not the disputed property (the
+ * CPUs changed) does not end the dispute: the power state stays pinned and
+ * disputed until the read-back, whose "off" wins. */
+static void test_assume_dispute_outlives_other_changes(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 5), 1);
+    assert_int_equal(stream_power(c, "vm-12", "poweredOff", 5), 0);
+    assert_int_equal(n_read_backs, 1);
+    assert_true(vs_cache_disputed(c, "vm-12"));
+
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    ch_str(&b, "config.hardware.numCPU", "xsd:int", "4");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed_from(c, &b, 6), 1);
+    assert_int_equal(vs_cache_get(c, "vm-12")->num_cpu, 4);
+    assert_true(vs_cache_get(c, "vm-12")->powered_on);
+    assert_true(vs_cache_disputed(c, "vm-12"));
+
+    /* The read-back (request 7) answers: off. */
+    r.n = 0;
+    begin(&b);
+    vm(&b, "enter", "vm-12", "stray", "group-a", "poweredOff", 4, 1024, NULL);
+    assert_int_equal(feed_from(c, &b, 7), 1);
+    assert_false(vs_cache_get(c, "vm-12")->powered_on);
+    assert_false(vs_cache_disputed(c, "vm-12"));
+    vs_cache_free(c);
+}
+
 /* A power state the watch reported after the operation started may be
  * newer than the task's result: the assumption leaves it (0), unless it
  * says the same. The CPUs and memory are assumed apart from the power
@@ -1100,6 +1135,7 @@ int main(void)
         cmocka_unit_test(test_assume_older_answer_read_back),
         cmocka_unit_test(test_assume_older_answer_settles_itself),
         cmocka_unit_test(test_assume_out_of_band_power_off),
+        cmocka_unit_test(test_assume_dispute_outlives_other_changes),
         cmocka_unit_test(test_assume_does_not_overwrite_newer),
         cmocka_unit_test(test_assume_gone),
         cmocka_unit_test(test_assume_gone_moref_given_again),
