@@ -703,6 +703,7 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
     struct vs_obj want;
     struct tomb *t;
     unsigned skip = 0, set, lost;
+    bool seen;
     int e;
 
     if (!c || !u || kind_of(u, &kind) < 0)
@@ -724,9 +725,13 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
         return 0; /* not known: nothing to change, the watch will tell */
     if (!n && (t = tomb_find(c, u->obj.value)) != NULL)
         tomb_del(c, t); /* a moref given again (vcsim after a restart) */
+    seen = n && n->seen;
     e = get_node(c, u, kind, &n);
     if (e < 0)
         return e;
+    /* Only the watch's full state says what still exists during a resync:
+     * an assumption does not keep an object it lacks. */
+    n->seen = seen;
     set = fields_of(u, false);
     for (int f = 0; f < F_N; f++)
         if (n->set_at[f] > since)

@@ -305,8 +305,8 @@ static void refresh_next(vs_inventory *inv)
 
     size_t i = 0;
 
-    if (inv->refresh_req || !sc || inv->closing || !inv->synced)
-        return;
+    if (inv->refresh_req || !sc || inv->closing || !inv->synced || inv->resyncing)
+        return; /* a resync's end sends what is queued */
     for (;;) {
         if (i >= inv->nrefresh)
             return;
@@ -740,7 +740,9 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
 
     if (!inv || !u || inv->closing)
         return -EINVAL;
-    if (!inv->synced || !inv->cache)
+    /* While a resync's full state is out, what exists is what it says:
+     * the caller reads the VM back instead (vs_inventory_reread). */
+    if (!inv->synced || !inv->cache || inv->resyncing)
         return -EAGAIN;
     settle(inv);
     /* Every request numbered up to inv->asked was sent before the task's

@@ -158,7 +158,8 @@ uint64_t vs_inventory_mark(const vs_inventory *inv);
  * decides; it does not overwrite what the watch said after since (see
  * "Assumed changes" in invcache.h). Returns 1 when all of u holds, 0 when
  * some or all of it was left for the watch to say, -EAGAIN while the watch
- * is not synced, -EINVAL, -ENOSPC or -ENOMEM. */
+ * is not synced or reads its full state again (a resync: read the VM back
+ * with vs_inventory_reread), -EINVAL, -ENOSPC or -ENOMEM. */
 int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, uint64_t since);
 
 bool vs_inventory_synced(const vs_inventory *inv);

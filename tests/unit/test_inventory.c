@@ -865,6 +865,34 @@ static void test_assume_dispute_outlives_other_changes(void **state)
     vs_cache_free(c);
 }
 
+/* An assumption made while a resync's full state is out does not keep an
+ * object that full state lacks (deleted by hand meanwhile): no ghost. */
+static void test_assume_during_resync(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    vs_cache_begin_resync(c);
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 5), 1);
+    r.n = 0;
+    begin(&b);
+    vm(&b, "enter", "vm-11", "a-0", "group-a", "poweredOn", 2, 2048, "uid-a");
+    vm(&b, "enter", "vm-13", "b-0", "group-b", "poweredOn", 1, 1024, "uid-b");
+    vm(&b, "enter", "vm-14", "deep", "group-s", "poweredOn", 1, 1024, NULL);
+    vm(&b, "enter", "vm-15", "loose", "group-1", "poweredOn", 1, 1024, NULL);
+    folder(&b, "enter", "group-s", "sub", "group-a");
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    folder(&b, "enter", "group-b", "ns_b", "group-1");
+    assert_int_equal(feed_from(c, &b, 6), 0);
+    assert_int_equal(vs_cache_end_resync(c), 1);
+    expect(&r, "vm-12", VS_CHANGE_REMOVED, "ns_a", "-");
+    assert_null(vs_cache_get(c, "vm-12"));
+    vs_cache_free(c);
+}
+
 /* A power state the watch reported after the operation started may be
  * newer than the task's result: the assumption leaves it (0), unless it
  * says the same. The CPUs and memory are assumed apart from the power
@@ -1136,6 +1164,7 @@ int main(void)
         cmocka_unit_test(test_assume_older_answer_settles_itself),
         cmocka_unit_test(test_assume_out_of_band_power_off),
         cmocka_unit_test(test_assume_dispute_outlives_other_changes),
+        cmocka_unit_test(test_assume_during_resync),
         cmocka_unit_test(test_assume_does_not_overwrite_newer),
         cmocka_unit_test(test_assume_gone),
         cmocka_unit_test(test_assume_gone_moref_given_again),
