@@ -72,6 +72,7 @@ struct vs_inventory {
     uint64_t retry_in_ms;
     unsigned long rebuilds;
     bool overflow;
+    bool lost_dispute; /* one could not be queued: rebuild at the next answer */
     /* Objects read again one at a time: VMs whose configuration changed
      * without its values (see queue_refresh), and VMs or folders whose
      * state the cache disputes (an older answer against an assumption). */
@@ -199,6 +200,15 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispu
     return 0;
 }
 
+/* queue_dispute queues a read to settle a dispute of vm; when the queue
+ * is full, the dispute would be lost: the watch is rebuilt at its next
+ * answer instead, and the full state it reads again decides. */
+static void queue_dispute(vs_inventory *inv, const struct vim_moref *vm)
+{
+    if (add_refresh(inv, vm, true) < 0)
+        inv->lost_dispute = true;
+}
+
 /* queue_refresh notes a VM to read again: its configuration changed
  * (config.changeVersion) but the update carried none of the values. */
 static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
@@ -247,7 +257,7 @@ static void settle(vs_inventory *inv)
 static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
 {
     if (e == VS_CACHE_READ_BACK)
-        (void)add_refresh(inv, &u->obj, true);
+        queue_dispute(inv, &u->obj);
     else if (e == 0)
         queue_refresh(inv, u);
 }
@@ -289,7 +299,7 @@ static void on_refresh(void *data, const struct vs_reply *r)
     }
     vs_cache_commit(inv->cache);
     if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
-        (void)add_refresh(inv, &inv->refresh_cur, true); /* failed: again, later */
+        queue_dispute(inv, &inv->refresh_cur); /* failed: again, later */
     refresh_next(inv);
     settle(inv);
 }
@@ -468,6 +478,7 @@ static void rebuild(vs_inventory *inv)
     }
     drop_collector(inv, polling);
     forget_refresh(inv);
+    inv->lost_dispute = false;
     inv->rebuilds++;
     inv->retry_wait = false;
     if (!vs_session_content(inv->s)) {
@@ -579,8 +590,9 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     if (inv->closing)
         return;
     refresh_next(inv);
-    if (inv->gen != vs_session_generation(inv->s)) {
-        /* The session was renewed: the collector is gone with the old one. */
+    if (inv->gen != vs_session_generation(inv->s) || inv->lost_dispute) {
+        /* The session was renewed: the collector is gone with the old one;
+         * or a dispute could not be queued. */
         rebuild(inv);
         return;
     }
@@ -752,7 +764,7 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
     /* A clone's VM the watch showed otherwise before the end was learned:
      * read once the stream has had its say (see vs_cache_assume). */
     if (e == 1 && u->kind == VIM_ENTER && vs_cache_disputed(inv->cache, u->obj.value))
-        (void)add_refresh(inv, &u->obj, true);
+        queue_dispute(inv, &u->obj);
     return e;
 }
 
@@ -826,3 +838,14 @@ void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *dat
     forget_refresh(inv);
     uv_close((uv_handle_t *)&inv->timer, on_timer_closed);
 }
+
+#ifdef VMG_TESTING
+bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
+{
+    struct vim_moref vm;
+
+    if (vim_moref_set(&vm, "VirtualMachine", vm_ref) == 0)
+        queue_dispute(inv, &vm);
+    return inv->lost_dispute;
+}
+#endif

@@ -184,4 +184,11 @@ int vs_inventory_folder_vms(const vs_inventory *inv, const char *name, const str
  * fine. */
 void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *data);
 
+#ifdef VMG_TESTING
+/* vs_inventory_testing_dispute queues a read of vm_ref to settle a
+ * dispute, as an answer older than an assumption does; true when the watch
+ * is to be rebuilt at its next answer instead (the queue is full). */
+bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref);
+#endif
+
 #endif

@@ -16,6 +16,7 @@
 
 #include "lib/err.h"
 #include "vsphere/invcache.h"
+#include "vsphere/inventory.h"
 #include "vsphere/soap.h"
 #include "vsphere/vim.h"
 
@@ -1146,6 +1147,32 @@ static void test_assume_gone_moref_given_again(void **state)
     vs_cache_free(c);
 }
 
+/* A dispute that cannot be queued (the read-back queue is full) is not
+ * lost: the watch is to be rebuilt, whose full state decides. The session
+ * is never used: nothing is sent. */
+static void test_dispute_queue_full_rebuilds(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    char ref[32];
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    for (int i = 0; i < 1024; i++) {
+        snprintf(ref, sizeof(ref), "vm-%d", i);
+        assert_false(vs_inventory_testing_dispute(inv, ref));
+    }
+    assert_false(vs_inventory_testing_dispute(inv, "vm-0")); /* queued already */
+    assert_true(vs_inventory_testing_dispute(inv, "vm-1024"));
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1170,6 +1197,7 @@ int main(void)
         cmocka_unit_test(test_assume_gone_moref_given_again),
         cmocka_unit_test(test_assume_clone),
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
+        cmocka_unit_test(test_dispute_queue_full_rebuilds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
