@@ -341,8 +341,14 @@ static void refresh_next(vs_inventory *inv)
             &sc->property_collector, &vm, folder ? vim_folder_paths : inv->vm_paths,
             folder ? vim_folder_paths_n : inv->vm_paths_n, 0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
-                &inv->refresh_req) < 0)
+                &inv->refresh_req) < 0) {
+        /* Not sent: kept at the head (it was taken off this call, so it
+         * fits), for the next try, instead of losing its dispute. */
         inv->refresh_req = NULL;
+        memmove(inv->refresh + 1, inv->refresh, inv->nrefresh * sizeof(*inv->refresh));
+        inv->refresh[0] = it;
+        inv->nrefresh++;
+    }
 }
 
 int vs_inventory_reread(vs_inventory *inv, const char *vm_ref)
