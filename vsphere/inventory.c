@@ -178,7 +178,7 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
  * for the answer of a later long poll, and is not queued while a read of
  * the VM is out: if that read is older than the assumption too, the cache
  * says so again at its answer. */
-static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute)
+static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after)
 {
     if (dispute && inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
         return 0;
@@ -195,17 +195,18 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispu
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
     inv->refresh[inv->nrefresh].vm = *vm;
-    inv->refresh[inv->nrefresh].after = inv->wait_asked;
+    inv->refresh[inv->nrefresh].after = after;
     inv->refresh[inv->nrefresh++].dispute = dispute;
     return 0;
 }
 
-/* queue_dispute queues a read to settle a dispute of vm; when the queue
- * is full, the dispute would be lost: the watch is rebuilt at its next
- * answer instead, and the full state it reads again decides. */
-static void queue_dispute(vs_inventory *inv, const struct vim_moref *vm)
+/* queue_dispute queues a read to settle a dispute of vm, sent once a long
+ * poll numbered after `after` has answered; when the queue is full, the
+ * dispute would be lost: the watch is rebuilt at its next answer instead,
+ * and the full state it reads again decides. */
+static void queue_dispute(vs_inventory *inv, const struct vim_moref *vm, uint64_t after)
 {
-    if (add_refresh(inv, vm, true) < 0)
+    if (add_refresh(inv, vm, true, after) < 0)
         inv->lost_dispute = true;
 }
 
@@ -225,7 +226,7 @@ static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
             return;
     }
     if (version)
-        (void)add_refresh(inv, &u->obj, false);
+        (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
 }
 
 static void forget_refresh(vs_inventory *inv)
@@ -257,7 +258,7 @@ static void settle(vs_inventory *inv)
 static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
 {
     if (e == VS_CACHE_READ_BACK)
-        queue_dispute(inv, &u->obj);
+        queue_dispute(inv, &u->obj, inv->wait_asked);
     else if (e == 0)
         queue_refresh(inv, u);
 }
@@ -299,7 +300,8 @@ static void on_refresh(void *data, const struct vs_reply *r)
     }
     vs_cache_commit(inv->cache);
     if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
-        queue_dispute(inv, &inv->refresh_cur); /* failed: again, later */
+        /* Failed: again after the long poll out now answers. */
+        queue_dispute(inv, &inv->refresh_cur, inv->answered);
     refresh_next(inv);
     settle(inv);
 }
@@ -362,7 +364,7 @@ int vs_inventory_reread(vs_inventory *inv, const char *vm_ref)
         return -EAGAIN;
     e = vim_moref_set(&vm, "VirtualMachine", vm_ref);
     if (e == 0)
-        e = add_refresh(inv, &vm, false);
+        e = add_refresh(inv, &vm, false, inv->wait_asked);
     if (e == 0)
         refresh_next(inv);
     return e;
@@ -770,7 +772,7 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
     /* A clone's VM the watch showed otherwise before the end was learned:
      * read once the stream has had its say (see vs_cache_assume). */
     if (e == 1 && u->kind == VIM_ENTER && vs_cache_disputed(inv->cache, u->obj.value))
-        queue_dispute(inv, &u->obj);
+        queue_dispute(inv, &u->obj, inv->answered); /* after the long poll out now */
     return e;
 }
 
@@ -851,7 +853,7 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
     struct vim_moref vm;
 
     if (vim_moref_set(&vm, "VirtualMachine", vm_ref) == 0)
-        queue_dispute(inv, &vm);
+        queue_dispute(inv, &vm, inv->wait_asked);
     return inv->lost_dispute;
 }
 #endif
