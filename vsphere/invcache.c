@@ -701,7 +701,7 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
 {
     enum vs_obj_kind kind;
     struct node *n;
-    unsigned keep = 0;
+    unsigned keep = 0, set;
     int e;
 
     if (!c || !u)
@@ -733,11 +733,15 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
     e = get_node(c, u, kind, &n);
     if (e < 0)
         return e;
+    set = fields_of(u, u->kind == VIM_ENTER);
     for (int f = 0; f < F_N; f++) {
         if (!(n->pinned & (1u << f)))
             continue;
-        if (asked > n->pin[f])
-            n->pinned &= ~(1u << f); /* newer than the assumption: it ends */
+        /* A newer answer ends the assumption of what it sets; one that
+         * does not set a property leaves its pin, and its dispute, until
+         * an answer or a read-back says it. */
+        if (asked > n->pin[f] && (set & (1u << f)))
+            n->pinned &= ~(1u << f);
         else
             keep |= 1u << f;
     }
@@ -767,6 +771,7 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
     struct vs_obj want;
     struct tomb *t;
     unsigned skip = 0, set, lost;
+    bool seen;
     int e;
 
     if (!c || !u || kind_of(u, &kind) < 0)
@@ -788,9 +793,13 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
         return 0; /* not known: nothing to change, the watch will tell */
     if (!n && (t = tomb_find(c, u->obj.value)) != NULL)
         tomb_del(c, t); /* a moref given again (vcsim after a restart) */
+    seen = n && n->seen;
     e = get_node(c, u, kind, &n);
     if (e < 0)
         return e;
+    /* Only the watch's full state says what still exists during a resync:
+     * an assumption does not keep an object it lacks. */
+    n->seen = seen;
     set = fields_of(u, false);
     for (int f = 0; f < F_N; f++)
         if (n->set_at[f] > since)

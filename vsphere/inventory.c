@@ -72,6 +72,7 @@ struct vs_inventory {
     uint64_t retry_in_ms;
     unsigned long rebuilds;
     bool overflow;
+    bool lost_dispute; /* one could not be queued: rebuild at the next answer */
     /* Objects read again one at a time: VMs whose configuration changed
      * without its values (see queue_refresh), and VMs or folders whose
      * state the cache disputes (an older answer against an assumption). */
@@ -177,7 +178,7 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
  * for the answer of a later long poll, and is not queued while a read of
  * the VM is out: if that read is older than the assumption too, the cache
  * says so again at its answer. */
-static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute)
+static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after)
 {
     if (dispute && inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
         return 0;
@@ -194,9 +195,19 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispu
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
     inv->refresh[inv->nrefresh].vm = *vm;
-    inv->refresh[inv->nrefresh].after = inv->wait_asked;
+    inv->refresh[inv->nrefresh].after = after;
     inv->refresh[inv->nrefresh++].dispute = dispute;
     return 0;
+}
+
+/* queue_dispute queues a read to settle a dispute of vm, sent once a long
+ * poll numbered after `after` has answered; when the queue is full, the
+ * dispute would be lost: the watch is rebuilt at its next answer instead,
+ * and the full state it reads again decides. */
+static void queue_dispute(vs_inventory *inv, const struct vim_moref *vm, uint64_t after)
+{
+    if (add_refresh(inv, vm, true, after) < 0)
+        inv->lost_dispute = true;
 }
 
 /* queue_refresh notes a VM to read again: its configuration changed
@@ -215,7 +226,7 @@ static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
             return;
     }
     if (version)
-        (void)add_refresh(inv, &u->obj, false);
+        (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
 }
 
 static void forget_refresh(vs_inventory *inv)
@@ -247,7 +258,7 @@ static void settle(vs_inventory *inv)
 static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
 {
     if (e == VS_CACHE_READ_BACK)
-        (void)add_refresh(inv, &u->obj, true);
+        queue_dispute(inv, &u->obj, inv->wait_asked);
     else if (e == 0)
         queue_refresh(inv, u);
 }
@@ -289,7 +300,8 @@ static void on_refresh(void *data, const struct vs_reply *r)
     }
     vs_cache_commit(inv->cache);
     if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
-        (void)add_refresh(inv, &inv->refresh_cur, true); /* failed: again, later */
+        /* Failed: again after the long poll out now answers. */
+        queue_dispute(inv, &inv->refresh_cur, inv->answered);
     refresh_next(inv);
     settle(inv);
 }
@@ -305,8 +317,8 @@ static void refresh_next(vs_inventory *inv)
 
     size_t i = 0;
 
-    if (inv->refresh_req || !sc || inv->closing || !inv->synced)
-        return;
+    if (inv->refresh_req || !sc || inv->closing || !inv->synced || inv->resyncing)
+        return; /* a resync's end sends what is queued */
     for (;;) {
         if (i >= inv->nrefresh)
             return;
@@ -331,8 +343,14 @@ static void refresh_next(vs_inventory *inv)
             &sc->property_collector, &vm, folder ? vim_folder_paths : inv->vm_paths,
             folder ? vim_folder_paths_n : inv->vm_paths_n, 0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
-                &inv->refresh_req) < 0)
+                &inv->refresh_req) < 0) {
+        /* Not sent: kept at the head (it was taken off this call, so it
+         * fits), for the next try, instead of losing its dispute. */
         inv->refresh_req = NULL;
+        memmove(inv->refresh + 1, inv->refresh, inv->nrefresh * sizeof(*inv->refresh));
+        inv->refresh[0] = it;
+        inv->nrefresh++;
+    }
 }
 
 int vs_inventory_reread(vs_inventory *inv, const char *vm_ref)
@@ -346,7 +364,7 @@ int vs_inventory_reread(vs_inventory *inv, const char *vm_ref)
         return -EAGAIN;
     e = vim_moref_set(&vm, "VirtualMachine", vm_ref);
     if (e == 0)
-        e = add_refresh(inv, &vm, false);
+        e = add_refresh(inv, &vm, false, inv->wait_asked);
     if (e == 0)
         refresh_next(inv);
     return e;
@@ -468,6 +486,7 @@ static void rebuild(vs_inventory *inv)
     }
     drop_collector(inv, polling);
     forget_refresh(inv);
+    inv->lost_dispute = false;
     inv->rebuilds++;
     inv->retry_wait = false;
     if (!vs_session_content(inv->s)) {
@@ -579,8 +598,9 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     if (inv->closing)
         return;
     refresh_next(inv);
-    if (inv->gen != vs_session_generation(inv->s)) {
-        /* The session was renewed: the collector is gone with the old one. */
+    if (inv->gen != vs_session_generation(inv->s) || inv->lost_dispute) {
+        /* The session was renewed: the collector is gone with the old one;
+         * or a dispute could not be queued. */
         rebuild(inv);
         return;
     }
@@ -740,7 +760,9 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
 
     if (!inv || !u || inv->closing)
         return -EINVAL;
-    if (!inv->synced || !inv->cache)
+    /* While a resync's full state is out, what exists is what it says:
+     * the caller reads the VM back instead (vs_inventory_reread). */
+    if (!inv->synced || !inv->cache || inv->resyncing)
         return -EAGAIN;
     settle(inv);
     /* Every request numbered up to inv->asked was sent before the task's
@@ -750,7 +772,7 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
     /* A clone's VM the watch showed otherwise before the end was learned:
      * read once the stream has had its say (see vs_cache_assume). */
     if (e == 1 && u->kind == VIM_ENTER && vs_cache_disputed(inv->cache, u->obj.value))
-        (void)add_refresh(inv, &u->obj, true);
+        queue_dispute(inv, &u->obj, inv->answered); /* after the long poll out now */
     return e;
 }
 
@@ -824,3 +846,14 @@ void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *dat
     forget_refresh(inv);
     uv_close((uv_handle_t *)&inv->timer, on_timer_closed);
 }
+
+#ifdef VMG_TESTING
+bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
+{
+    struct vim_moref vm;
+
+    if (vim_moref_set(&vm, "VirtualMachine", vm_ref) == 0)
+        queue_dispute(inv, &vm, inv->wait_asked);
+    return inv->lost_dispute;
+}
+#endif

@@ -158,7 +158,8 @@ uint64_t vs_inventory_mark(const vs_inventory *inv);
  * decides; it does not overwrite what the watch said after since (see
  * "Assumed changes" in invcache.h). Returns 1 when all of u holds, 0 when
  * some or all of it was left for the watch to say, -EAGAIN while the watch
- * is not synced, -EINVAL, -ENOSPC or -ENOMEM. */
+ * is not synced or reads its full state again (a resync: read the VM back
+ * with vs_inventory_reread), -EINVAL, -ENOSPC or -ENOMEM. */
 int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, uint64_t since);
 
 bool vs_inventory_synced(const vs_inventory *inv);
@@ -182,5 +183,12 @@ int vs_inventory_folder_vms(const vs_inventory *inv, const char *name, const str
  * when not NULL. The collector is left to the session's logout. NULL is
  * fine. */
 void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *data);
+
+#ifdef VMG_TESTING
+/* vs_inventory_testing_dispute queues a read of vm_ref to settle a
+ * dispute, as an answer older than an assumption does; true when the watch
+ * is to be rebuilt at its next answer instead (the queue is full). */
+bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref);
+#endif
 
 #endif

@@ -190,7 +190,23 @@ static void assume(vs_op *op, struct vs_op_result *r)
         r->assumed = vs_inventory_assume(op->o->inv, &a.u, op->since) == 1;
 }
 
+/* vanished: the VM op acted on, when vCenter said it does not exist
+ * (ManagedObjectNotFound, VMG_ENOTFOUND): the cache may still hold it (a
+ * VM deleted by hand, an assumption gone wrong), and nothing else would
+ * ever change that; else NULL. */
+static const char *vanished(const vs_op *op, const struct vs_op_result *r)
+{
+    return r->err == VMG_ENOTFOUND && strcmp(op->target.type, "VirtualMachine") == 0
+               ? op->target.value
+               : NULL;
+}
+
 #ifdef VMG_TESTING
+const char *vs_op_testing_vanished(const vs_op *op, const struct vs_op_result *r)
+{
+    return vanished(op, r);
+}
+
 int vs_op_testing_assume(const vs_op *op, const struct vs_op_result *r, vs_cache *c, uint64_t since,
                          uint64_t asked)
 {
@@ -232,6 +248,8 @@ void vs__op_finish(vs_op *op, struct vs_op_result *r)
     r->assumed = false;
     if (r->err == 0 && o->inv && !o->closing)
         assume(op, r);
+    else if (vanished(op, r) && o->inv && !o->closing)
+        (void)vs_inventory_reread(o->inv, vanished(op, r)); /* its answer removes it */
     if (!r->fault_type)
         r->fault_type = "";
     if (!r->message)

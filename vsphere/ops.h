@@ -193,6 +193,9 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data);
  * cannot say, else vs_cache_assume's answer (not committed). */
 int vs_op_testing_assume(const vs_op *op, const struct vs_op_result *r, vs_cache *c, uint64_t since,
                          uint64_t asked);
+/* vs_op_testing_vanished is the VM that op, which ended with r, has the
+ * inventory read back because vCenter did not find it, or NULL. */
+const char *vs_op_testing_vanished(const vs_op *op, const struct vs_op_result *r);
 #endif
 
 #endif

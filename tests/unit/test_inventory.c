@@ -16,6 +16,7 @@
 
 #include "lib/err.h"
 #include "vsphere/invcache.h"
+#include "vsphere/inventory.h"
 #include "vsphere/soap.h"
 #include "vsphere/vim.h"
 
@@ -960,6 +961,69 @@ static void test_assume_out_of_band_power_off(void **state)
     vs_cache_free(c);
 }
 
+/* A newer answer that mentions the VM but not the disputed property (the
+ * CPUs changed) does not end the dispute: the power state stays pinned and
+ * disputed until the read-back, whose "off" wins. */
+static void test_assume_dispute_outlives_other_changes(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 5), 1);
+    assert_int_equal(stream_power(c, "vm-12", "poweredOff", 5), 0);
+    assert_int_equal(n_read_backs, 1);
+    assert_true(vs_cache_disputed(c, "vm-12"));
+
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    ch_str(&b, "config.hardware.numCPU", "xsd:int", "4");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed_from(c, &b, 6), 1);
+    assert_int_equal(vs_cache_get(c, "vm-12")->num_cpu, 4);
+    assert_true(vs_cache_get(c, "vm-12")->powered_on);
+    assert_true(vs_cache_disputed(c, "vm-12"));
+
+    /* The read-back (request 7) answers: off. */
+    r.n = 0;
+    begin(&b);
+    vm(&b, "enter", "vm-12", "stray", "group-a", "poweredOff", 4, 1024, NULL);
+    assert_int_equal(feed_from(c, &b, 7), 1);
+    assert_false(vs_cache_get(c, "vm-12")->powered_on);
+    assert_false(vs_cache_disputed(c, "vm-12"));
+    vs_cache_free(c);
+}
+
+/* An assumption made while a resync's full state is out does not keep an
+ * object that full state lacks (deleted by hand meanwhile): no ghost. */
+static void test_assume_during_resync(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    vs_cache_begin_resync(c);
+    assert_int_equal(assume_power(c, "vm-12", "poweredOn", vs_cache_mark(c), 5), 1);
+    r.n = 0;
+    begin(&b);
+    vm(&b, "enter", "vm-11", "a-0", "group-a", "poweredOn", 2, 2048, "uid-a");
+    vm(&b, "enter", "vm-13", "b-0", "group-b", "poweredOn", 1, 1024, "uid-b");
+    vm(&b, "enter", "vm-14", "deep", "group-s", "poweredOn", 1, 1024, NULL);
+    vm(&b, "enter", "vm-15", "loose", "group-1", "poweredOn", 1, 1024, NULL);
+    folder(&b, "enter", "group-s", "sub", "group-a");
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    folder(&b, "enter", "group-b", "ns_b", "group-1");
+    assert_int_equal(feed_from(c, &b, 6), 0);
+    assert_int_equal(vs_cache_end_resync(c), 1);
+    expect(&r, "vm-12", VS_CHANGE_REMOVED, "ns_a", "-");
+    assert_null(vs_cache_get(c, "vm-12"));
+    vs_cache_free(c);
+}
+
 /* A power state the watch reported after the operation started may be
  * newer than the task's result: the assumption leaves it (0), unless it
  * says the same. The CPUs and memory are assumed apart from the power
@@ -1213,6 +1277,32 @@ static void test_assume_gone_moref_given_again(void **state)
     vs_cache_free(c);
 }
 
+/* A dispute that cannot be queued (the read-back queue is full) is not
+ * lost: the watch is to be rebuilt, whose full state decides. The session
+ * is never used: nothing is sent. */
+static void test_dispute_queue_full_rebuilds(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    char ref[32];
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    for (int i = 0; i < 1024; i++) {
+        snprintf(ref, sizeof(ref), "vm-%d", i);
+        assert_false(vs_inventory_testing_dispute(inv, ref));
+    }
+    assert_false(vs_inventory_testing_dispute(inv, "vm-0")); /* queued already */
+    assert_true(vs_inventory_testing_dispute(inv, "vm-1024"));
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1232,11 +1322,14 @@ int main(void)
         cmocka_unit_test(test_assume_older_answer_read_back),
         cmocka_unit_test(test_assume_older_answer_settles_itself),
         cmocka_unit_test(test_assume_out_of_band_power_off),
+        cmocka_unit_test(test_assume_dispute_outlives_other_changes),
+        cmocka_unit_test(test_assume_during_resync),
         cmocka_unit_test(test_assume_does_not_overwrite_newer),
         cmocka_unit_test(test_assume_gone),
         cmocka_unit_test(test_assume_gone_moref_given_again),
         cmocka_unit_test(test_assume_clone),
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
+        cmocka_unit_test(test_dispute_queue_full_rebuilds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,8 +57,9 @@ struct fake {
     struct unit_vcenter vc; /* the fake vCenter and the client */
     vs_session *s;
     vs_ops *ops;
-    vs_cache *cache; /* when set, each success's result is assumed in it */
-    int assumed;     /* vs_op_testing_assume's answers, summed */
+    vs_cache *cache;   /* when set, each success's result is assumed in it */
+    int assumed;       /* vs_op_testing_assume's answers, summed */
+    char vanished[32]; /* the last VM read back as not found (vs_op_testing_vanished) */
     uv_timer_t guard;
     bool timed_out;
 
@@ -79,6 +80,7 @@ struct fake {
     int unauth_tasks;            /* task methods answered NotAuthenticated (a lost session) */
     int unauth_modifies;         /* ModifyListView answered NotAuthenticated (the session and
                                     its collector and view lost) */
+    const char *gone_vm;         /* task methods on it: ManagedObjectNotFound */
     vmg_server_req *held_modifies[DESTROY_HELD_MAX];
     int nheld_modifies;
     int pc_faults; /* CreatePropertyCollector fails this many times */
@@ -332,6 +334,10 @@ static void handler(void *data, vmg_server_req *r)
             return;
         }
         record(f, task_methods[i], target);
+        if (f->gone_vm && strcmp(target, f->gone_vm) == 0) {
+            reply_fault(r, "ManagedObjectNotFound");
+            return;
+        }
         if (i == 4)
             snprintf(f->clone_body, sizeof(f->clone_body), "%s", body);
         assert_true(f->ntasks < MAXT);
@@ -613,6 +619,8 @@ static void observer(void *data, const vs_op *op, enum vs_op_phase phase,
         f->assumed += vs_op_testing_assume(op, r, f->cache, UINT64_MAX, 1);
         vs_cache_commit(f->cache);
     }
+    if (phase == VS_OP_DONE && vs_op_testing_vanished(op, r))
+        snprintf(f->vanished, sizeof(f->vanished), "%s", vs_op_testing_vanished(op, r));
     if (phase == VS_OP_STARTED && ++f->inflight > f->max_inflight)
         f->max_inflight = f->inflight;
     if (phase == VS_OP_DONE && f->inflight > 0)
@@ -1600,6 +1608,39 @@ static void test_results_assumed(void **state)
     vs_cache_free(f.cache);
 }
 
+/* A VM operation vCenter answers ManagedObjectNotFound has the VM read
+ * back: the cache may still hold it, and nothing else would remove it. A
+ * failure of another kind does not. */
+static void test_vanished_vm_read_back(void **state)
+{
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref vm = vmref(7);
+
+    (void)state;
+    setup(&f, 8, 0);
+    c.f = &f;
+    f.gone_vm = "vm-7";
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    want_done = 1;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[0].err, VMG_ENOTFOUND);
+    assert_string_equal(f.vanished, "vm-7");
+
+    f.vanished[0] = '\0';
+    vm = vmref(8);
+    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 1;
+    spin(&f, tracked);
+    end_task(&f, 0, "error", "InvalidPowerState");
+    want_done = 2;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[1].err, VMG_EFAULT);
+    assert_string_equal(f.vanished, "");
+    teardown(&f);
+}
+
 static void test_clone_template_missing(void **state)
 {
     struct fake f;
@@ -1811,6 +1852,7 @@ int main(void)
         cmocka_unit_test(test_results_assumed),
         cmocka_unit_test(test_clone_extra),
         cmocka_unit_test(test_marks_are_inputs),
+        cmocka_unit_test(test_vanished_vm_read_back),
         cmocka_unit_test(test_clone_template_missing),
         cmocka_unit_test(test_clone_from_a_plain_vm_refused),
         cmocka_unit_test(test_cached_template_turned_into_a_vm_refused),
