@@ -102,7 +102,8 @@ struct vmgroup_condition {
  * cannot act (blocked, vCenter failing, its budget of operations spent: the
  * phase and conditions say so):
  *   Creating  its clone is in flight (no instanceUUID while vCenter shows
- *             no VM yet)
+ *             no VM yet; a new VM's comes with vCenter's watch, which can
+ *             follow the clone's end)
  *   Removing  it is being powered off and destroyed (scale-down, failed,
  *             the group deleted)
  *   Resizing  its CPU or memory differs from the spec: it is being (or

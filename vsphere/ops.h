@@ -13,14 +13,16 @@
  *
  * Each call returns at once; the callback runs once, later, with the
  * outcome. Completion of a task is learned from a PropertyCollector, not
- * by polling: a filter on the task is added to a collector of the ops'
- * own, whose WaitForUpdatesEx long poll reports the end. The task's state
- * is read once right after the filter exists, for servers (vcsim) that
- * report a new filter's object only on its next change, which a task that
- * ended already never has; and again when a long poll ends quiet, as a
- * safety net. A completed operation costs about four requests: the method,
- * CreateFilter, that one read, DestroyPropertyFilter, plus its share of
- * the long polls.
+ * by polling: the ops' own collector has one filter over a ListView of the
+ * tasks in flight (vsphere/tasks.h), to which a task is added when it
+ * starts and from which it is removed when it ends (one ModifyListView
+ * for both), and its WaitForUpdatesEx long poll reports the ends. The
+ * task's state is read once right after it is in the view, for servers
+ * that report an object only on its next change, which a task that ended
+ * already never has; and again when a long poll ends quiet, as a safety
+ * net. A completed operation costs about three requests: the method, its
+ * share of the ModifyListView calls, that one read, plus its share of the
+ * long polls.
  *
  * At most max_inflight operations run at once (default 8); the others
  * wait in a FIFO queue of at most max_queued.
