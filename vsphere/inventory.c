@@ -45,6 +45,9 @@ struct vs_inventory {
     char mark_paths[2][VIM_MARK_PATH_MAX];
     const char *vm_paths[16];
     size_t vm_paths_n;
+    /* What a read of one VM asks: the same and guest.net (vm_paths_init). */
+    const char *read_paths[17];
+    size_t read_paths_n;
     uint64_t backoff_min_ms, backoff_max_ms;
     vs_cache_cb on_change;
     void *data;
@@ -124,6 +127,9 @@ static void vm_paths_init(vs_inventory *inv)
 
     inv->vm_paths_n = vim_vm_paths_with_marks(keys, inv->mark_paths, inv->vm_paths,
                                               sizeof(inv->vm_paths) / sizeof(inv->vm_paths[0]));
+    /* The same mark paths are written again, with the same text. */
+    inv->read_paths_n = vim_vm_read_paths(keys, inv->mark_paths, inv->read_paths,
+                                          sizeof(inv->read_paths) / sizeof(inv->read_paths[0]));
 }
 
 /* build_filter is CreateFilter over everything below the root folder: a
@@ -340,8 +346,8 @@ static void refresh_next(vs_inventory *inv)
     /* A folder is read only to settle a dispute (a moref given again). */
     folder = strcmp(vm.type, "Folder") == 0;
     if (vim_req_retrieve_properties_ex(
-            &sc->property_collector, &vm, folder ? vim_folder_paths : inv->vm_paths,
-            folder ? vim_folder_paths_n : inv->vm_paths_n, 0, &buf, &len) < 0 ||
+            &sc->property_collector, &vm, folder ? vim_folder_paths : inv->read_paths,
+            folder ? vim_folder_paths_n : inv->read_paths_n, 0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
                 &inv->refresh_req) < 0) {
         /* Not sent: kept at the head (it was taken off this call, so it
@@ -536,11 +542,18 @@ static void send_wait(vs_inventory *inv)
 static int apply_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
-    int e = vs_cache_apply_from(inv->cache, u, inv->wait_asked);
+    struct vs_ip before;
+    int e;
 
+    vs_obj_primary(vs_cache_get(inv->cache, u->obj.value), &before);
+    e = vs_cache_apply_from(inv->cache, u, inv->wait_asked);
     if (e == -ENOSPC)
         inv->overflow = true;
     applied(inv, u, e);
+    /* A new primary guest address: the others (guest.net, not watched)
+     * are read once. A full queue loses only them, until the next change. */
+    if (e >= 0 && vs_cache_guest_read(inv->cache, u, &before))
+        (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
     return e == -ENOMEM ? e : 0;
 }
 
@@ -855,5 +868,45 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
     if (vim_moref_set(&vm, "VirtualMachine", vm_ref) == 0)
         queue_dispute(inv, &vm, inv->wait_asked);
     return inv->lost_dispute;
+}
+
+int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref)
+{
+    struct vim_update_set us;
+    int e;
+
+    if (!inv->cache) {
+        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key};
+        inv->cache = vs_cache_new(root_ref, inv->max_objects, &marks, inv->on_change, inv->data);
+        if (!inv->cache)
+            return -ENOMEM;
+    }
+    e = vim_decode_update_set(resp, apply_cb, inv, &us);
+    vs_cache_commit(inv->cache);
+    return e < 0 ? e : 0;
+}
+
+size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref)
+{
+    size_t n = 0, k = 0;
+
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm_ref) == 0)
+            n++;
+        else
+            inv->refresh[k++] = inv->refresh[i];
+    inv->nrefresh = k;
+    return n;
+}
+
+size_t vs_inventory_testing_read_paths(const vs_inventory *inv, const char *const **paths)
+{
+    *paths = inv->read_paths;
+    return inv->read_paths_n;
+}
+
+const vs_cache *vs_inventory_testing_cache(const vs_inventory *inv)
+{
+    return inv->cache;
 }
 #endif

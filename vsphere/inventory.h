@@ -189,6 +189,15 @@ void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *dat
  * dispute, as an answer older than an assumption does; true when the watch
  * is to be rebuilt at its next answer instead (the queue is full). */
 bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref);
+/* vs_inventory_testing_watch applies resp, a WaitForUpdatesEx answer, as
+ * the watch does (the cache is made first, of root_ref, when there is
+ * none), and commits it; nothing is sent. */
+int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref);
+/* The number of reads of vm_ref queued (not sent), taken off the queue
+ * (as if sent); what a read of a VM asks for; the cache. */
+size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref);
+size_t vs_inventory_testing_read_paths(const vs_inventory *inv, const char *const **paths);
+const vs_cache *vs_inventory_testing_cache(const vs_inventory *inv);
 #endif
 
 #endif
