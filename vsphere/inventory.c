@@ -14,6 +14,9 @@
 
 #define MSG_MAX 768
 #define REFRESH_MAX 1024 /* VMs waiting to be read again */
+/* Of them, the most queued for their guest's addresses: the rest is kept
+ * for disputes, whose loss rebuilds the watch. */
+#define GUEST_READS_MAX (REFRESH_MAX / 2)
 #define CHANGE_VERSION "config.changeVersion"
 
 static char *dup_opt(const char *s)
@@ -543,6 +546,7 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
     struct vs_ip before;
+    const struct vs_ip none = {0};
     int e;
 
     vs_obj_primary(vs_cache_get(inv->cache, u->obj.value), &before);
@@ -550,9 +554,13 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
     if (e == -ENOSPC)
         inv->overflow = true;
     applied(inv, u, e);
-    /* A new primary guest address: the others (guest.net, not watched)
-     * are read once. A full queue loses only them, until the next change. */
-    if (e >= 0 && vs_cache_guest_read(inv->cache, u, &before))
+    /* A primary guest address that is new, or said again by a full state:
+     * the others (guest.net, not watched) are read once. Beyond
+     * GUEST_READS_MAX queued, a VM shows its primary address alone until
+     * the next change of it or the next full state. */
+    if (e >= 0 && inv->nrefresh < GUEST_READS_MAX &&
+        vs_cache_guest_read(inv->cache, u,
+                            inv->resyncing && u->kind == VIM_ENTER ? &none : &before))
         (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
     return e == -ENOMEM ? e : 0;
 }
@@ -870,7 +878,8 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
     return inv->lost_dispute;
 }
 
-int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref)
+int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref,
+                               bool full)
 {
     struct vim_update_set us;
     int e;
@@ -881,7 +890,9 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
         if (!inv->cache)
             return -ENOMEM;
     }
+    inv->resyncing = full;
     e = vim_decode_update_set(resp, apply_cb, inv, &us);
+    inv->resyncing = false;
     vs_cache_commit(inv->cache);
     return e < 0 ? e : 0;
 }

@@ -1480,18 +1480,23 @@ static void test_dispute_queue_full_rebuilds(void **state)
 }
 
 /* inv_feed applies the UpdateSet in b as the inventory's watch does (and
- * frees its text). */
-static void inv_feed(vs_inventory *inv, struct sb *b)
+ * frees its text), as part of a full state when full. */
+static void inv_feed_full(vs_inventory *inv, struct sb *b, bool full)
 {
     soap_resp *resp = NULL;
 
     sb_add(b, "</filterSet></returnval></WaitForUpdatesExResponse></soapenv:Body>"
               "</soapenv:Envelope>");
     assert_int_equal(soap_parse(b->p, b->n, 64u << 20, &resp, NULL), 0);
-    assert_int_equal(vs_inventory_testing_watch(inv, resp, "group-1"), 0);
+    assert_int_equal(vs_inventory_testing_watch(inv, resp, "group-1", full), 0);
     soap_resp_free(resp);
     free(b->p);
     b->p = NULL;
+}
+
+static void inv_feed(vs_inventory *inv, struct sb *b)
+{
+    inv_feed_full(inv, b, false);
 }
 
 /* inv_ip feeds guest.ipAddress = ip (NULL: unset) of vm_ref, kind "enter"
@@ -1572,6 +1577,33 @@ static void test_guest_change_queues_one_read(void **state)
     inv_ip(inv, "modify", "vm-2", "10.0.0.4", true);
     assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 0);
     assert_int_equal(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->n_ip, 2);
+    /* A full state (the watch rebuilt) reads every VM with an address
+     * again, keeping what it has meanwhile: a change of the others alone
+     * is seen then. */
+    begin(&b);
+    obj_start(&b, "enter", "VirtualMachine", "vm-2");
+    ch_str(&b, "guest.ipAddress", "xsd:string", "10.0.0.4");
+    sb_add(&b, "</objectSet>");
+    obj_start(&b, "enter", "VirtualMachine", "vm-1");
+    sb_add(&b, "</objectSet>");
+    inv_feed_full(inv, &b, true);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    assert_int_equal(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->n_ip, 2);
+    /* At most half the queue waits for guests' addresses. */
+    for (int i = 0; i < 600; i++) {
+        char ref[32], addr[32];
+        snprintf(ref, sizeof(ref), "vm-%d", 100 + i);
+        snprintf(addr, sizeof(addr), "10.1.%d.%d", i / 200, i % 200 + 1);
+        inv_ip(inv, "enter", ref, addr, false);
+    }
+    n = 0;
+    for (int i = 0; i < 600; i++) {
+        char ref[32];
+        snprintf(ref, sizeof(ref), "vm-%d", 100 + i);
+        n += vs_inventory_testing_queued(inv, ref);
+    }
+    assert_int_equal(n, 512);
     vs_inventory_close(inv, NULL, NULL);
     assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&loop), 0);
