@@ -16,8 +16,9 @@
  * names (struct vs_mark_keys).
  *
  * A VM's guest addresses: the primary one, guest.ipAddress (watched), and
- * the ipAddress lists of guest.net (not watched: it is read once when the
- * primary changes, see vs_cache_guest_read), kept in binary when inet_pton
+ * the ipAddress lists of guest.net (not watched: the inventory reads it
+ * once when the primary appears or changes, see vs_cache_guest_read, and
+ * at a full state), kept in binary when inet_pton
  * reads them and written back with inet_ntop (vs_obj_ip, vs_obj_ip_at):
  * at most VS_IP_MAX distinct ones, IPv4 first, the primary first within its
  * family and always kept; loopback, link-local, unspecified and broadcast

@@ -31,6 +31,7 @@ struct refresh_item {
     struct vim_moref vm;
     bool dispute;
     uint64_t after;
+    bool guest; /* only for the guest's addresses: queued after the others */
 };
 
 enum istep { I_IDLE, I_LOGIN, I_RESOLVE, I_PC, I_FILTER, I_WAIT, I_BACKOFF };
@@ -182,19 +183,28 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     return r;
 }
 
-/* add_refresh queues vm to be read again, once. A read to settle a
- * dispute (an answer older than an assumption said another value) waits
- * for the answer of a later long poll, and is not queued while a read of
- * the VM is out: if that read is older than the assumption too, the cache
- * says so again at its answer. */
-static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after)
+/* add_item queues vm to be read again, once (see add_refresh); a read
+ * only for the guest's addresses (guest) goes after the others, which go
+ * before every such read. */
+static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after,
+                    bool guest)
 {
+    size_t at;
+
     if (dispute && inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
         return 0;
     for (size_t i = 0; i < inv->nrefresh; i++)
         if (strcmp(inv->refresh[i].vm.value, vm->value) == 0) {
-            inv->refresh[i].dispute = inv->refresh[i].dispute && dispute;
-            return 0;
+            struct refresh_item it = inv->refresh[i];
+            if (!it.guest || guest) {
+                inv->refresh[i].dispute = it.dispute && dispute;
+                return 0;
+            }
+            /* Needed for more than the guest now: moved up with the others. */
+            memmove(inv->refresh + i, inv->refresh + i + 1,
+                    (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
+            inv->nrefresh--;
+            return add_item(inv, vm, it.dispute && dispute, it.after, false);
         }
     if (!inv->refresh) {
         inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
@@ -203,10 +213,26 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispu
     }
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
-    inv->refresh[inv->nrefresh].vm = *vm;
-    inv->refresh[inv->nrefresh].after = after;
-    inv->refresh[inv->nrefresh++].dispute = dispute;
+    at = inv->nrefresh;
+    while (!guest && at > 0 && inv->refresh[at - 1].guest)
+        at--;
+    memmove(inv->refresh + at + 1, inv->refresh + at, (inv->nrefresh - at) * sizeof(*inv->refresh));
+    inv->refresh[at].vm = *vm;
+    inv->refresh[at].after = after;
+    inv->refresh[at].dispute = dispute;
+    inv->refresh[at].guest = guest;
+    inv->nrefresh++;
     return 0;
+}
+
+/* add_refresh queues vm to be read again, once. A read to settle a
+ * dispute (an answer older than an assumption said another value) waits
+ * for the answer of a later long poll, and is not queued while a read of
+ * the VM is out: if that read is older than the assumption too, the cache
+ * says so again at its answer. */
+static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after)
+{
+    return add_item(inv, vm, dispute, after, false);
 }
 
 /* queue_dispute queues a read to settle a dispute of vm, sent once a long
@@ -561,7 +587,7 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
     if (e >= 0 && inv->nrefresh < GUEST_READS_MAX &&
         vs_cache_guest_read(inv->cache, u,
                             inv->resyncing && u->kind == VIM_ENTER ? &none : &before))
-        (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
+        (void)add_item(inv, &u->obj, false, inv->wait_asked, true);
     return e == -ENOMEM ? e : 0;
 }
 
@@ -895,6 +921,14 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
     inv->resyncing = false;
     vs_cache_commit(inv->cache);
     return e < 0 ? e : 0;
+}
+
+size_t vs_inventory_testing_position(const vs_inventory *inv, const char *vm_ref)
+{
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm_ref) == 0)
+            return i;
+    return SIZE_MAX;
 }
 
 size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref)

@@ -25,8 +25,8 @@
  * reconfiguration so) is read once more. So is a VM whose guest's primary
  * address (guest.ipAddress) shows up or changes, or that a full state
  * shows with one: a read of a VM asks for guest.net too, every NIC's
- * addresses, which is not watched (at most half the read queue waits for
- * such reads). A task that ended successfully
+ * addresses, which is not watched (such reads go after the others, and
+ * take at most half the read queue). A task that ended successfully
  * puts its result in the cache at once (vs_inventory_assume, from
  * vsphere/ops), ahead of the watch, which may lag; an older answer of the
  * watch that says otherwise has the VM read once more, and that read
@@ -202,6 +202,8 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
 /* The number of reads of vm_ref queued (not sent), taken off the queue
  * (as if sent); what a read of a VM asks for; the cache. */
 size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref);
+/* Where the read of vm_ref is in the queue (0 first), SIZE_MAX when none. */
+size_t vs_inventory_testing_position(const vs_inventory *inv, const char *vm_ref);
 size_t vs_inventory_testing_read_paths(const vs_inventory *inv, const char *const **paths);
 const vs_cache *vs_inventory_testing_cache(const vs_inventory *inv);
 #endif

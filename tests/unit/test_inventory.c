@@ -1590,6 +1590,21 @@ static void test_guest_change_queues_one_read(void **state)
     assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
     assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
     assert_int_equal(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->n_ip, 2);
+    /* The reads for guests' addresses go after the others: a dispute, or a
+     * reconfiguration's read, is not kept waiting behind them. */
+    inv_ip(inv, "modify", "vm-2", "10.0.0.5", false);
+    inv_ip(inv, "enter", "vm-4", "10.0.0.8", false);
+    assert_false(vs_inventory_testing_dispute(inv, "vm-3"));
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-3"), 0);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-2"), 1);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-4"), 2);
+    /* A VM queued for its guest alone, then disputed: one read, moved up. */
+    assert_false(vs_inventory_testing_dispute(inv, "vm-4"));
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-4"), 1);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-2"), 2);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-3"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-4"), 1);
     /* At most half the queue waits for guests' addresses. */
     for (int i = 0; i < 600; i++) {
         char ref[32], addr[32];
