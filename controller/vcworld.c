@@ -45,7 +45,7 @@ struct vcworld {
     /* The VMs of the last folder asked for, valid until the next call. */
     const struct vs_obj *objs[MAX_FOLDER_VMS];
     struct plan_vm vms[MAX_FOLDER_VMS];
-    char ips[MAX_FOLDER_VMS][VS_IP_LEN]; /* their guest addresses, as text */
+    char ips[MAX_FOLDER_VMS][VS_IP_MAX][VS_IP_LEN]; /* their guest addresses, as text */
 
     vmg_metrics *metrics;
     struct vmg_metric *m_requests, *m_logins, *m_tasks, *m_task_seconds;
@@ -483,8 +483,9 @@ static int w_folder(void *data, const char *folder, struct rec_folder *ret)
         v->template = o->has_mark_template ? o->mark_template : NULL;
         v->instance_uuid = o->instance_uuid;
         v->power_state = o->power_state;
-        if (vs_obj_ip(o, w->ips[i]))
-            v->ip[v->n_ip++] = w->ips[i];
+        for (unsigned k = 0; k < VS_IP_MAX && v->n_ip < VMGROUP_VM_MAX_IPS; k++)
+            if (vs_obj_ip_at(o, k, w->ips[i][k]))
+                v->ip[v->n_ip++] = w->ips[i][k];
         v->powered_on = o->powered_on;
         v->num_cpu = o->num_cpu;
         v->memory_mb = (int)o->memory_mb;

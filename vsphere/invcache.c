@@ -284,11 +284,14 @@ static bool obj_equal(const struct vs_obj *a, const struct vs_obj *b)
            strcmp(a->parent, b->parent) == 0 && strcmp(a->power_state, b->power_state) == 0 &&
            a->powered_on == b->powered_on && a->num_cpu == b->num_cpu &&
            a->memory_mb == b->memory_mb && a->is_template == b->is_template &&
-           strcmp(a->instance_uuid, b->instance_uuid) == 0 && a->ip_family == b->ip_family &&
-           memcmp(a->ip, b->ip, sizeof(a->ip)) == 0 && a->has_mark_uid == b->has_mark_uid &&
-           strcmp(a->mark_uid, b->mark_uid) == 0 && a->has_mark_template == b->has_mark_template &&
+           strcmp(a->instance_uuid, b->instance_uuid) == 0 && a->n_ip == b->n_ip &&
+           a->ip_primary == b->ip_primary && memcmp(a->ip, b->ip, sizeof(a->ip)) == 0 &&
+           a->has_mark_uid == b->has_mark_uid && strcmp(a->mark_uid, b->mark_uid) == 0 &&
+           a->has_mark_template == b->has_mark_template &&
            strcmp(a->mark_template, b->mark_template) == 0;
 }
+
+static void ip_clear(struct vs_obj *o);
 
 static void reset_props(struct vs_obj *o)
 {
@@ -300,8 +303,7 @@ static void reset_props(struct vs_obj *o)
     o->memory_mb = 0;
     o->is_template = false;
     o->instance_uuid[0] = '\0';
-    o->ip_family = 0;
-    memset(o->ip, 0, sizeof(o->ip));
+    ip_clear(o);
     o->has_mark_uid = false;
     o->mark_uid[0] = '\0';
     o->has_mark_template = false;
@@ -340,7 +342,10 @@ static bool indexed_key(const char *name, char *buf, size_t size)
     return true;
 }
 
-/* ---- The guest address ---- */
+/* ---- The guest addresses ---- */
+
+#define NIC_SCAN_MAX 32 /* NICs of guest.net looked at */
+#define IP_SCAN_MAX 64  /* addresses of guest.net looked at, all NICs together */
 
 /* v4_reportable tells whether the IPv4 address a is worth reporting: not
  * loopback, unspecified (0/8), link-local nor the limited broadcast. */
@@ -351,51 +356,161 @@ static bool v4_reportable(const unsigned char a[4])
     return a[0] != 127 && a[0] != 0 && !(a[0] == 169 && a[1] == 254) && memcmp(a, bcast, 4) != 0;
 }
 
-/* ip_read reads s into o's address when it is one worth reporting (see
- * invcache.h), else clears it. */
-static void ip_read(struct vs_obj *o, const char *s)
+/* ip_parse reads s into ip when it is an address worth reporting (see
+ * invcache.h) and returns true; else false, ip family 0. */
+static bool ip_parse(const char *s, struct vs_ip *ip)
 {
     unsigned char a[16] = {0};
 
-    o->ip_family = 0;
-    memset(o->ip, 0, sizeof(o->ip));
+    memset(ip, 0, sizeof(*ip));
     if (!s || strnlen(s, VS_IP_LEN) >= VS_IP_LEN)
-        return;
+        return false;
     if (inet_pton(AF_INET, s, a) == 1) {
         if (!v4_reportable(a))
-            return;
-        memcpy(o->ip, a, 4);
-        o->ip_family = 4;
-        return;
+            return false;
+        memcpy(ip->a, a, 4);
+        ip->family = 4;
+        return true;
     }
     if (inet_pton(AF_INET6, s, a) == 1) {
         static const unsigned char zero[15];
         if (memcmp(a, zero, 15) == 0 && a[15] <= 1)
-            return; /* :: and ::1 */
+            return false; /* :: and ::1 */
         if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
-            return; /* fe80::/10 */
+            return false; /* fe80::/10 */
         if (memcmp(a, zero, 10) == 0 && a[10] == 0xff && a[11] == 0xff && !v4_reportable(a + 12))
-            return; /* ::ffff:127.0.0.1 and the like */
-        memcpy(o->ip, a, 16);
-        o->ip_family = 6;
+            return false; /* ::ffff:127.0.0.1 and the like */
+        memcpy(ip->a, a, 16);
+        ip->family = 6;
+        return true;
+    }
+    return false;
+}
+
+static bool ip_same(const struct vs_ip *a, const struct vs_ip *b)
+{
+    return a->family == b->family && memcmp(a->a, b->a, sizeof(a->a)) == 0;
+}
+
+static void ip_clear(struct vs_obj *o)
+{
+    memset(o->ip, 0, sizeof(o->ip));
+    o->n_ip = 0;
+    o->ip_primary = 0;
+}
+
+void vs_obj_primary(const struct vs_obj *o, struct vs_ip *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (o && o->n_ip > 0 && o->ip_primary < o->n_ip && o->n_ip <= VS_IP_MAX)
+        *out = o->ip[o->ip_primary];
+}
+
+/* ip_set_primary applies guest.ipAddress s to o: the same primary as prev's
+ * keeps prev's addresses (a full state says it again), another one is the
+ * only address until guest.net is read, none leaves none. */
+static void ip_set_primary(struct vs_obj *o, const struct vs_obj *prev, const char *s)
+{
+    struct vs_ip p, old;
+
+    vs_obj_primary(prev, &old);
+    if (!ip_parse(s, &p)) {
+        ip_clear(o);
+    } else if (old.family && ip_same(&p, &old)) {
+        if (o != prev) {
+            memcpy(o->ip, prev->ip, sizeof(o->ip));
+            o->n_ip = prev->n_ip;
+            o->ip_primary = prev->ip_primary;
+        }
+    } else {
+        ip_clear(o);
+        o->ip[0] = p;
+        o->n_ip = 1;
     }
 }
 
-bool vs_obj_ip(const struct vs_obj *o, char out[VS_IP_LEN])
+/* ip_add appends ip to o's addresses unless it is there, while fewer than
+ * room. */
+static void ip_add(struct vs_obj *o, const struct vs_ip *ip, unsigned room)
 {
-    if (!out)
+    if (o->n_ip >= room || o->n_ip >= VS_IP_MAX)
+        return;
+    for (unsigned j = 0; j < o->n_ip; j++)
+        if (ip_same(&o->ip[j], ip))
+            return;
+    o->ip[o->n_ip++] = *ip;
+}
+
+/* ip_from_net makes o's addresses of its primary and the ipAddress lists
+ * of val, an ArrayOfGuestNicInfo (NULL: none): IPv4 first, the primary
+ * first within its family and kept even when the other family fills
+ * VS_IP_MAX. No primary, no address. */
+static void ip_from_net(struct vs_obj *o, const xmlNode *val)
+{
+    struct vs_ip pri, cand[IP_SCAN_MAX];
+    size_t n = 0, looked = 0, nics = 0;
+
+    vs_obj_primary(o, &pri);
+    ip_clear(o);
+    if (!pri.family)
+        return;
+    for (const xmlNode *nic = val ? soap_child(val, "GuestNicInfo") : NULL;
+         nic && nics < NIC_SCAN_MAX && looked < IP_SCAN_MAX;
+         nic = soap_next(nic, "GuestNicInfo"), nics++)
+        for (const xmlNode *a = soap_child(nic, "ipAddress"); a && looked < IP_SCAN_MAX;
+             a = soap_next(a, "ipAddress"), looked++)
+            if (ip_parse(soap_text_ref(a), &cand[n]))
+                n++;
+    for (unsigned char fam = 4; fam <= 6; fam += 2) {
+        /* While IPv4 fills, a slot is left for an IPv6 primary. */
+        unsigned room = VS_IP_MAX - (pri.family > fam ? 1u : 0u);
+        if (pri.family == fam) {
+            o->ip_primary = o->n_ip;
+            o->ip[o->n_ip++] = pri;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (cand[i].family == fam)
+                ip_add(o, &cand[i], room);
+    }
+}
+
+static bool ip_text(const struct vs_ip *ip, char out[VS_IP_LEN])
+{
+    if (ip->family != 4 && ip->family != 6)
         return false;
-    out[0] = '\0';
-    if (!o || (o->ip_family != 4 && o->ip_family != 6))
-        return false;
-    if (!inet_ntop(o->ip_family == 4 ? AF_INET : AF_INET6, o->ip, out, VS_IP_LEN)) {
+    if (!inet_ntop(ip->family == 4 ? AF_INET : AF_INET6, ip->a, out, VS_IP_LEN)) {
         out[0] = '\0';
         return false;
     }
     return true;
 }
 
-static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_change *ch)
+bool vs_obj_ip(const struct vs_obj *o, char out[VS_IP_LEN])
+{
+    struct vs_ip p;
+
+    if (!out)
+        return false;
+    out[0] = '\0';
+    vs_obj_primary(o, &p);
+    return ip_text(&p, out);
+}
+
+bool vs_obj_ip_at(const struct vs_obj *o, unsigned i, char out[VS_IP_LEN])
+{
+    if (!out)
+        return false;
+    out[0] = '\0';
+    if (!o || i >= o->n_ip || i >= VS_IP_MAX)
+        return false;
+    return ip_text(&o->ip[i], out);
+}
+
+/* apply_change applies ch to o; prev is o before the update (the same
+ * object, or a copy), whose guest addresses a primary address said again
+ * keeps. */
+static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vs_obj *prev,
+                         const struct vim_change *ch)
 {
     bool unset =
         ch->op == VIM_OP_REMOVE || ch->op == VIM_OP_INDIRECT_REMOVE || ch->kind == VIM_VAL_NONE;
@@ -425,7 +540,9 @@ static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_c
         copy(o->instance_uuid, sizeof(o->instance_uuid),
              !unset && ch->kind == VIM_VAL_STRING ? ch->str : "");
     } else if (strcmp(n, "guest.ipAddress") == 0) {
-        ip_read(o, !unset && ch->kind == VIM_VAL_STRING ? ch->str : NULL);
+        ip_set_primary(o, prev, !unset && ch->kind == VIM_VAL_STRING ? ch->str : NULL);
+    } else if (strcmp(n, "guest.net") == 0) {
+        ip_from_net(o, !unset ? ch->node : NULL);
     } else if (strcmp(n, "config.extraConfig") == 0) {
         const xmlNode *ov = NULL;
         const char *k, *v;
@@ -445,6 +562,17 @@ static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vim_c
             v = soap_text_ref(soap_child(ch->node, "value"));
         set_mark(c, o, key, v);
     }
+}
+
+/* apply_changes applies the changes of u to o (prev: see apply_change),
+ * guest.net after the others: it is merged with the primary address. */
+static void apply_changes(const vs_cache *c, struct vs_obj *o, const struct vs_obj *prev,
+                          const struct vim_object_update *u)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < u->n_changes; i++)
+            if ((strcmp(u->changes[i].name, "guest.net") == 0) == (pass == 1))
+                apply_change(c, o, prev, &u->changes[i]);
 }
 
 /* ---- Public ---- */
@@ -621,8 +749,7 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
     c->mark++;
     if (reset)
         reset_props(&n->o);
-    for (size_t i = 0; i < u->n_changes; i++)
-        apply_change(c, &n->o, &u->changes[i]);
+    apply_changes(c, &n->o, &before, u);
     lost = differ(&n->o, &before) & set & keep;
     n->disputed = (n->disputed & ~(set & keep)) | lost;
     keep_fields(&n->o, &before, keep);
@@ -688,6 +815,20 @@ static int tomb_add(vs_cache *c, const char *ref, uint64_t asked)
     c->tombs[c->ntombs].disputed = false;
     c->tombs[c->ntombs++].asked = asked;
     return 0;
+}
+
+bool vs_cache_guest_read(const vs_cache *c, const struct vim_object_update *u,
+                         const struct vs_ip *before)
+{
+    struct vs_ip now;
+
+    if (!c || !u || !before || u->kind == VIM_LEAVE || strcmp(u->obj.type, "VirtualMachine") != 0)
+        return false;
+    for (size_t i = 0; i < u->n_changes; i++)
+        if (strcmp(u->changes[i].name, "guest.net") == 0)
+            return false;
+    vs_obj_primary(vs_cache_get(c, u->obj.value), &now);
+    return now.family && !ip_same(&now, before);
 }
 
 int vs_cache_apply(vs_cache *c, const struct vim_object_update *u)
@@ -807,8 +948,7 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
     /* Merged into what is known, never replacing it (an ENTER of an object
      * the watch has shown keeps what the watch said of the rest). */
     want = n->o;
-    for (size_t i = 0; i < u->n_changes; i++)
-        apply_change(c, &want, &u->changes[i]);
+    apply_changes(c, &want, &n->o, u);
     lost = differ(&want, &n->o) & skip & set;
     if (u->kind == VIM_ENTER) {
         /* A new object: what the watch said of it came after the operation

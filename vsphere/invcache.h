@@ -15,11 +15,19 @@
  * Only two extraConfig entries are kept: the marks whose keys the caller
  * names (struct vs_mark_keys).
  *
- * A VM's guest address is guest.ipAddress only (guest.net is not watched),
- * kept in binary when inet_pton reads it and vs_obj_ip writes it back with
- * inet_ntop; loopback, link-local, unspecified and broadcast addresses (also
- * IPv4-mapped) and anything else (names, zones, garbage, long strings) are
- * dropped.
+ * A VM's guest addresses: the primary one, guest.ipAddress (watched), and
+ * the ipAddress lists of guest.net (not watched: the inventory reads it
+ * once when the primary appears or changes, see vs_cache_guest_read, and
+ * at a full state), kept in binary when inet_pton
+ * reads them and written back with inet_ntop (vs_obj_ip, vs_obj_ip_at):
+ * at most VS_IP_MAX distinct ones, IPv4 first, the primary first within its
+ * family and always kept; loopback, link-local, unspecified and broadcast
+ * addresses (also IPv4-mapped) and anything else (names, zones, garbage,
+ * long strings) are dropped; at most 32 NICs and 64 addresses of guest.net
+ * are looked at. guest.net's are kept only while the primary is the one
+ * they were read with: a new primary drops them (until the read), an empty
+ * one leaves no address at all. An update's guest.net is applied after its
+ * other properties, whatever their order.
  *
  * Pointers to objects returned by lookups stay valid until the next
  * vs_cache_commit or vs_cache_end_resync.
@@ -39,7 +47,15 @@
 #define VS_CACHE_DEFAULT_MAX 200000
 /* The guest addresses kept of a VM, and the room of one in text (an IPv6
  * literal's INET6_ADDRSTRLEN, NUL included). */
+#define VS_IP_MAX 4
 #define VS_IP_LEN 46
+
+/* A guest address: family 4 or 6 and the address in network order (4 or
+ * 16 bytes of a), family 0 when none. */
+struct vs_ip {
+    unsigned char family;
+    unsigned char a[16];
+};
 
 enum vs_obj_kind { VS_OBJ_VM, VS_OBJ_FOLDER };
 
@@ -66,11 +82,11 @@ struct vs_obj {
     long long memory_mb; /* 0 when unknown */
     bool is_template;
     char instance_uuid[64];
-    /* The guest's address (see above; vs_obj_ip writes it): ip_family 4
-     * or 6 and the address in network order (4 or 16 bytes of ip), 0 when
-     * none. */
-    unsigned char ip_family;
-    unsigned char ip[16];
+    /* The guest's addresses (see above), ip[0..n_ip), the primary one at
+     * ip[ip_primary]; family 0 beyond n_ip. */
+    struct vs_ip ip[VS_IP_MAX];
+    unsigned char n_ip;
+    unsigned char ip_primary;
     bool has_mark_uid;
     char mark_uid[VS_MARK_MAX];
     bool has_mark_template;
@@ -222,9 +238,23 @@ size_t vs_cache_marked(const vs_cache *c, const char *uid, const struct vs_obj *
  * returns it, or NULL. */
 const struct vs_obj *vs_cache_group(const vs_cache *c, const struct vs_obj *obj);
 
-/* vs_obj_ip writes the guest address of o (see above) to out and returns
- * true; false, out "", when it has none. */
+/* vs_obj_ip writes the primary guest address of o (see above) to out and
+ * returns true; false, out "", when it has none. vs_obj_ip_at writes the
+ * i-th of its addresses (IPv4 first); false, out "", beyond o->n_ip. */
 bool vs_obj_ip(const struct vs_obj *o, char out[VS_IP_LEN]);
+bool vs_obj_ip_at(const struct vs_obj *o, unsigned i, char out[VS_IP_LEN]);
+
+/* vs_obj_primary copies the primary guest address of o (family 0: none,
+ * or o NULL). */
+void vs_obj_primary(const struct vs_obj *o, struct vs_ip *out);
+
+/* vs_cache_guest_read tells whether the VM of u, whose primary guest
+ * address was *before (vs_obj_primary before u was applied; family 0 when
+ * it was not in the cache) now has a primary address, another one, and u
+ * did not carry guest.net: then its guest.net is to be read, once (the
+ * read's answer carries guest.net, so it asks for no other read). */
+bool vs_cache_guest_read(const vs_cache *c, const struct vim_object_update *u,
+                         const struct vs_ip *before);
 
 /* vs_create_order reads the number at the end of a moref value ("vm-42" ->
  * 42); 0 when there is none. */

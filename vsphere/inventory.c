@@ -14,6 +14,9 @@
 
 #define MSG_MAX 768
 #define REFRESH_MAX 1024 /* VMs waiting to be read again */
+/* Of them, the most queued for their guest's addresses: the rest is kept
+ * for disputes, whose loss rebuilds the watch. */
+#define GUEST_READS_MAX (REFRESH_MAX / 2)
 #define CHANGE_VERSION "config.changeVersion"
 
 static char *dup_opt(const char *s)
@@ -28,6 +31,7 @@ struct refresh_item {
     struct vim_moref vm;
     bool dispute;
     uint64_t after;
+    bool guest; /* only for the guest's addresses: queued after the others */
 };
 
 enum istep { I_IDLE, I_LOGIN, I_RESOLVE, I_PC, I_FILTER, I_WAIT, I_BACKOFF };
@@ -45,6 +49,9 @@ struct vs_inventory {
     char mark_paths[2][VIM_MARK_PATH_MAX];
     const char *vm_paths[16];
     size_t vm_paths_n;
+    /* What a read of one VM asks: the same and guest.net (vm_paths_init). */
+    const char *read_paths[17];
+    size_t read_paths_n;
     uint64_t backoff_min_ms, backoff_max_ms;
     vs_cache_cb on_change;
     void *data;
@@ -124,6 +131,9 @@ static void vm_paths_init(vs_inventory *inv)
 
     inv->vm_paths_n = vim_vm_paths_with_marks(keys, inv->mark_paths, inv->vm_paths,
                                               sizeof(inv->vm_paths) / sizeof(inv->vm_paths[0]));
+    /* The same mark paths are written again, with the same text. */
+    inv->read_paths_n = vim_vm_read_paths(keys, inv->mark_paths, inv->read_paths,
+                                          sizeof(inv->read_paths) / sizeof(inv->read_paths[0]));
 }
 
 /* build_filter is CreateFilter over everything below the root folder: a
@@ -173,19 +183,28 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     return r;
 }
 
-/* add_refresh queues vm to be read again, once. A read to settle a
- * dispute (an answer older than an assumption said another value) waits
- * for the answer of a later long poll, and is not queued while a read of
- * the VM is out: if that read is older than the assumption too, the cache
- * says so again at its answer. */
-static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after)
+/* add_item queues vm to be read again, once (see add_refresh); a read
+ * only for the guest's addresses (guest) goes after the others, which go
+ * before every such read. */
+static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after,
+                    bool guest)
 {
+    size_t at;
+
     if (dispute && inv->refresh_req && strcmp(inv->refresh_cur.value, vm->value) == 0)
         return 0;
     for (size_t i = 0; i < inv->nrefresh; i++)
         if (strcmp(inv->refresh[i].vm.value, vm->value) == 0) {
-            inv->refresh[i].dispute = inv->refresh[i].dispute && dispute;
-            return 0;
+            struct refresh_item it = inv->refresh[i];
+            if (!it.guest || guest) {
+                inv->refresh[i].dispute = it.dispute && dispute;
+                return 0;
+            }
+            /* Needed for more than the guest now: moved up with the others. */
+            memmove(inv->refresh + i, inv->refresh + i + 1,
+                    (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
+            inv->nrefresh--;
+            return add_item(inv, vm, it.dispute && dispute, it.after, false);
         }
     if (!inv->refresh) {
         inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
@@ -194,10 +213,26 @@ static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispu
     }
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
-    inv->refresh[inv->nrefresh].vm = *vm;
-    inv->refresh[inv->nrefresh].after = after;
-    inv->refresh[inv->nrefresh++].dispute = dispute;
+    at = inv->nrefresh;
+    while (!guest && at > 0 && inv->refresh[at - 1].guest)
+        at--;
+    memmove(inv->refresh + at + 1, inv->refresh + at, (inv->nrefresh - at) * sizeof(*inv->refresh));
+    inv->refresh[at].vm = *vm;
+    inv->refresh[at].after = after;
+    inv->refresh[at].dispute = dispute;
+    inv->refresh[at].guest = guest;
+    inv->nrefresh++;
     return 0;
+}
+
+/* add_refresh queues vm to be read again, once. A read to settle a
+ * dispute (an answer older than an assumption said another value) waits
+ * for the answer of a later long poll, and is not queued while a read of
+ * the VM is out: if that read is older than the assumption too, the cache
+ * says so again at its answer. */
+static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after)
+{
+    return add_item(inv, vm, dispute, after, false);
 }
 
 /* queue_dispute queues a read to settle a dispute of vm, sent once a long
@@ -340,8 +375,8 @@ static void refresh_next(vs_inventory *inv)
     /* A folder is read only to settle a dispute (a moref given again). */
     folder = strcmp(vm.type, "Folder") == 0;
     if (vim_req_retrieve_properties_ex(
-            &sc->property_collector, &vm, folder ? vim_folder_paths : inv->vm_paths,
-            folder ? vim_folder_paths_n : inv->vm_paths_n, 0, &buf, &len) < 0 ||
+            &sc->property_collector, &vm, folder ? vim_folder_paths : inv->read_paths,
+            folder ? vim_folder_paths_n : inv->read_paths_n, 0, &buf, &len) < 0 ||
         vs_call(inv->s, "RetrievePropertiesEx", buf, len, NULL, on_refresh, inv,
                 &inv->refresh_req) < 0) {
         /* Not sent: kept at the head (it was taken off this call, so it
@@ -536,11 +571,23 @@ static void send_wait(vs_inventory *inv)
 static int apply_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
-    int e = vs_cache_apply_from(inv->cache, u, inv->wait_asked);
+    struct vs_ip before;
+    const struct vs_ip none = {0};
+    int e;
 
+    vs_obj_primary(vs_cache_get(inv->cache, u->obj.value), &before);
+    e = vs_cache_apply_from(inv->cache, u, inv->wait_asked);
     if (e == -ENOSPC)
         inv->overflow = true;
     applied(inv, u, e);
+    /* A primary guest address that is new, or said again by a full state:
+     * the others (guest.net, not watched) are read once. Beyond
+     * GUEST_READS_MAX queued, a VM shows its primary address alone until
+     * the next change of it or the next full state. */
+    if (e >= 0 && inv->nrefresh < GUEST_READS_MAX &&
+        vs_cache_guest_read(inv->cache, u,
+                            inv->resyncing && u->kind == VIM_ENTER ? &none : &before))
+        (void)add_item(inv, &u->obj, false, inv->wait_asked, true);
     return e == -ENOMEM ? e : 0;
 }
 
@@ -855,5 +902,56 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
     if (vim_moref_set(&vm, "VirtualMachine", vm_ref) == 0)
         queue_dispute(inv, &vm, inv->wait_asked);
     return inv->lost_dispute;
+}
+
+int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref,
+                               bool full)
+{
+    struct vim_update_set us;
+    int e;
+
+    if (!inv->cache) {
+        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key};
+        inv->cache = vs_cache_new(root_ref, inv->max_objects, &marks, inv->on_change, inv->data);
+        if (!inv->cache)
+            return -ENOMEM;
+    }
+    inv->resyncing = full;
+    e = vim_decode_update_set(resp, apply_cb, inv, &us);
+    inv->resyncing = false;
+    vs_cache_commit(inv->cache);
+    return e < 0 ? e : 0;
+}
+
+size_t vs_inventory_testing_position(const vs_inventory *inv, const char *vm_ref)
+{
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm_ref) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref)
+{
+    size_t n = 0, k = 0;
+
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm_ref) == 0)
+            n++;
+        else
+            inv->refresh[k++] = inv->refresh[i];
+    inv->nrefresh = k;
+    return n;
+}
+
+size_t vs_inventory_testing_read_paths(const vs_inventory *inv, const char *const **paths)
+{
+    *paths = inv->read_paths;
+    return inv->read_paths_n;
+}
+
+const vs_cache *vs_inventory_testing_cache(const vs_inventory *inv)
+{
+    return inv->cache;
 }
 #endif

@@ -22,7 +22,11 @@
  * with the group folder of each changed object. A group in sync costs no
  * request beyond the outstanding long poll. A VM whose config.changeVersion
  * changes without its CPU or memory in the same update (vcsim announces a
- * reconfiguration so) is read once more. A task that ended successfully
+ * reconfiguration so) is read once more. So is a VM whose guest's primary
+ * address (guest.ipAddress) shows up or changes, or that a full state
+ * shows with one: a read of a VM asks for guest.net too, every NIC's
+ * addresses, which is not watched (such reads go after the others, and
+ * take at most half the read queue). A task that ended successfully
  * puts its result in the cache at once (vs_inventory_assume, from
  * vsphere/ops), ahead of the watch, which may lag; an older answer of the
  * watch that says otherwise has the VM read once more, and that read
@@ -189,6 +193,19 @@ void vs_inventory_close(vs_inventory *inv, void (*closed)(void *data), void *dat
  * dispute, as an answer older than an assumption does; true when the watch
  * is to be rebuilt at its next answer instead (the queue is full). */
 bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref);
+/* vs_inventory_testing_watch applies resp, a WaitForUpdatesEx answer, as
+ * the watch does (the cache is made first, of root_ref, when there is
+ * none), as part of a full state when full (not ending it), and commits
+ * it; nothing is sent. */
+int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref,
+                               bool full);
+/* The number of reads of vm_ref queued (not sent), taken off the queue
+ * (as if sent); what a read of a VM asks for; the cache. */
+size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref);
+/* Where the read of vm_ref is in the queue (0 first), SIZE_MAX when none. */
+size_t vs_inventory_testing_position(const vs_inventory *inv, const char *vm_ref);
+size_t vs_inventory_testing_read_paths(const vs_inventory *inv, const char *const **paths);
+const vs_cache *vs_inventory_testing_cache(const vs_inventory *inv);
 #endif
 
 #endif

@@ -23,9 +23,9 @@ const char *const vim_vm_paths[] = {
      * array of data objects (each NIC's network, MAC, DNS and prefix data)
      * sent whole at each change, and in a watch that a server re-collects
      * per change (vcsim does, for every VM) it is about a fifth of what is
-     * copied of a VM; invcache does not decode it until it is watched. No
-     * other guest.* path: they change all the time (heartbeat, tools
-     * status, disks' free space). */
+     * copied of a VM. It is read instead (vim_vm_read_paths), once when the
+     * primary address changes. No other guest.* path: they change all the
+     * time (heartbeat, tools status, disks' free space). */
     "guest.ipAddress",
     "config.extraConfig",
 };
@@ -50,6 +50,18 @@ size_t vim_vm_paths_with_marks(const char *const keys[2], char mark_paths[2][VIM
         snprintf(mark_paths[k], VIM_MARK_PATH_MAX, "%s[\"%s\"]", whole_ec, keys[i]);
         paths[n++] = mark_paths[k++];
     }
+    return n;
+}
+
+size_t vim_vm_read_paths(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
+                         const char **paths, size_t max)
+{
+    size_t n;
+
+    if (max == 0)
+        return 0;
+    n = vim_vm_paths_with_marks(keys, mark_paths, paths, max - 1);
+    paths[n++] = "guest.net";
     return n;
 }
 

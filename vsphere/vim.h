@@ -92,6 +92,11 @@ extern const size_t vim_vm_paths_n;
 #define VIM_MARK_PATH_MAX 300
 size_t vim_vm_paths_with_marks(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
                                const char **paths, size_t max);
+/* vim_vm_read_paths is vim_vm_paths_with_marks for a read of one VM
+ * (RetrievePropertiesEx): the same and, last, guest.net (every NIC's
+ * addresses), which is read, not watched. Returns the count. */
+size_t vim_vm_read_paths(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
+                         const char **paths, size_t max);
 extern const char *const vim_folder_paths[];
 extern const size_t vim_folder_paths_n;
 extern const char *const vim_task_paths[];

@@ -1,9 +1,11 @@
 /* fuzz_soap.c: libFuzzer target for the SOAP parser and the vim25
  * decoders. Each input is parsed as a response and handed to every decoder
- * (a crash, a leak or a sanitizer report is a finding); then it is used as
- * the text of a request, whose envelope must parse back to that same text.
+ * (a crash, a leak or a sanitizer report is a finding), the objects it
+ * updates to an inventory cache (the guest addresses of guest.net); then it
+ * is used as the text of a request, whose envelope must parse back to that
+ * same text.
  *
- * fuzz-sources: vsphere/soap.c vsphere/vim.c lib/err.c
+ * fuzz-sources: vsphere/soap.c vsphere/vim.c vsphere/invcache.c lib/err.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  * fuzz-seeds: tests/unit/fixtures/soap/*.resp.xml tests/unit/fixtures/soap/clone_vm.req.xml
  * fuzz-seeds: tests/unit/fixtures/soap/create_filter_view.req.xml
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "lib/err.h"
+#include "vsphere/invcache.h"
 #include "vsphere/soap.h"
 #include "vsphere/vim.h"
 
@@ -24,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_RESP (1u << 20)
 
 static volatile size_t sink;
+static vs_cache *cache; /* of each input, root group-1 */
 
 static void touch(const char *s)
 {
@@ -79,6 +83,17 @@ static int on_object(void *arg, const struct vim_object_update *u)
         default:
             break;
         }
+    }
+    if (cache) {
+        const struct vs_obj *o;
+        char ip[VS_IP_LEN];
+        (void)vs_cache_apply(cache, u);
+        o = vs_cache_get(cache, u->obj.value);
+        if (o && o->n_ip > VS_IP_MAX)
+            abort();
+        for (unsigned i = 0; o && i < o->n_ip; i++)
+            if (!vs_obj_ip_at(o, i, ip) || strnlen(ip, sizeof(ip)) == sizeof(ip))
+                abort();
     }
     ++*objects;
     /* Stop some walks early, as a consumer's error would. */
@@ -176,7 +191,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r == 0) {
         if (!resp || !soap_resp_body(resp))
             abort();
+        cache = vs_cache_new("group-1", 1000, NULL, NULL, NULL);
         decode_all(resp);
+        vs_cache_commit(cache);
+        vs_cache_free(cache);
+        cache = NULL;
         soap_resp_free(resp);
     } else if (r == VMG_EFAULT) {
         if (resp || strnlen(fault.type, sizeof(fault.type)) == sizeof(fault.type) ||

@@ -681,6 +681,182 @@ static void test_guest_addresses(void **state)
     vs_cache_free(c);
 }
 
+/* guest_net adds a guest.net change of n NICs whose addresses are the
+ * comma-separated lists of nics[]. */
+static void guest_net(struct sb *b, const char *const *nics, size_t n)
+{
+    sb_add(b, "<changeSet><name>guest.net</name><op>assign</op>"
+              "<val xsi:type=\"ArrayOfGuestNicInfo\">");
+    for (size_t i = 0; i < n; i++) {
+        const char *p = nics[i];
+        sb_add(b, "<GuestNicInfo><network>VM Network</network>"
+                  "<macAddress>00:50:56:00:00:01</macAddress><connected>true</connected>");
+        while (p && *p) {
+            size_t len = strcspn(p, ",");
+            sb_add(b, "<ipAddress>%.*s</ipAddress>", (int)len, p);
+            p += len + (p[len] == ',');
+        }
+        sb_add(b, "<deviceConfigId>4000</deviceConfigId></GuestNicInfo>");
+    }
+    sb_add(b, "</val></changeSet>");
+}
+
+/* expect_ips checks all the addresses of ref, comma-separated, and that
+ * its primary one is primary. */
+static void expect_ips(const vs_cache *c, const char *ref, const char *want, const char *primary)
+{
+    const struct vs_obj *o = vs_cache_get(c, ref);
+    char got[VS_IP_MAX * (VS_IP_LEN + 1)] = "", one[VS_IP_LEN];
+    size_t len = 0;
+
+    assert_non_null(o);
+    assert_true(o->n_ip <= VS_IP_MAX);
+    for (unsigned i = 0; vs_obj_ip_at(o, i, one); i++)
+        len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s", i ? "," : "", one);
+    assert_false(vs_obj_ip_at(o, o->n_ip, one));
+    assert_string_equal(one, "");
+    assert_string_equal(got, want);
+    vs_obj_ip(o, one);
+    assert_string_equal(one, primary);
+}
+
+/* net_update feeds, for vm-11, guest.net of nics[0..n) (after
+ * guest.ipAddress = ip unless NULL, or before it when net_first) and returns
+ * the events. */
+static size_t net_update(vs_cache *c, const char *ip, bool net_first, const char *const *nics,
+                         size_t n)
+{
+    struct sb b;
+
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    if (net_first)
+        guest_net(&b, nics, n);
+    if (ip)
+        ch_str(&b, "guest.ipAddress", "xsd:string", ip);
+    if (!net_first)
+        guest_net(&b, nics, n);
+    sb_add(&b, "</objectSet>");
+    return feed(c, &b);
+}
+
+/* guest.net, read when the primary address changes: its addresses with
+ * the primary one, IPv4 first, the primary first within its family and
+ * always kept, distinct, valid literals only (as the primary), at most
+ * VS_IP_MAX, at most 32 NICs and 64 addresses looked at; kept while the
+ * primary is the same, dropped when it changes, none without one. */
+static void test_guest_net(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+    static char huge[8192];
+    static const char *const two[] = {"fe80::250:56ff:fe00:1,2001:db8::5,10.0.0.5",
+                                      "192.168.1.2,2001:db8::5"};
+    static const char *const hostile[] = {
+        "not-an-ip,10.0.0.5%eth0,300.1.1.1,10.0.0.5 ,1.2.3,0x0a000001,127.0.0.1,0.0.0.0,"
+        "169.254.1.1,::1,::,fe80::1%eth0,255.255.255.255,::ffff:127.0.0.1,::ffff:169.254.1.1,"
+        "10.0.0.99\n,,10.0.0.7",
+        "2001:db8::1"};
+    const char *nics[40];
+    char lists[40][64];
+
+    (void)state;
+    /* No primary: guest.net alone gives nothing. */
+    assert_int_equal(net_update(c, NULL, false, two, 2), 0);
+    expect_ips(c, "vm-11", "", "");
+    /* Several NICs, IPv6 and IPv4 mixed: IPv4 first, the primary first,
+     * no duplicate, no link-local; the same again is no event. */
+    r.n = 0;
+    assert_int_equal(net_update(c, "10.0.0.5", false, two, 2), 1);
+    expect(&r, "vm-11", VS_CHANGE_UPDATED, "ns_a", "-");
+    expect_ips(c, "vm-11", "10.0.0.5,192.168.1.2,2001:db8::5", "10.0.0.5");
+    assert_int_equal(net_update(c, "10.0.0.5", false, two, 2), 0);
+    /* The primary said again (a resync's full state) keeps the others. */
+    begin(&b);
+    obj_start(&b, "enter", "VirtualMachine", "vm-11");
+    ch_str(&b, "name", "xsd:string", "a-0");
+    ch_parent(&b, "group-a");
+    ch_str(&b, "runtime.powerState", "VirtualMachinePowerState", "poweredOn");
+    ch_str(&b, "config.hardware.numCPU", "xsd:int", "2");
+    ch_str(&b, "config.hardware.memoryMB", "xsd:int", "2048");
+    ch_str(&b, "config.template", "xsd:boolean", "false");
+    ch_str(&b, "config.instanceUuid", "xsd:string", "5000-uuid");
+    ch_marks(&b, "uid-a", "tmpl-1");
+    ch_str(&b, "guest.ipAddress", "xsd:string", "10.0.0.5");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 0);
+    expect_ips(c, "vm-11", "10.0.0.5,192.168.1.2,2001:db8::5", "10.0.0.5");
+    /* A new primary alone (the watch): the others are dropped until read. */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_str(&b, "guest.ipAddress", "xsd:string", "192.168.1.2");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    expect_ips(c, "vm-11", "192.168.1.2", "192.168.1.2");
+    /* An IPv6 primary, guest.net before it in the update: IPv4 first, the
+     * primary first of the IPv6 ones. */
+    assert_int_equal(net_update(c, "2001:db8:0:0::9", true,
+                                (const char *const[]){"2001:db8::1,10.0.0.6,2001:db8::9"}, 1),
+                     1);
+    expect_ips(c, "vm-11", "10.0.0.6,2001:db8::9,2001:db8::1", "2001:db8::9");
+    /* More IPv4 addresses than room: the IPv6 primary keeps its place. */
+    assert_int_equal(
+        net_update(c, NULL, false,
+                   (const char *const[]){"10.0.0.1,10.0.0.2", "10.0.0.3,10.0.0.4,10.0.0.5"}, 2),
+        1);
+    expect_ips(c, "vm-11", "10.0.0.1,10.0.0.2,10.0.0.3,2001:db8::9", "2001:db8::9");
+    /* Garbage: only the valid ones. */
+    assert_int_equal(net_update(c, "10.0.0.5", false, hostile, 2), 1);
+    expect_ips(c, "vm-11", "10.0.0.5,10.0.0.7,2001:db8::1", "10.0.0.5");
+    /* A huge value, and guest.net of the wrong shape: the primary alone. */
+    memset(huge, '1', sizeof(huge) - 1);
+    assert_int_equal(net_update(c, NULL, false, (const char *const[]){huge}, 1), 1);
+    expect_ips(c, "vm-11", "10.0.0.5", "10.0.0.5");
+    assert_int_equal(net_update(c, NULL, false, two, 2), 1);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_str(&b, "guest.net", "xsd:string", "10.0.0.1");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    expect_ips(c, "vm-11", "10.0.0.5", "10.0.0.5");
+    /* Too many: 64 addresses looked at (the 65th is not), and 32 NICs. */
+    for (int i = 0; i < 40; i++) {
+        snprintf(lists[i], sizeof(lists[i]), "x,x,x,x,x,x,x,x");
+        nics[i] = lists[i];
+    }
+    snprintf(lists[8], sizeof(lists[8]), "10.1.0.1"); /* the 65th address */
+    assert_int_equal(net_update(c, NULL, false, nics, 9), 0);
+    expect_ips(c, "vm-11", "10.0.0.5", "10.0.0.5");
+    snprintf(lists[7], sizeof(lists[7]), "x,x,x,x,x,x,x,10.1.0.2"); /* the 64th */
+    assert_int_equal(net_update(c, NULL, false, nics, 9), 1);
+    expect_ips(c, "vm-11", "10.0.0.5,10.1.0.2", "10.0.0.5");
+    for (int i = 0; i < 40; i++) {
+        snprintf(lists[i], sizeof(lists[i]), "10.2.0.%d", i + 1);
+        nics[i] = i < 32 ? "" : lists[i]; /* 32 empty NICs first */
+    }
+    assert_int_equal(net_update(c, NULL, false, nics, 40), 1);
+    expect_ips(c, "vm-11", "10.0.0.5", "10.0.0.5");
+    /* Unset guest.net: the primary alone; an empty primary: none, and
+     * guest.net then adds none. */
+    assert_int_equal(net_update(c, NULL, false, two, 2), 1);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    sb_add(&b, "<changeSet><name>guest.net</name><op>assign</op></changeSet>");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    expect_ips(c, "vm-11", "10.0.0.5", "10.0.0.5");
+    assert_int_equal(net_update(c, NULL, false, two, 2), 1);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    sb_add(&b, "<changeSet><name>guest.ipAddress</name><op>assign</op></changeSet>");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    expect_ips(c, "vm-11", "", "");
+    assert_int_equal(net_update(c, NULL, false, two, 2), 0);
+    expect_ips(c, "vm-11", "", "");
+    vs_cache_free(c);
+}
 /* A name longer than VS_NAME_MAX is cut at the start of a character: 80
  * four-byte characters keep 63, never three bytes of the 64th. */
 static void test_long_name_cut_at_a_character(void **state)
@@ -1303,6 +1479,151 @@ static void test_dispute_queue_full_rebuilds(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* inv_feed applies the UpdateSet in b as the inventory's watch does (and
+ * frees its text), as part of a full state when full. */
+static void inv_feed_full(vs_inventory *inv, struct sb *b, bool full)
+{
+    soap_resp *resp = NULL;
+
+    sb_add(b, "</filterSet></returnval></WaitForUpdatesExResponse></soapenv:Body>"
+              "</soapenv:Envelope>");
+    assert_int_equal(soap_parse(b->p, b->n, 64u << 20, &resp, NULL), 0);
+    assert_int_equal(vs_inventory_testing_watch(inv, resp, "group-1", full), 0);
+    soap_resp_free(resp);
+    free(b->p);
+    b->p = NULL;
+}
+
+static void inv_feed(vs_inventory *inv, struct sb *b)
+{
+    inv_feed_full(inv, b, false);
+}
+
+/* inv_ip feeds guest.ipAddress = ip (NULL: unset) of vm_ref, kind "enter"
+ * or "modify", with guest.net when net. */
+static void inv_ip(vs_inventory *inv, const char *kind, const char *vm_ref, const char *ip,
+                   bool net)
+{
+    struct sb b;
+
+    begin(&b);
+    obj_start(&b, kind, "VirtualMachine", vm_ref);
+    ch_str(&b, "name", "xsd:string", vm_ref);
+    ch_parent(&b, "group-a");
+    if (ip)
+        ch_str(&b, "guest.ipAddress", "xsd:string", ip);
+    else if (strcmp(kind, "modify") == 0)
+        sb_add(&b, "<changeSet><name>guest.ipAddress</name><op>assign</op></changeSet>");
+    if (net)
+        guest_net(&b, (const char *const[]){"10.9.0.1"}, 1);
+    sb_add(&b, "</objectSet>");
+    inv_feed(inv, &b);
+}
+
+/* The watch's guest.ipAddress: a VM that enters with one, or whose one
+ * changes, is read once (the read asks for guest.net, which the watch does
+ * not); the same address again (a resync), an empty one, an update that
+ * carries guest.net, another property or a folder is not. The session is
+ * never used: the reads are only queued (and taken off the queue here). */
+static void test_guest_change_queues_one_read(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    const char *const *paths;
+    size_t n;
+    struct sb b;
+    char ip[VS_IP_LEN];
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    n = vs_inventory_testing_read_paths(inv, &paths);
+    assert_true(n > 0);
+    assert_string_equal(paths[n - 1], "guest.net");
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    inv_ip(inv, "enter", "vm-1", "10.0.0.1", false);
+    inv_ip(inv, "enter", "vm-2", NULL, false);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0); /* taken */
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "group-a"), 0);
+    /* A change: one read, however many changes before it is sent. */
+    inv_ip(inv, "modify", "vm-2", "10.0.0.2", false);
+    inv_ip(inv, "modify", "vm-2", "10.0.0.3", false);
+    inv_ip(inv, "modify", "vm-2", "2001:db8::3", false);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 0);
+    /* The same again, an update of something else: no read. */
+    inv_ip(inv, "modify", "vm-2", "2001:db8:0::3", false);
+    inv_ip(inv, "enter", "vm-2", "2001:db8::3", false);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-2");
+    ch_str(&b, "runtime.powerState", "VirtualMachinePowerState", "poweredOff");
+    sb_add(&b, "</objectSet>");
+    inv_feed(inv, &b);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 0);
+    /* Empty, garbage: no address, no read. */
+    inv_ip(inv, "modify", "vm-2", NULL, false);
+    inv_ip(inv, "modify", "vm-2", "fe80::1", false);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 0);
+    vs_obj_ip(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2"), ip);
+    assert_string_equal(ip, "");
+    /* An update with guest.net (what a read brings) needs no read. */
+    inv_ip(inv, "modify", "vm-2", "10.0.0.4", true);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 0);
+    assert_int_equal(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->n_ip, 2);
+    /* A full state (the watch rebuilt) reads every VM with an address
+     * again, keeping what it has meanwhile: a change of the others alone
+     * is seen then. */
+    begin(&b);
+    obj_start(&b, "enter", "VirtualMachine", "vm-2");
+    ch_str(&b, "guest.ipAddress", "xsd:string", "10.0.0.4");
+    sb_add(&b, "</objectSet>");
+    obj_start(&b, "enter", "VirtualMachine", "vm-1");
+    sb_add(&b, "</objectSet>");
+    inv_feed_full(inv, &b, true);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    assert_int_equal(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->n_ip, 2);
+    /* The reads for guests' addresses go after the others: a dispute, or a
+     * reconfiguration's read, is not kept waiting behind them. */
+    inv_ip(inv, "modify", "vm-2", "10.0.0.5", false);
+    inv_ip(inv, "enter", "vm-4", "10.0.0.8", false);
+    assert_false(vs_inventory_testing_dispute(inv, "vm-3"));
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-3"), 0);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-2"), 1);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-4"), 2);
+    /* A VM queued for its guest alone, then disputed: one read, moved up. */
+    assert_false(vs_inventory_testing_dispute(inv, "vm-4"));
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-4"), 1);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-2"), 2);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-3"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-4"), 1);
+    /* At most half the queue waits for guests' addresses. */
+    for (int i = 0; i < 600; i++) {
+        char ref[32], addr[32];
+        snprintf(ref, sizeof(ref), "vm-%d", 100 + i);
+        snprintf(addr, sizeof(addr), "10.1.%d.%d", i / 200, i % 200 + 1);
+        inv_ip(inv, "enter", ref, addr, false);
+    }
+    n = 0;
+    for (int i = 0; i < 600; i++) {
+        char ref[32];
+        snprintf(ref, sizeof(ref), "vm-%d", 100 + i);
+        n += vs_inventory_testing_queued(inv, ref);
+    }
+    assert_int_equal(n, 512);
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1315,6 +1636,7 @@ int main(void)
         cmocka_unit_test(test_enter_resets_missing_properties),
         cmocka_unit_test(test_single_extra_config_entries),
         cmocka_unit_test(test_guest_addresses),
+        cmocka_unit_test(test_guest_net),
         cmocka_unit_test(test_long_name_cut_at_a_character),
         cmocka_unit_test(test_bounds_and_orders),
         cmocka_unit_test(test_many_objects),
@@ -1330,6 +1652,7 @@ int main(void)
         cmocka_unit_test(test_assume_clone),
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
+        cmocka_unit_test(test_guest_change_queues_one_read),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

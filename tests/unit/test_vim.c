@@ -1294,6 +1294,39 @@ static void test_vm_paths_with_marks(void **state)
     assert_int_equal(vim_vm_paths_with_marks(keys, marks, paths, 3), 3); /* room bounds it */
 }
 
+/* A read of one VM asks what the watch does and guest.net, which the watch
+ * does not (read, not watched: it is large); the request carries it. */
+static void test_vm_read_paths(void **state)
+{
+    const char *keys[2] = {"vm.example/uid", "vm.example/template"};
+    char marks[2][VIM_MARK_PATH_MAX];
+    const char *paths[17];
+    struct vim_moref pc, vm;
+    char *buf = NULL;
+    size_t n, len = 0;
+
+    (void)state;
+    for (size_t i = 0; i < vim_vm_paths_n; i++)
+        assert_string_not_equal(vim_vm_paths[i], "guest.net");
+    n = vim_vm_read_paths(keys, marks, paths, 17);
+    assert_int_equal(n, vim_vm_paths_n + 2);
+    assert_string_equal(paths[n - 1], "guest.net");
+    assert_string_equal(paths[n - 2], "config.extraConfig[\"vm.example/template\"]");
+    for (size_t i = 0; i + 1 < n; i++)
+        assert_string_not_equal(paths[i], "guest.net");
+    assert_int_equal(vim_vm_read_paths(keys, marks, paths, 3), 3); /* room bounds it */
+    assert_string_equal(paths[2], "guest.net");
+    assert_int_equal(vim_vm_read_paths(keys, marks, paths, 0), 0);
+
+    n = vim_vm_read_paths(keys, marks, paths, 17);
+    assert_int_equal(vim_moref_set(&pc, "PropertyCollector", "propertyCollector"), 0);
+    assert_int_equal(vim_moref_set(&vm, "VirtualMachine", "vm-42"), 0);
+    assert_int_equal(vim_req_retrieve_properties_ex(&pc, &vm, paths, n, 0, &buf, &len), 0);
+    assert_non_null(strstr(buf, "<pathSet>guest.ipAddress</pathSet>"));
+    assert_non_null(strstr(buf, "<pathSet>guest.net</pathSet>"));
+    soap_buf_free(buf, len);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1319,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_list_view_requests),
         cmocka_unit_test(test_decode_morefs),
         cmocka_unit_test(test_vm_paths_with_marks),
+        cmocka_unit_test(test_vm_read_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
