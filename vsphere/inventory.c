@@ -32,6 +32,8 @@ struct refresh_item {
     bool dispute;
     uint64_t after;
     bool guest; /* only for the guest's addresses: queued after the others */
+    bool need;  /* a dispute's read also wanted for the guest: sent even when
+                   the dispute settles */
 };
 
 enum istep { I_IDLE, I_LOGIN, I_RESOLVE, I_PC, I_FILTER, I_WAIT, I_BACKOFF };
@@ -196,21 +198,36 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
     for (size_t i = 0; i < inv->nrefresh; i++)
         if (strcmp(inv->refresh[i].vm.value, vm->value) == 0) {
             struct refresh_item it = inv->refresh[i];
-            if (!it.guest || guest) {
-                inv->refresh[i].dispute = it.dispute && dispute;
-                return 0;
+            if (it.guest && !guest) {
+                /* Needed for more than the guest now: moved up with the
+                 * others, as what it is now asked for (a dispute waits for
+                 * its long poll; the read asks for the guest anyway). */
+                memmove(inv->refresh + i, inv->refresh + i + 1,
+                        (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
+                inv->nrefresh--;
+                int r = add_item(inv, vm, dispute, after, false);
+                if (r == 0 && dispute)
+                    for (size_t k = 0; k < inv->nrefresh; k++)
+                        if (strcmp(inv->refresh[k].vm.value, vm->value) == 0)
+                            inv->refresh[k].need = true;
+                return r;
             }
-            /* Needed for more than the guest now: moved up with the others. */
-            memmove(inv->refresh + i, inv->refresh + i + 1,
-                    (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
-            inv->nrefresh--;
-            return add_item(inv, vm, it.dispute && dispute, it.after, false);
+            if (it.dispute && guest)
+                inv->refresh[i].need = true; /* the dispute keeps its wait */
+            else
+                inv->refresh[i].dispute = it.dispute && dispute;
+            return 0;
         }
     if (!inv->refresh) {
         inv->refresh = calloc(REFRESH_MAX, sizeof(*inv->refresh));
         if (!inv->refresh)
             return -ENOMEM;
     }
+    /* Full: a read for more than the guest takes the place of the last read
+     * only for a guest, which is best-effort (the VM lists its primary
+     * address until its next change). */
+    if (inv->nrefresh >= REFRESH_MAX && !guest && inv->refresh[inv->nrefresh - 1].guest)
+        inv->nrefresh--;
     if (inv->nrefresh >= REFRESH_MAX)
         return -ENOSPC;
     at = inv->nrefresh;
@@ -221,6 +238,7 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
     inv->refresh[at].after = after;
     inv->refresh[at].dispute = dispute;
     inv->refresh[at].guest = guest;
+    inv->refresh[at].need = false;
     inv->nrefresh++;
     return 0;
 }
@@ -366,7 +384,7 @@ static void refresh_next(vs_inventory *inv)
                 (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
         inv->nrefresh--;
         /* A dispute the answers since have settled needs no read. */
-        if (!it.dispute || vs_cache_disputed(inv->cache, it.vm.value))
+        if (!it.dispute || it.need || vs_cache_disputed(inv->cache, it.vm.value))
             break;
     }
     vm = it.vm;
@@ -942,6 +960,15 @@ size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref)
             inv->refresh[k++] = inv->refresh[i];
     inv->nrefresh = k;
     return n;
+}
+
+int vs_inventory_testing_kind(const vs_inventory *inv, const char *vm_ref)
+{
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm_ref) == 0)
+            return (inv->refresh[i].dispute ? 1 : 0) | (inv->refresh[i].need ? 2 : 0) |
+                   (inv->refresh[i].guest ? 4 : 0);
+    return -1;
 }
 
 size_t vs_inventory_testing_read_paths(const vs_inventory *inv, const char *const **paths)

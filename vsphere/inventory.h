@@ -204,6 +204,9 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
 size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref);
 /* Where the read of vm_ref is in the queue (0 first), SIZE_MAX when none. */
 size_t vs_inventory_testing_position(const vs_inventory *inv, const char *vm_ref);
+/* What the read of vm_ref queued is for: 1 a dispute, 2 wanted even when
+ * its dispute settles, 4 only the guest's addresses (or-ed); -1 when none. */
+int vs_inventory_testing_kind(const vs_inventory *inv, const char *vm_ref);
 size_t vs_inventory_testing_read_paths(const vs_inventory *inv, const char *const **paths);
 const vs_cache *vs_inventory_testing_cache(const vs_inventory *inv);
 #endif

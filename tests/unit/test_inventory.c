@@ -1598,10 +1598,20 @@ static void test_guest_change_queues_one_read(void **state)
     assert_int_equal(vs_inventory_testing_position(inv, "vm-3"), 0);
     assert_int_equal(vs_inventory_testing_position(inv, "vm-2"), 1);
     assert_int_equal(vs_inventory_testing_position(inv, "vm-4"), 2);
-    /* A VM queued for its guest alone, then disputed: one read, moved up. */
+    /* A VM queued for its guest alone, then disputed: one read, moved up,
+     * that waits for its long poll as a dispute does and is sent even if
+     * the dispute settles (the guest's addresses are still wanted). */
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-4"), 4);
     assert_false(vs_inventory_testing_dispute(inv, "vm-4"));
     assert_int_equal(vs_inventory_testing_position(inv, "vm-4"), 1);
     assert_int_equal(vs_inventory_testing_position(inv, "vm-2"), 2);
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-4"), 1 | 2);
+    /* Disputed first, then its guest's address changes: still a dispute,
+     * now wanted whatever it settles to. */
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-3"), 1);
+    inv_ip(inv, "modify", "vm-3", "10.0.0.9", false);
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-3"), 1 | 2);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-3"), 0);
     assert_int_equal(vs_inventory_testing_queued(inv, "vm-3"), 1);
     assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
     assert_int_equal(vs_inventory_testing_queued(inv, "vm-4"), 1);
@@ -1619,6 +1629,23 @@ static void test_guest_change_queues_one_read(void **state)
         n += vs_inventory_testing_queued(inv, ref);
     }
     assert_int_equal(n, 512);
+    /* A full queue: a dispute takes the place of the last read only for a
+     * guest instead of being lost (which would rebuild the watch). */
+    for (int i = 0; i < 512; i++) {
+        char ref[32], addr[32];
+        snprintf(ref, sizeof(ref), "vm-%d", 2000 + i);
+        snprintf(addr, sizeof(addr), "10.2.%d.%d", i / 200, i % 200 + 1);
+        inv_ip(inv, "enter", ref, addr, false);
+    }
+    for (int i = 0; i < 512; i++) {
+        char ref[32];
+        snprintf(ref, sizeof(ref), "vm-%d", 5000 + i);
+        assert_false(vs_inventory_testing_dispute(inv, ref));
+    }
+    assert_false(vs_inventory_testing_dispute(inv, "vm-6000"));
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-6000"), 1);
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-2511"), -1); /* the last guest read */
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-2510"), 4);
     vs_inventory_close(inv, NULL, NULL);
     assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&loop), 0);
