@@ -187,9 +187,10 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
 
 /* add_item queues vm to be read again, once (see add_refresh); a read
  * only for the guest's addresses (guest) goes after the others, which go
- * before every such read. */
+ * before every such read; need: a dispute's read is sent even when the
+ * dispute settles. */
 static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after,
-                    bool guest)
+                    bool guest, bool need)
 {
     size_t at;
 
@@ -205,12 +206,7 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
                 memmove(inv->refresh + i, inv->refresh + i + 1,
                         (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
                 inv->nrefresh--;
-                int r = add_item(inv, vm, dispute, after, false);
-                if (r == 0 && dispute)
-                    for (size_t k = 0; k < inv->nrefresh; k++)
-                        if (strcmp(inv->refresh[k].vm.value, vm->value) == 0)
-                            inv->refresh[k].need = true;
-                return r;
+                return add_item(inv, vm, dispute, after, false, dispute);
             }
             if (it.dispute && guest)
                 inv->refresh[i].need = true; /* the dispute keeps its wait */
@@ -238,7 +234,7 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
     inv->refresh[at].after = after;
     inv->refresh[at].dispute = dispute;
     inv->refresh[at].guest = guest;
-    inv->refresh[at].need = false;
+    inv->refresh[at].need = need;
     inv->nrefresh++;
     return 0;
 }
@@ -250,7 +246,7 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
  * says so again at its answer. */
 static int add_refresh(vs_inventory *inv, const struct vim_moref *vm, bool dispute, uint64_t after)
 {
-    return add_item(inv, vm, dispute, after, false);
+    return add_item(inv, vm, dispute, after, false, false);
 }
 
 /* queue_dispute queues a read to settle a dispute of vm, sent once a long
@@ -605,7 +601,7 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
     if (e >= 0 && inv->nrefresh < GUEST_READS_MAX &&
         vs_cache_guest_read(inv->cache, u,
                             inv->resyncing && u->kind == VIM_ENTER ? &none : &before))
-        (void)add_item(inv, &u->obj, false, inv->wait_asked, true);
+        (void)add_item(inv, &u->obj, false, inv->wait_asked, true, false);
     return e == -ENOMEM ? e : 0;
 }
 
