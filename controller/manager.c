@@ -55,6 +55,7 @@ struct mgr {
     vmg_http *http;
     kcfg *cfg;
     struct kubeworld kw;  /* the controller's requests, the VmGroups' cache, events */
+    kube_client *kc_ev;   /* the Events' own, with a limit of its own (see setup) */
     kube_client *kc_le;   /* the elector's own, never queued behind the controller's */
     kube_client *kc_auth; /* the metrics' TokenReviews and SubjectAccessReviews, apart */
     struct wq *q;
@@ -796,6 +797,11 @@ static void close_all(struct mgr *m)
         kube_client_close(m->kw.kc, closed_one, m);
         m->kw.kc = NULL;
     }
+    if (m->kc_ev) {
+        m->closing++;
+        kube_client_close(m->kc_ev, closed_one, m);
+        m->kc_ev = NULL;
+    }
     if (m->kc_le) {
         m->closing++;
         kube_client_close(m->kc_le, closed_one, m);
@@ -941,8 +947,15 @@ static int setup(struct mgr *m)
         return rc;
     }
 
+    /* Events go through a client of their own, with the same limit, as
+     * client-go's event broadcaster has its own clientset: a convergence's
+     * or a deletion's events (a few per VM) never queue the finalizers and
+     * statuses behind them, and its writes are at most twice the limit. */
+    rc = kube_client_new(&m->loop, m->http, m->cfg, &kco, &m->kc_ev);
+    if (rc < 0)
+        return rc;
     eo.io = &events_kube_io;
-    eo.io_ctx = m->kw.kc;
+    eo.io_ctx = m->kc_ev;
     eo.on_drop = event_dropped;
     eo.drop_data = m;
     rc = events_new(&m->loop, &eo, &m->kw.ev);

@@ -33,9 +33,10 @@ static const struct flag flags[] = {
     {"watch-namespace", "namespace", K_STR, OFF(watch_namespace), 0, 0,
      "Manage only the VmGroups of this namespace (to shard); default: all namespaces."},
     {"kube-api-qps", NULL, K_DOUBLE, OFF(kube_qps), 0, 0,
-     "Requests per second to the API server (client-side limit)."},
+     "Requests per second to the API server (client-side limit); Events have a limit of "
+     "their own, as large."},
     {"kube-api-burst", NULL, K_INT, OFF(kube_burst), 1, 100000,
-     "Burst of requests to the API server."},
+     "Burst of requests to the API server (and, apart, of Events)."},
     {"sync-period", NULL, K_DURATION, OFF(resync_ms), 0, 0,
      "How often every VmGroup is reconciled even without a change."},
     {"max-concurrent-reconciles", NULL, K_INT, OFF(max_concurrent_reconciles), 1, 1024,
