@@ -969,6 +969,9 @@ static int finish(struct ctx *c)
     const struct vmgroup_status *old = &c->g->status;
     const char *message, *degraded_message = NULL;
     const struct vmgroup_condition *od, *orr, *nd;
+    const struct plan_announced *an = c->in->announced;
+    const char *deg_reason, *deg_message;
+    bool was_ready, was_degraded;
     char selector[VMGROUP_MAX_SELECTOR + 1];
     int r;
 
@@ -1019,21 +1022,39 @@ static int finish(struct ctx *c)
 
     /* The object goes away with its finalizer: no status to write then. */
     p->status_changed = !c->remove_finalizer && !vmgroup_status_equal(s, old);
-    if (!p->status_changed)
+    nd = &s->conditions[2];
+    p->announced.ready = s->conditions[0].status == VMGROUP_COND_TRUE;
+    if (nd->status == VMGROUP_COND_TRUE) {
+        p->announced.degraded_reason = nd->reason ? nd->reason : "";
+        p->announced.degraded_message = nd->message ? nd->message : "";
+    }
+    if (c->remove_finalizer)
         return 0;
 
-    nd = &s->conditions[2];
-    od = vmgroup_condition_find(old, COND_DEGRADED);
-    if (nd->status == VMGROUP_COND_TRUE &&
-        (!od || od->status != VMGROUP_COND_TRUE || !vmg_streq(od->reason, nd->reason) ||
-         !vmg_streq(od->message, nd->message))) {
+    /* The conditions' events, for what changed since the last plan's
+     * conditions or, for the first plan, since the object's status. */
+    if (an) {
+        was_ready = an->ready;
+        was_degraded = an->degraded_reason != NULL;
+        deg_reason = an->degraded_reason;
+        deg_message = an->degraded_message;
+    } else {
+        if (!p->status_changed)
+            return 0;
+        orr = vmgroup_condition_find(old, COND_READY);
+        od = vmgroup_condition_find(old, COND_DEGRADED);
+        was_ready = orr && orr->status == VMGROUP_COND_TRUE;
+        was_degraded = od && od->status == VMGROUP_COND_TRUE;
+        deg_reason = od ? od->reason : NULL;
+        deg_message = od ? od->message : NULL;
+    }
+    if (nd->status == VMGROUP_COND_TRUE && (!was_degraded || !vmg_streq(deg_reason, nd->reason) ||
+                                            !vmg_streq(deg_message, nd->message))) {
         r = add_event(c, PLAN_EVENT_WARNING, nd->reason, nd->message);
         if (r < 0)
             return r;
     }
-    orr = vmgroup_condition_find(old, COND_READY);
-    if (s->conditions[0].status == VMGROUP_COND_TRUE &&
-        (!orr || orr->status != VMGROUP_COND_TRUE)) {
+    if (s->conditions[0].status == VMGROUP_COND_TRUE && !was_ready) {
         r = add_event(c, PLAN_EVENT_NORMAL, "Ready", message);
         if (r < 0)
             return r;

@@ -100,6 +100,13 @@ enum plan_block {
     PLAN_BLOCK_OTHER,     /* anything else (e.g. permission denied): no vCenter action */
 };
 
+/* The Ready and Degraded conditions of a planned status. */
+struct plan_announced {
+    bool ready;                  /* Ready was True */
+    const char *degraded_reason; /* NULL: Degraded was not True */
+    const char *degraded_message;
+};
+
 struct planner_input {
     const struct vmgroup *g;
     const struct plan_vm *vms; /* every VM in the group's folder, and any other VM marked
@@ -117,6 +124,12 @@ struct planner_input {
     const char *transient_message; /* NULL or "" when none; else why the last step failed */
     const char *now;               /* RFC 3339, for conditions that change */
     int max_inflight;              /* vCenter operations of this group in flight; < 1 means 1 */
+    /* NULL, or the conditions of the last plan of this group (its
+     * .announced): the events of conditions (Ready, Degraded) are sent for
+     * changes from these, not from g's status, which lags behind the
+     * statuses written (the cache shows a write a moment later, and maybe
+     * an older write first): a change is announced once. */
+    const struct plan_announced *announced;
 };
 
 enum plan_action_kind {
@@ -163,6 +176,10 @@ struct plan {
     int foreign;                  /* VMs in the folder that are not the group's */
     int old_template;             /* members cloned from another template than spec's */
     struct plan_mem *mem;         /* private */
+    /* The Ready and Degraded of status, from which the next plan's events
+     * are to be computed (strings owned by the plan). Not for a plan that
+     * removes the finalizer. */
+    struct plan_announced announced;
 };
 
 /* planner_plan computes the plan for in. Returns 0 and *ret (free with

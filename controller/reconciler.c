@@ -20,6 +20,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/str.h"
 #include "lib/strmap.h"
 
 #define LOGGER "reconciler"
@@ -83,6 +84,11 @@ struct gstate {
      * made again. */
     enum plan_action_kind meta_kind;
     uint64_t meta_until;
+    /* The conditions of the last plan (planner.h struct plan_announced),
+     * from which the next plan's events are computed (have_announced). */
+    bool have_announced;
+    bool announced_ready;
+    char *announced_reason, *announced_message;
 };
 
 struct reconciler {
@@ -144,6 +150,8 @@ static void gs_free(struct gstate *gs)
     free(gs->block_msg);
     free(gs->transient);
     free(gs->written_rv);
+    free(gs->announced_reason);
+    free(gs->announced_message);
     free(gs);
 }
 
@@ -742,9 +750,10 @@ struct pass {
     int *slots;          /* the slots of the clones in flight */
     char vmsg[MSG_MAX];  /* why vCenter cannot be used, or the folder's block */
     char now[64];
-    int vr;             /* 0 when vCenter is usable, else why not */
-    bool transient_now; /* the planner is told of a transient failure */
-    uint64_t await_ms;  /* the next deadline of an awaited operation (0: none) */
+    int vr;                          /* 0 when vCenter is usable, else why not */
+    bool transient_now;              /* the planner is told of a transient failure */
+    struct plan_announced announced; /* in.announced, from gs */
+    uint64_t await_ms;               /* the next deadline of an awaited operation (0: none) */
 };
 
 /* gather reads the caches for the group of gs (object g) at time t and fills
@@ -835,7 +844,41 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     }
     in->now = ps->now;
     in->max_inflight = r->o.max_group_tasks;
+    if (gs->have_announced) {
+        ps->announced.ready = gs->announced_ready;
+        ps->announced.degraded_reason = gs->announced_reason;
+        ps->announced.degraded_message = gs->announced_message;
+        in->announced = &ps->announced;
+    }
     return 0;
+}
+
+/* note_announced keeps the conditions of plan p (see struct gstate); when
+ * memory runs out, none, and the next plan compares with the object's. */
+static void note_announced(struct gstate *gs, const struct plan *p)
+{
+    const struct plan_announced *a = &p->announced;
+
+    gs->announced_ready = a->ready;
+    if (gs->have_announced && !a->degraded_reason == !gs->announced_reason &&
+        vmg_streq(a->degraded_reason, gs->announced_reason) &&
+        vmg_streq(a->degraded_message, gs->announced_message))
+        return;
+    free(gs->announced_reason);
+    free(gs->announced_message);
+    gs->announced_reason = gs->announced_message = NULL;
+    gs->announced_ready = a->ready;
+    gs->have_announced = true;
+    if (a->degraded_reason) {
+        gs->announced_reason = strdup(a->degraded_reason);
+        gs->announced_message = strdup(a->degraded_message ? a->degraded_message : "");
+        if (!gs->announced_reason || !gs->announced_message) {
+            gs->have_announced = false;
+            free(gs->announced_reason);
+            free(gs->announced_message);
+            gs->announced_reason = gs->announced_message = NULL;
+        }
+    }
 }
 
 /* write_finalizer starts the finalizer write a (PLAN_ADD_FINALIZER or
@@ -989,6 +1032,7 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
     if (p->n_actions && plan_describe(p, desc, sizeof(desc)) >= 0)
         vmg_log_v(1, LOGGER, g->meta.ns, g->meta.name, "plan: %s", desc);
     act(r, gs, g, p, t, res);
+    note_announced(gs, p);
     decide(r, gs, &ps, t, res);
 out:
     plan_free(p);

@@ -38,8 +38,9 @@ struct fake {
     char last_status[2048];
     size_t events;
     char last_event[256];
-    uint64_t now_ms; /* the reconciler's clock */
-    int rereads;     /* VMs asked to be read again */
+    size_t ready_events, foreign_events; /* of reason Ready, ForeignVMs */
+    uint64_t now_ms;                     /* the reconciler's clock */
+    int rereads;                         /* VMs asked to be read again */
     char reread_vm[96];
 };
 
@@ -121,6 +122,8 @@ static void f_event(void *d, const struct vmgroup *g, bool warning, const char *
     (void)d;
     (void)g;
     F.events++;
+    F.ready_events += strcmp(reason, "Ready") == 0;
+    F.foreign_events += strcmp(reason, "ForeignVMs") == 0;
     snprintf(F.last_event, sizeof(F.last_event), "%s %s: %s", warning ? "Warning" : "Normal",
              reason, message);
 }
@@ -815,6 +818,90 @@ static void test_power_off_then_destroy_on_scale_down(void **state)
     assert_string_equal(F.calls[F.n_calls - 1].what, "destroy");
 }
 
+/* A change of Ready or Degraded is announced once, though the cache goes on
+ * showing the object the status was planned from for several passes (the
+ * watch is behind the write); a new change over that object is announced. */
+static void test_conditions_announced_once_while_the_cache_lags(void **state)
+{
+    struct env *e = *state;
+    char json[4096];
+
+    set_group(GROUP("10", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    F.vms[F.n_vms] = F.vms[1];
+    snprintf(F.names[F.n_vms], sizeof(F.names[0]), "stranger");
+    F.vms[F.n_vms].name = F.names[F.n_vms];
+    F.vms[F.n_vms].mark_uid = NULL;
+    F.n_vms++;
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    assert_int_equal(F.ready_events, 1);
+    assert_int_equal(F.foreign_events, 1);
+    complete("status", 0, NULL, NULL);
+    pass(e);
+    pass(e);
+    assert_int_equal(F.ready_events, 1);
+    assert_int_equal(F.foreign_events, 1);
+    /* The cache shows an older write of ours first (the status is written
+     * again over it): not news either. */
+    set_group(GROUP("10a", FIN, 2,
+                    ",\"status\":{\"phase\":\"PENDING\",\"conditions\":[{\"type\":\"Ready\","
+                    "\"status\":\"False\",\"reason\":\"Creating\",\"message\":\"creating\","
+                    "\"lastTransitionTime\":\"2026-11-22T00:00:00Z\"}]}"));
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    complete("status", 0, NULL, NULL);
+    assert_int_equal(F.ready_events, 1);
+    assert_int_equal(F.foreign_events, 1);
+    /* Another status over the same object: its conditions are old news. */
+    F.vms[0].ip[0] = "10.0.0.5";
+    F.vms[0].n_ip = 1;
+    pass(e);
+    assert_int_equal(count("status"), 3);
+    assert_int_equal(F.ready_events, 1);
+    assert_int_equal(F.foreign_events, 1);
+    complete("status", 0, NULL, NULL);
+    /* Another stranger: Degraded says something new. */
+    F.vms[F.n_vms] = F.vms[F.n_vms - 1];
+    snprintf(F.names[F.n_vms], sizeof(F.names[0]), "intruder");
+    F.vms[F.n_vms].name = F.names[F.n_vms];
+    F.n_vms++;
+    pass(e);
+    pass(e);
+    assert_int_equal(count("status"), 4);
+    assert_int_equal(F.ready_events, 1);
+    assert_int_equal(F.foreign_events, 2);
+    complete("status", 0, NULL, NULL);
+    /* The cache shows the write. */
+    snprintf(json, sizeof(json), GROUP("11", FIN, 2, ",\"status\":%s"), F.last_status);
+    set_group(json);
+    pass(e);
+    assert_int_equal(count("status"), 4);
+    assert_int_equal(F.ready_events, 1);
+    assert_int_equal(F.foreign_events, 2);
+    /* A VM is powered off by hand and on again: Ready went False, and True
+     * again is news. */
+    F.vms[1].powered_on = false;
+    pass(e);
+    assert_int_equal(count("status"), 5);
+    assert_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    pass(e);
+    assert_int_equal(F.ready_events, 1);
+    assert_int_equal(F.foreign_events, 2);
+    settle_status();
+    snprintf(json, sizeof(json), GROUP("12", FIN, 2, ",\"status\":%s"), F.last_status);
+    set_group(json);
+    F.vms[1].powered_on = true;
+    complete("power-on", 0, NULL, NULL);
+    pass(e);
+    assert_int_equal(count("status"), 6);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    assert_int_equal(F.ready_events, 2);
+    assert_int_equal(F.foreign_events, 2);
+}
+
 /* A finished power-on that the inventory never shows (the watch lags or
  * missed it): the VM is read again first; the operation is planned again
  * only if the read does not show it either. */
@@ -892,6 +979,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_vms_follow_the_inventory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_power_off_then_destroy_on_scale_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conditions_announced_once_while_the_cache_lags, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_unseen_operation_reads_the_vm_before_acting_again,
                                         setup, teardown),
     };
