@@ -7,6 +7,12 @@
 #            CONVERGE_INFLIGHT (8) `govc vm.clone -on` processes at a time
 #            making the VMs in them, then as many `govc vm.destroy` at a
 #            time and the folders destroyed;
+#   watch    (the first case only) the ceiling again while the operator's
+#            inventory watch alone follows (tests/e2e/drivers/vsdrv.c idle:
+#            the filter over the root folder, nothing else), until vcsim
+#            has streamed it all: what a watch of the VMs costs vcsim, which
+#            re-collects the whole filter at each change of any object
+#            (README); printed, not a target;
 #   operator bin/vmgroup-operator with its defaults: `kubectl create` of the
 #            groups until all are RUNNING with 3, IDLE_SECONDS (60) idle,
 #            then `kubectl delete vg --all` until none is left.
@@ -26,7 +32,9 @@
 # rest_client_requests_total) and its vCenter requests other than the
 # WaitForUpdatesEx long poll during the idle period, and deletion seconds.
 # The idle period opens once the writes queued during the convergence went
-# out (none for 3 s); how many and how long after RUNNING is printed too.
+# out and vcsim's stream caught up (settle); how long after RUNNING, how
+# many writes and how much of vcsim's CPU that took is printed too, and
+# vcsim's count of changes to managed objects per VM created.
 # Then vcsim's count of SOAP requests by method per VM created and destroyed
 # (hack/env/go/vcsim/main.go counts them), for govc and for the operator.
 # CONVERGE_PROFILE=DIR saves a CPU profile of vcsim during each operator
@@ -57,10 +65,12 @@ hz=$(getconf CLK_TCK)
 rc=0
 settles=
 pid=
+watcher=
 ncase=0
 
 cleanup() {
 	[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
+	[ -z "$watcher" ] || kill -TERM "$watcher" 2>/dev/null || true
 	rm -rf "$GOVMOMI_HOME"
 }
 trap cleanup EXIT
@@ -73,6 +83,9 @@ vcsim_pid() { cat "$ENV_DIR/run/vcsim.pid"; }
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # methods: vcsim's count of SOAP requests so far, "Method count" lines.
 methods() { curl -sf "$VCSIM_DEBUG_URL/debug/soap-methods"; }
+# updates: vcsim's count of changes to managed objects so far, "kind/Type
+# count" lines: each one makes every pending long poll re-collect its filters.
+updates() { curl -sf "$VCSIM_DEBUG_URL/debug/updates"; }
 # per_vm BEFORE AFTER VMS: the requests between two counts, per VM.
 per_vm() {
 	awk -v n="$3" 'FNR == NR { a[$1] = $2; next } { d = $2 - a[$1]; if (d > 0) s[$1] = d }
@@ -87,6 +100,11 @@ vc_requests() { # the manager's vCenter requests, the long poll excepted
 	curl -sf "$murl" | awk '$0 !~ /^#/ && $1 ~ /^vmgroup_vcenter_requests_total/ &&
 		$1 !~ /WaitForUpdates/ { s += $2 } END { printf "%d", s }'
 }
+vc_by_method() { # the manager's vCenter requests by method, "Method count" lines
+	curl -sf "$murl" | awk '$0 !~ /^#/ && $1 ~ /^vmgroup_vcenter_requests_total/ {
+		m = $1; sub(/.*method="/, "", m); sub(/".*/, "", m); s[m] += $2 }
+		END { for (k in s) print k, s[k] }'
+}
 fail() {
 	echo "converge: MISSED: $*"
 	rc=1
@@ -97,12 +115,44 @@ detail=
 add_row() { rows="$rows$(printf '%-24s %s' "$1" "$2")
 "; }
 
-# ceiling GROUPS: govc makes and destroys GROUPS x 3 VMs, $inflight at a
-# time; sets c_run c_del c_cpu.
+# settle MAX: waits until the work left after RUNNING is done: 3 s in a
+# row without an API write of the manager (when one runs) and with vcsim
+# under 0.1 CPU s a second (a watch's stream has caught up: vcsim v0.56
+# re-collects each pending long poll's filters once per change it queued,
+# which lags far behind a burst of changes), at most MAX s; sets s_secs
+# (seconds until then), s_writes and s_cpu (vcsim's CPU s meanwhile).
+settle() {
+	local quiet=0 n=0 w=0 ws=0 wl k ks kl
+	[ -z "$pid" ] || ws=$(writes)
+	wl=$ws
+	ks=$(ticks "$(vcsim_pid)")
+	kl=$ks
+	while [ "$quiet" -lt 3 ] && [ "$n" -lt "$1" ]; do
+		sleep 1
+		n=$((n + 1))
+		[ -z "$pid" ] || w=$(writes)
+		k=$(ticks "$(vcsim_pid)")
+		if [ "$w" = "$wl" ] && [ $((k - kl)) -lt $((hz / 10)) ]; then quiet=$((quiet + 1)); else quiet=0; fi
+		wl=$w kl=$k
+	done
+	s_secs=$((n - quiet)) s_writes=$((wl - ws))
+	s_cpu=$(awk -v a="$ks" -v b="$kl" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
+}
+
+# ceiling GROUPS [watch]: govc makes and destroys GROUPS x 3 VMs, $inflight
+# at a time (with watch: while vsdrv watches the root folder); sets c_run
+# c_del c_cpu.
 ceiling() {
-	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 t2 k0 k1 m0 m1 m2 n
+	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 t2 k0 k1 m0 m1 m2 n label="govc"
 	govc about >/dev/null # the session, kept for the processes below
+	if [ "${2:-}" = watch ]; then
+		folder=watch-$1-$$ label="govc + watch"
+		"$VSDRV" --ca-file "$VC_CA_FILE" idle 3600 >/dev/null 2>&1 &
+		watcher=$!
+		sleep 2
+	fi
 	m0=$(methods)
+	u0=$(updates)
 	k0=$(ticks "$(vcsim_pid)")
 	t0=$(now)
 	# The operator's work: a folder per group, its replicas cloned into it,
@@ -115,6 +165,15 @@ ceiling() {
 	t1=$(now)
 	k1=$(ticks "$(vcsim_pid)")
 	m1=$(methods)
+	u1=$(updates)
+	c_tail=- c_tail_s=-
+	if [ -n "$watcher" ]; then
+		settle 300
+		c_tail=$s_cpu c_tail_s=$s_secs
+		kill -TERM "$watcher" 2>/dev/null
+		wait "$watcher" 2>/dev/null
+		watcher=
+	fi
 	n=$(govc find "$root" -type m -name "$folder-*" -runtime.powerState poweredOn | wc -l)
 	[ "$n" -eq "$vms" ] || fail "govc made $n of $vms VMs powered on"
 	govc find "$root" -type m -name "$folder-*" | xargs -P "$inflight" -n 1 govc vm.destroy >/dev/null
@@ -124,8 +183,9 @@ ceiling() {
 	c_run=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	c_del=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
 	c_cpu=$(awk -v a="$k0" -v b="$k1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
-	detail="$detail  govc $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
-  govc $vms VMs, per VM destroyed: $(per_vm "$m1" "$m2" "$vms")
+	detail="$detail  $label $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
+  $label $vms VMs, per VM destroyed: $(per_vm "$m1" "$m2" "$vms")
+  $label $vms VMs, vcsim's changes per VM created: $(per_vm "$u0" "$u1" "$vms")
 "
 }
 
@@ -171,6 +231,7 @@ operator() {
 	pid=$!
 	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$pport/readyz" >/dev/null && break; sleep 0.2; done
 	m0=$(methods)
+	u0=$(updates)
 	k0=$(ticks "$(vcsim_pid)")
 	if [ -n "${CONVERGE_PROFILE:-}" ] && [ "$2" -gt 0 ]; then
 		mkdir -p "$CONVERGE_PROFILE"
@@ -190,28 +251,23 @@ operator() {
 	t1=$(now)
 	k1=$(ticks "$(vcsim_pid)")
 	m1=$(methods)
-	o_writes=- o_vc=- o_settle=- o_settle_w=-
+	u1=$(updates)
+	o_writes=- o_vc=- o_settle=- o_settle_w=- o_tail=-
 	if [ "$2" -gt 0 ]; then
-		# The convergence's own writes still queued behind the API client's
-		# limit (--kube-api-qps: events, statuses) go out first: the idle
-		# window opens once no write went out for 3 s (at most 120 s), and
-		# how long that took and how many went out are printed apart.
-		local ws wl quiet=0 n=0
-		ws=$(writes)
-		wl=$ws
-		while [ "$quiet" -lt 3 ] && [ "$n" -lt 120 ]; do
-			sleep 1
-			n=$((n + 1))
-			w0=$(writes)
-			if [ "$w0" = "$wl" ]; then quiet=$((quiet + 1)); else quiet=0; fi
-			wl=$w0
-		done
-		o_settle=$((n - quiet)) o_settle_w=$((wl - ws))
+		# What the convergence left to do goes first: the writes still
+		# queued behind the API client's limit (--kube-api-qps), and vcsim's
+		# stream (it re-collects the watched filter for every change it
+		# queued meanwhile, see settle); how long that took, how many writes
+		# went out and vcsim's CPU meanwhile are printed apart.
+		settle 300
+		o_settle=$s_secs o_settle_w=$s_writes o_tail=$s_cpu
 		w0=$(writes)
 		v0=$(vc_requests)
+		vm0=$(vc_by_method)
 		sleep "$2"
 		o_writes=$(($(writes) - w0))
 		o_vc=$(($(vc_requests) - v0))
+		o_vc_by=$(per_vm "$vm0" "$(vc_by_method)" 1)
 	fi
 	mi=$(methods)
 	t2=$(now)
@@ -233,6 +289,8 @@ operator() {
 	o_cpu=$(awk -v a="$k0" -v b="$k1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
 	detail="$detail  operator $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
   operator $vms VMs, per VM destroyed: $(per_vm "$mi" "$m2" "$vms")
+  operator $vms VMs, vcsim's changes per VM created: $(per_vm "$u0" "$u1" "$vms")
+  operator $vms VMs, vCenter requests in the idle window: ${o_vc_by:-}
 "
 	[ -z "$prof" ] || detail="$detail  vcsim CPU profile: $prof
 "
@@ -250,15 +308,23 @@ ratio_ok() { # A B LIMIT: A <= LIMIT x B
 printf '== plain vcsim: %s clones in flight for govc; the operator with its defaults\n' "$inflight"
 for g in $cases; do
 	vms=$((g * replicas))
+	if [ "$g" = "${cases%% *}" ]; then
+		ceiling "$g" watch
+		w_run=$c_run w_cpu=$c_cpu
+		settles="$settles  govc + watch ${vms} VMs: vcsim's stream caught up $c_tail_s s after the clones, using $c_tail s of vcsim CPU meanwhile
+"
+	fi
 	ceiling "$g"
 	operator "$g" "$idle"
 	add_row "govc ${vms} VMs (ceiling)" "$(fmt_row "$c_run" "$c_del" "$vms" "$c_cpu" - - - -)"
+	[ "$g" != "${cases%% *}" ] ||
+		add_row "govc + watch ${vms} VMs" "$(fmt_row "$w_run" 0 "$vms" "$w_cpu" - - - - | sed 's/ *0\.0$/        -/')"
 	add_row "operator ${g}x${replicas}" "$(fmt_row "$o_run" "$o_del" "$vms" "$o_cpu" "$o_rss" "$o_mcpu" "$o_writes" "$o_vc")"
 	ratio_ok "$o_run" "$c_run" 2 || fail "${g}x$replicas to RUNNING $o_run s > 2 x $c_run s"
 	ratio_ok "$o_del" "$c_del" 2 || fail "${g}x$replicas deletion $o_del s > 2 x $c_del s"
 	ratio_ok "$o_cpu" "$c_cpu" 2 || fail "${g}x$replicas vcsim CPU $o_cpu s > 2 x $c_cpu s"
 	[ "$o_writes" = 0 ] || fail "${g}x$replicas $o_writes API writes in $idle s idle"
-	settles="$settles  operator ${g}x$replicas: $o_settle_w API writes in the $o_settle s after RUNNING before the idle window
+	settles="$settles  operator ${g}x$replicas: $o_settle_w API writes and $o_tail s of vcsim CPU in the $o_settle s after RUNNING before the idle window
 "
 	ratio_ok "$o_rss" "$max_rss" 1 || fail "${g}x$replicas peak RSS $o_rss MiB > $max_rss"
 	ratio_ok "$o_mcpu" "$(awk -v n="$vms" -v m="$max_cpu" 'BEGIN { print n * m / 1000 }')" 1 ||
@@ -266,7 +332,7 @@ for g in $cases; do
 done
 hdr=$(printf '%-24s %8s %7s %9s %10s %9s %8s %9s %9s %8s' "" "to RUN s" "VMs/s" "vcsim CPU" "vcsim ms/VM" "peak MiB" "CPU s" "API wr.(*)" "vC req(*)" "delete s")
 printf '%s\n%s' "$hdr" "$rows"
-printf '(*) during %s s idle once RUNNING and the writes queued meanwhile went out: API-server writes, and vCenter requests but the long poll.\n%s' "$idle" "$settles"
+printf '(*) during %s s idle once RUNNING, the writes queued meanwhile went out and vcsim'"'"'s stream caught up: API-server writes, and vCenter requests but the long poll.\n%s' "$idle" "$settles"
 printf 'SOAP requests by method (vcsim'"'"'s count):\n%s' "$detail"
 
 if [ -n "$delayed" ]; then

@@ -31,13 +31,7 @@ root=/DC0/vm/vm-operator
 hz=$(getconf CLK_TCK)
 watcher=
 
-pkgs="libuv libcurl openssl libxml-2.0 libcjson yaml-0.1"
-mkdir -p build/bench
-# shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE -O2 -g -I. $(pkg-config --cflags $pkgs) \
-	-o build/bench/vsdrv tests/e2e/drivers/vsdrv.c build/libvmgroup.a \
-	$(pkg-config --libs $pkgs) -lhttp_parser -lm
-drv=$top/build/bench/vsdrv
+drv=$VSDRV
 
 cleanup() {
 	[ -z "$watcher" ] || kill -TERM "$watcher" 2>/dev/null || true

@@ -6,7 +6,8 @@
 // For the benchmarks: -task-delays and -method-delays make tasks and calls
 // take time as on a real vCenter, and -debug-addr serves Go's pprof
 // (/debug/pprof/) and the count of SOAP requests by method
-// (/debug/soap-methods) on a plain HTTP listener.
+// (/debug/soap-methods) on a plain HTTP listener, and the count of changes
+// to managed objects by kind and type (/debug/updates).
 package main
 
 import (
@@ -32,6 +33,8 @@ import (
 
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/simulator/esx"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
 
 	// The vSphere Automation REST API (sessions, tagging).
 	_ "github.com/vmware/govmomi/vapi/simulator"
@@ -135,6 +138,48 @@ func (m *methods) serve(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, b.String())
 }
 
+// updates counts the changes the simulator makes to its managed objects
+// (the events each pending WaitForUpdatesEx re-collects its filters for),
+// by kind and object type, e.g. "modify Task 12".
+type updates struct {
+	mu    sync.Mutex
+	count map[string]int64
+}
+
+func (u *updates) Reference() types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "UpdateCounter", Value: "debug-updates"}
+}
+
+func (u *updates) add(kind string, ref types.ManagedObjectReference) {
+	u.mu.Lock()
+	u.count[kind+" "+ref.Type]++
+	u.mu.Unlock()
+}
+
+func (u *updates) PutObject(_ *simulator.Context, o mo.Reference) { u.add("enter", o.Reference()) }
+func (u *updates) UpdateObject(_ *simulator.Context, o mo.Reference, _ []types.PropertyChange) {
+	u.add("modify", o.Reference())
+}
+func (u *updates) RemoveObject(_ *simulator.Context, ref types.ManagedObjectReference) {
+	u.add("leave", ref)
+}
+
+func (u *updates) serve(w http.ResponseWriter, _ *http.Request) {
+	u.mu.Lock()
+	names := make([]string, 0, len(u.count))
+	for k := range u.count {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&b, "%s %d\n", strings.ReplaceAll(k, " ", "/"), u.count[k])
+	}
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, b.String())
+}
+
 func main() {
 	model := simulator.VPX()
 	model.Datacenter = 1
@@ -224,6 +269,9 @@ func main() {
 		dm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		dm.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		dm.HandleFunc("/debug/soap-methods", mc.serve)
+		uc := &updates{count: map[string]int64{}}
+		model.Map().AddHandler(uc)
+		dm.HandleFunc("/debug/updates", uc.serve)
 		ln, err := net.Listen("tcp", *debugAddr)
 		if err != nil {
 			log.Fatalf("vcsim: -debug-addr: %v", err)
