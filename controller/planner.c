@@ -1030,6 +1030,7 @@ static int finish(struct ctx *c)
     }
     if (c->remove_finalizer)
         return 0;
+    p->announced_valid = true;
 
     /* The conditions' events, for what changed since the last plan's
      * conditions or, for the first plan, since the object's status. */

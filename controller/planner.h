@@ -177,9 +177,11 @@ struct plan {
     int old_template;             /* members cloned from another template than spec's */
     struct plan_mem *mem;         /* private */
     /* The Ready and Degraded of status, from which the next plan's events
-     * are to be computed (strings owned by the plan). Not for a plan that
-     * removes the finalizer. */
+     * are to be computed (strings owned by the plan); announced_valid is
+     * false for a plan that removes the finalizer or plans nothing of a
+     * group being deleted: the group goes away. */
     struct plan_announced announced;
+    bool announced_valid;
 };
 
 /* planner_plan computes the plan for in. Returns 0 and *ret (free with

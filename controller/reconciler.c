@@ -84,11 +84,13 @@ struct gstate {
      * made again. */
     enum plan_action_kind meta_kind;
     uint64_t meta_until;
-    /* The conditions of the last plan (planner.h struct plan_announced),
-     * from which the next plan's events are computed (have_announced). */
+    /* The conditions of the last plan (planner.h struct plan_announced) of
+     * the object with UID announced_uid, from which the next plan's events
+     * are computed (have_announced): Ready as last written, Degraded as
+     * last planned (its events went out then, written or not). */
     bool have_announced;
     bool announced_ready;
-    char *announced_reason, *announced_message;
+    char *announced_uid, *announced_reason, *announced_message;
 };
 
 struct reconciler {
@@ -150,6 +152,7 @@ static void gs_free(struct gstate *gs)
     free(gs->block_msg);
     free(gs->transient);
     free(gs->written_rv);
+    free(gs->announced_uid);
     free(gs->announced_reason);
     free(gs->announced_message);
     free(gs);
@@ -703,26 +706,30 @@ static int status_sum(reconciler *r, const char *text, size_t n, uint64_t *ret)
     return 0;
 }
 
-static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup *g,
+/* write_status writes p's status unless the same was written over the same
+ * object (the cache has not shown it yet), or a write is in flight (the key
+ * is planned again when it ends). Returns whether the status is written or
+ * being written. */
+static bool write_status(reconciler *r, struct gstate *gs, const struct vmgroup *g,
                          const struct plan *p)
 {
     cJSON *st = NULL;
     char *text;
     uint64_t sum = 0;
     size_t len;
-    bool summed;
+    bool summed, started;
 
     if (gs->status_inflight) {
         /* One write at a time; when it ends, the key is planned again. */
         gs->status_dirty = true;
-        return;
+        return false;
     }
     if (vmgroup_status_to_json(&p->status, p->vms, &st) < 0)
-        return;
+        return false;
     text = cJSON_PrintUnformatted(st);
     if (!text) {
         cJSON_Delete(st);
-        return;
+        return false;
     }
     len = strlen(text);
     summed = status_sum(r, text, len, &sum) == 0;
@@ -732,14 +739,16 @@ static void write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     if (summed && gs->written_len == len && gs->written_sum == sum && gs->written_rv &&
         strcmp(gs->written_rv, g->meta.resource_version) == 0) {
         cJSON_Delete(st);
-        return;
+        return true;
     }
-    if (start_write(r, gs, g, true, st) == 0) {
+    started = start_write(r, gs, g, true, st) == 0;
+    if (started) {
         gs->written_sum = sum;
         gs->written_len = summed ? len : 0;
         set_str(&gs->written_rv, g->meta.resource_version);
     }
     cJSON_Delete(st);
+    return started;
 }
 
 /* What one pass gathers for the planner, and keeps until the plan is made. */
@@ -844,7 +853,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     }
     in->now = ps->now;
     in->max_inflight = r->o.max_group_tasks;
-    if (gs->have_announced) {
+    if (gs->have_announced && vmg_streq(gs->announced_uid, g->meta.uid)) {
         ps->announced.ready = gs->announced_ready;
         ps->announced.degraded_reason = gs->announced_reason;
         ps->announced.degraded_message = gs->announced_message;
@@ -853,32 +862,51 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     return 0;
 }
 
-/* note_announced keeps the conditions of plan p (see struct gstate); when
- * memory runs out, none, and the next plan compares with the object's. */
-static void note_announced(struct gstate *gs, const struct plan *p)
+/* note_announced keeps the conditions of plan p, made over object g (see
+ * struct gstate); written: its status is what the API server has or will
+ * have (written, being written, or no change); a Ready False that is not
+ * is not kept, so that a Ready that went False and True again without a
+ * status written in between is not announced again (a True is kept: its
+ * event went out). When memory runs out, or the
+ * plan is the group's last, nothing is kept, and the next plan compares
+ * with the object's status. */
+static void note_announced(struct gstate *gs, const struct vmgroup *g, const struct plan *p,
+                           bool written)
 {
     const struct plan_announced *a = &p->announced;
+    bool same = gs->have_announced && vmg_streq(gs->announced_uid, g->meta.uid);
 
-    gs->announced_ready = a->ready;
-    if (gs->have_announced && !a->degraded_reason == !gs->announced_reason &&
+    if (!p->announced_valid) {
+        gs->have_announced = false;
+        return;
+    }
+    if (written || a->ready || !same)
+        gs->announced_ready = a->ready;
+    if (same && !a->degraded_reason == !gs->announced_reason &&
         vmg_streq(a->degraded_reason, gs->announced_reason) &&
         vmg_streq(a->degraded_message, gs->announced_message))
         return;
     free(gs->announced_reason);
     free(gs->announced_message);
     gs->announced_reason = gs->announced_message = NULL;
-    gs->announced_ready = a->ready;
-    gs->have_announced = true;
+    gs->have_announced = false;
+    if (!same) {
+        free(gs->announced_uid);
+        gs->announced_uid = g->meta.uid ? strdup(g->meta.uid) : NULL;
+        if (!gs->announced_uid)
+            return;
+    }
     if (a->degraded_reason) {
         gs->announced_reason = strdup(a->degraded_reason);
         gs->announced_message = strdup(a->degraded_message ? a->degraded_message : "");
         if (!gs->announced_reason || !gs->announced_message) {
-            gs->have_announced = false;
             free(gs->announced_reason);
             free(gs->announced_message);
             gs->announced_reason = gs->announced_message = NULL;
+            return;
         }
     }
+    gs->have_announced = true;
 }
 
 /* write_finalizer starts the finalizer write a (PLAN_ADD_FINALIZER or
@@ -920,8 +948,9 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
 }
 
 /* act starts the actions of p for the group of gs (object g) at time t:
- * finalizer and status writes, events, vCenter operations. */
-static void act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const struct plan *p,
+ * finalizer and status writes, events, vCenter operations. Returns whether
+ * p's status is what the API server has or will have (see write_status). */
+static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const struct plan *p,
                 uint64_t t, struct rec_result *res)
 {
     bool meta_started = false;
@@ -955,8 +984,9 @@ static void act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
     /* Not with a finalizer write, for the same reason: the status goes
      * with the next pass, on the object that write makes (if any: removing
      * the last finalizer of a deleted group removes it). */
-    if (p->status_changed && !meta_started)
-        write_status(r, gs, g, p);
+    if (!p->status_changed)
+        return true;
+    return !meta_started && write_status(r, gs, g, p);
 }
 
 /* decide says when the group of gs is to be planned again, after a pass
@@ -990,6 +1020,7 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
     struct plan *p = NULL;
     char desc[512];
     uint64_t t = r->clock(NULL);
+    bool written;
     int rc;
 
     memset(res, 0, sizeof(*res));
@@ -1031,8 +1062,8 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
         r->w.observed(r->w.hookdata, g, p);
     if (p->n_actions && plan_describe(p, desc, sizeof(desc)) >= 0)
         vmg_log_v(1, LOGGER, g->meta.ns, g->meta.name, "plan: %s", desc);
-    act(r, gs, g, p, t, res);
-    note_announced(gs, p);
+    written = act(r, gs, g, p, t, res);
+    note_announced(gs, g, p, written);
     decide(r, gs, &ps, t, res);
 out:
     plan_free(p);

@@ -902,6 +902,61 @@ static void test_conditions_announced_once_while_the_cache_lags(void **state)
     assert_int_equal(F.foreign_events, 2);
 }
 
+/* A Ready that goes False and True again while no status could be written
+ * (a write in flight) was never seen False: no second Ready event. */
+static void test_ready_not_announced_again_without_a_false_written(void **state)
+{
+    struct env *e = *state;
+    char json[4096];
+
+    set_group(GROUP("10", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    assert_int_equal(F.ready_events, 1);
+    complete("status", 0, NULL, NULL);
+    snprintf(json, sizeof(json), GROUP("11", FIN, 2, ",\"status\":%s"), F.last_status);
+    set_group(json);
+    /* A guest reports an address: a status write, left in flight. */
+    F.vms[0].ip[0] = "10.0.0.5";
+    F.vms[0].n_ip = 1;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    /* Meanwhile a VM goes off and on again. */
+    F.vms[1].powered_on = false;
+    pass(e);
+    F.vms[1].powered_on = true;
+    complete("power-on", 0, NULL, NULL);
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_int_equal(F.ready_events, 1);
+}
+
+/* A group deleted and made again under the same name is another group: its
+ * conditions are announced anew, even if its reconciler state was kept. */
+static void test_conditions_announced_for_a_group_made_again(void **state)
+{
+    struct env *e = *state;
+    char json[4096];
+    char *u;
+
+    set_group(GROUP("10", FIN, 0, ""));
+    add_vm(0, true);
+    F.vms[0].mark_uid = NULL; /* a stranger in the folder */
+    pass(e);
+    assert_int_equal(F.foreign_events, 1);
+    settle_status();
+    pass(e);
+    assert_int_equal(F.foreign_events, 1);
+    snprintf(json, sizeof(json), "%s", GROUP("20", FIN, 0, ""));
+    u = strstr(json, "\"u-1\"");
+    assert_non_null(u);
+    u[3] = '2';
+    set_group(json);
+    pass(e);
+    assert_int_equal(F.foreign_events, 2);
+}
+
 /* A finished power-on that the inventory never shows (the watch lags or
  * missed it): the VM is read again first; the operation is planned again
  * only if the read does not show it either. */
@@ -980,6 +1035,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_vms_follow_the_inventory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_power_off_then_destroy_on_scale_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conditions_announced_once_while_the_cache_lags, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ready_not_announced_again_without_a_false_written,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conditions_announced_for_a_group_made_again, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unseen_operation_reads_the_vm_before_acting_again,
                                         setup, teardown),
