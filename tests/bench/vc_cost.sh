@@ -31,7 +31,11 @@ root=/DC0/vm/vm-operator
 hz=$(getconf CLK_TCK)
 watcher=
 
-drv=$VSDRV
+drv=${VSDRV:-$top/build/bench/vsdrv}
+[ -x "$drv" ] || {
+	echo "vc_cost: $drv is missing: run it through tests/bench/run" >&2
+	exit 1
+}
 
 cleanup() {
 	[ -z "$watcher" ] || kill -TERM "$watcher" 2>/dev/null || true

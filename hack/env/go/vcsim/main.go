@@ -204,7 +204,7 @@ func main() {
 	methodDelays := flag.String("method-delays", "", "Method=ms,...: how long each call of "+
 		"these methods takes before it is served")
 	jitter := flag.Float64("delay-jitter", 0, "the delays' coefficient of variation (stddev/mean)")
-	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/ and /debug/soap-methods here (plain HTTP)")
+	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/, /debug/soap-methods and /debug/updates here (plain HTTP)")
 	flag.Parse()
 
 	mc := &methods{count: map[string]int64{}, jitter: *jitter}
