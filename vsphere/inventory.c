@@ -51,8 +51,9 @@ struct vs_inventory {
     char mark_paths[2][VIM_MARK_PATH_MAX];
     const char *vm_paths[16];
     size_t vm_paths_n;
-    /* What a read of one VM asks: the same and guest.net (vm_paths_init). */
-    const char *read_paths[17];
+    /* What a read of one VM asks: the same, config.changeVersion and
+     * guest.net (vm_paths_init). */
+    const char *read_paths[18];
     size_t read_paths_n;
     uint64_t backoff_min_ms, backoff_max_ms;
     vs_cache_cb on_change;
@@ -133,9 +134,16 @@ static void vm_paths_init(vs_inventory *inv)
 
     inv->vm_paths_n = vim_vm_paths_with_marks(keys, inv->mark_paths, inv->vm_paths,
                                               sizeof(inv->vm_paths) / sizeof(inv->vm_paths[0]));
-    /* The same mark paths are written again, with the same text. */
+    /* The same mark paths are written again, with the same text. And the
+     * version that the values read are of, before guest.net: a late
+     * announcement of it asks for no read (vs_cache_config_read). */
     inv->read_paths_n = vim_vm_read_paths(keys, inv->mark_paths, inv->read_paths,
-                                          sizeof(inv->read_paths) / sizeof(inv->read_paths[0]));
+                                          sizeof(inv->read_paths) / sizeof(inv->read_paths[0]) - 1);
+    if (inv->read_paths_n > 0) {
+        inv->read_paths[inv->read_paths_n] = inv->read_paths[inv->read_paths_n - 1];
+        inv->read_paths[inv->read_paths_n - 1] = CHANGE_VERSION;
+        inv->read_paths_n++;
+    }
 }
 
 /* build_filter is CreateFilter over everything below the root folder: a
@@ -260,21 +268,11 @@ static void queue_dispute(vs_inventory *inv, const struct vim_moref *vm, uint64_
 }
 
 /* queue_refresh notes a VM to read again: its configuration changed
- * (config.changeVersion) but the update carried none of the values. */
+ * (config.changeVersion) but the update carried none of the values, and
+ * the cache does not hold that version's already (vs_cache_config_read). */
 static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
 {
-    bool version = false;
-
-    if (u->kind != VIM_MODIFY || strcmp(u->obj.type, "VirtualMachine") != 0)
-        return;
-    for (size_t i = 0; i < u->n_changes; i++) {
-        const char *n = u->changes[i].name;
-        if (strcmp(n, CHANGE_VERSION) == 0)
-            version = true;
-        else if (strncmp(n, "config.hardware.", 16) == 0)
-            return;
-    }
-    if (version)
+    if (vs_cache_config_read(inv->cache, u))
         (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
 }
 

@@ -22,11 +22,13 @@
  * with the group folder of each changed object. A group in sync costs no
  * request beyond the outstanding long poll. A VM whose config.changeVersion
  * changes without its CPU or memory in the same update (vcsim announces a
- * reconfiguration so) is read once more. So is a VM whose guest's primary
- * address (guest.ipAddress) shows up or changes, or that a full state
- * shows with one: a read of a VM asks for guest.net too, every NIC's
- * addresses, which is not watched (such reads go after the others, and
- * take at most half the read queue). A task that ended successfully
+ * reconfiguration so) is read once more, unless the cache holds that
+ * version's values already (a lagging stream announces it late, after a
+ * full state or a read that showed it; see vs_cache_config_read). So is a
+ * VM whose guest's primary address (guest.ipAddress) shows up or changes,
+ * or that a full state shows with one: a read of a VM asks for guest.net
+ * too, every NIC's addresses, which is not watched (such reads go after
+ * the others, and take at most half the read queue). A task that ended successfully
  * puts its result in the cache at once (vs_inventory_assume, from
  * vsphere/ops), ahead of the watch, which may lag; an older answer of the
  * watch that says otherwise has the VM read once more, and that read

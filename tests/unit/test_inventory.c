@@ -1651,6 +1651,97 @@ static void test_guest_change_queues_one_read(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* inv_version feeds an update of vm_ref (kind "enter" or "modify") with
+ * config.changeVersion = version (NULL: none), and its CPUs when cpu > 0. */
+static void inv_version(vs_inventory *inv, const char *kind, const char *vm_ref,
+                        const char *version, int cpu)
+{
+    struct sb b;
+    char n[16];
+
+    begin(&b);
+    obj_start(&b, kind, "VirtualMachine", vm_ref);
+    if (strcmp(kind, "enter") == 0) {
+        ch_str(&b, "name", "xsd:string", vm_ref);
+        ch_parent(&b, "group-a");
+    }
+    if (cpu > 0) {
+        snprintf(n, sizeof(n), "%d", cpu);
+        ch_str(&b, "config.hardware.numCPU", "xsd:int", n);
+    }
+    if (version)
+        ch_str(&b, "config.changeVersion", "xsd:string", version);
+    sb_add(&b, "</objectSet>");
+    inv_feed(inv, &b);
+}
+
+/* A reconfiguration announced by config.changeVersion alone (vcsim's way)
+ * has the VM read once, for its values; a late announcement of the
+ * version the cache holds the values of already (a lagging stream sends a
+ * clone's after the full state, or the read, that showed the VM with it)
+ * has it read no more: it was a read of every VM when the operator was
+ * otherwise idle. The session is never used: the reads are only queued. */
+static void test_change_version_read_once(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    const char *const *paths;
+    size_t n;
+    struct sb b;
+    bool asked = false;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    /* A read asks for the version, so that its answer tells which values
+     * it brought; guest.net stays last. */
+    n = vs_inventory_testing_read_paths(inv, &paths);
+    for (size_t i = 0; i < n; i++)
+        asked = asked || strcmp(paths[i], "config.changeVersion") == 0;
+    assert_true(asked);
+    assert_string_equal(paths[n - 1], "guest.net");
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    /* Shown with version 1, then version 1 announced late: no read. */
+    inv_version(inv, "enter", "vm-1", "1", 2);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    inv_version(inv, "modify", "vm-1", "1", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    /* Version 2 alone: one read; until its answer, version 2 again asks
+     * again (queued once). */
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 1);
+    /* The read's answer (all of the VM, version 2 with it): version 2
+     * said late asks for none. */
+    inv_version(inv, "enter", "vm-1", "2", 4);
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    assert_int_equal(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->num_cpu, 4);
+    /* A version with the values in the same update: no read, then or
+     * when it is said again. */
+    inv_version(inv, "modify", "vm-1", "3", 8);
+    inv_version(inv, "modify", "vm-1", "3", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    /* An older version said late is not the one held: read. */
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 1);
+    /* Shown without a version (none known): any version alone reads. */
+    inv_version(inv, "enter", "vm-1", NULL, 2);
+    inv_version(inv, "modify", "vm-1", "3", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 1);
+    /* Not known at all: read. */
+    inv_version(inv, "modify", "vm-9", "1", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-9"), 1);
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1680,6 +1771,7 @@ int main(void)
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
         cmocka_unit_test(test_guest_change_queues_one_read),
+        cmocka_unit_test(test_change_version_read_once),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
