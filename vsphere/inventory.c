@@ -98,8 +98,10 @@ struct vs_inventory {
      * a truncated UpdateSet may have been computed when its first part
      * was: the long polls that fetch it keep the first one's number. */
     uint64_t asked, wait_asked, refresh_asked;
-    uint64_t answered; /* the number of the last long poll answered */
-    bool wait_rest;    /* the last UpdateSet was truncated */
+    /* The number of the last long poll answered: of its UpdateSet all
+     * applied, the rest of a truncated one included (note_answer). */
+    uint64_t answered;
+    bool wait_rest; /* the last UpdateSet was truncated */
 
     uv_timer_t timer;
     bool closing;
@@ -353,6 +355,19 @@ static void on_refresh(void *data, const struct vs_reply *r)
     settle(inv);
 }
 
+/* held: a dispute's read waits until a long poll numbered after `after`
+ * has answered, all of its UpdateSet (whose rest may settle it). */
+static bool held(const vs_inventory *inv, const struct refresh_item *it)
+{
+    return it->dispute && inv->answered <= it->after && vs_cache_disputed(inv->cache, it->vm.value);
+}
+
+/* needed: a dispute the answers since have settled needs no read. */
+static bool needed(const vs_inventory *inv, const struct refresh_item *it)
+{
+    return !it->dispute || it->need || vs_cache_disputed(inv->cache, it->vm.value);
+}
+
 static void refresh_next(vs_inventory *inv)
 {
     const struct vim_service_content *sc = vs_session_content(inv->s);
@@ -370,15 +385,14 @@ static void refresh_next(vs_inventory *inv)
         if (i >= inv->nrefresh)
             return;
         it = inv->refresh[i];
-        if (it.dispute && inv->answered <= it.after && vs_cache_disputed(inv->cache, it.vm.value)) {
+        if (held(inv, &it)) {
             i++; /* not yet */
             continue;
         }
         memmove(inv->refresh + i, inv->refresh + i + 1,
                 (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
         inv->nrefresh--;
-        /* A dispute the answers since have settled needs no read. */
-        if (!it.dispute || it.need || vs_cache_disputed(inv->cache, it.vm.value))
+        if (needed(inv, &it))
             break;
     }
     vm = it.vm;
@@ -564,14 +578,34 @@ static void start_resolve(vs_inventory *inv)
     }
 }
 
+/* number_wait numbers the long poll about to be sent; one that fetches
+ * the rest of a truncated UpdateSet keeps the set's number. */
+static void number_wait(vs_inventory *inv)
+{
+    if (!inv->wait_rest || !inv->wait_asked)
+        inv->wait_asked = ++inv->asked;
+}
+
+/* note_answer notes the long poll's answer applied (e and us from
+ * vim_decode_update_set): a truncated UpdateSet's rest comes next, with
+ * the same number, and the set is answered once all of it is applied. A
+ * dispute's read waits for that (held): vcsim pages a lagging stream's
+ * backlog, a VM's older state in one page and the change that settles
+ * its dispute in a later one. */
+static void note_answer(vs_inventory *inv, int e, const struct vim_update_set *us)
+{
+    inv->wait_rest = e == 1 && us->truncated;
+    if (!inv->wait_rest)
+        inv->answered = inv->wait_asked;
+}
+
 static void send_wait(vs_inventory *inv)
 {
     char *buf = NULL;
     size_t len = 0;
     int e;
 
-    if (!inv->wait_rest || !inv->wait_asked)
-        inv->wait_asked = ++inv->asked;
+    number_wait(inv);
     e = vim_req_wait_for_updates_ex(&inv->pc, inv->version, inv->max_wait, inv->max_updates, &buf,
                                     &len);
     if (e == 0)
@@ -633,8 +667,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     }
     if (e == 1)
         vmg_putf(inv->version, sizeof(inv->version), "%s", us.version);
-    inv->answered = inv->wait_asked;
-    inv->wait_rest = e == 1 && us.truncated;
+    note_answer(inv, e, &us);
     if (inv->resyncing && (e == 0 || !us.truncated)) {
         inv->resyncing = false;
         vs_cache_end_resync(inv->cache);
@@ -914,6 +947,31 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
     if (vim_moref_set(&vm, "VirtualMachine", vm_ref) == 0)
         queue_dispute(inv, &vm, inv->wait_asked);
     return inv->lost_dispute;
+}
+
+int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp)
+{
+    struct vim_update_set us;
+    int e;
+
+    if (!inv->cache)
+        return -EINVAL;
+    number_wait(inv);
+    e = vim_decode_update_set(resp, apply_cb, inv, &us);
+    if (e < 0)
+        return e;
+    vs_cache_commit(inv->cache);
+    note_answer(inv, e, &us);
+    inv->synced = true;
+    return 0;
+}
+
+bool vs_inventory_testing_due(const vs_inventory *inv, const char *vm_ref)
+{
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm_ref) == 0)
+            return !held(inv, &inv->refresh[i]) && needed(inv, &inv->refresh[i]);
+    return false;
 }
 
 int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref,

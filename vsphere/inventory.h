@@ -201,6 +201,15 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref);
  * it; nothing is sent. */
 int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref,
                                bool full);
+/* vs_inventory_testing_poll applies resp as the answer of the next long
+ * poll (numbered as the watch numbers them, the rest of a truncated set
+ * keeping its number) to the cache made by vs_inventory_testing_watch,
+ * and marks the watch synced; nothing is sent. */
+int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp);
+/* vs_inventory_testing_due: whether the read of vm_ref queued would be
+ * sent now (a dispute's waits for its long poll, and one settled is
+ * dropped). */
+bool vs_inventory_testing_due(const vs_inventory *inv, const char *vm_ref);
 /* The number of reads of vm_ref queued (not sent), taken off the queue
  * (as if sent); what a read of a VM asks for; the cache. */
 size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref);

@@ -1742,6 +1742,90 @@ static void test_change_version_read_once(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* inv_poll applies the UpdateSet in b as the answer of the inventory's
+ * next long poll (and frees its text); truncated: the rest of the set
+ * comes in the next. */
+static void inv_poll(vs_inventory *inv, struct sb *b, bool truncated)
+{
+    soap_resp *resp = NULL;
+
+    sb_add(b,
+           "</filterSet>%s</returnval></WaitForUpdatesExResponse></soapenv:Body>"
+           "</soapenv:Envelope>",
+           truncated ? "<truncated>true</truncated>" : "");
+    assert_int_equal(soap_parse(b->p, b->n, 64u << 20, &resp, NULL), 0);
+    assert_int_equal(vs_inventory_testing_poll(inv, resp), 0);
+    soap_resp_free(resp);
+    free(b->p);
+    b->p = NULL;
+}
+
+static void power(struct sb *b, const char *ref, const char *state)
+{
+    obj_start(b, "modify", "VirtualMachine", ref);
+    ch_str(b, "runtime.powerState", "VirtualMachinePowerState", state);
+    sb_add(b, "</objectSet>");
+}
+
+/* A dispute's read waits for the whole UpdateSet of the next long poll,
+ * not its first part: vcsim pages a lagging stream's backlog, a VM's
+ * older state in one page and its later change, which settles the
+ * dispute, in the next one (a read of each such VM while the operator was
+ * otherwise idle). The session is never used: nothing is sent. */
+static void test_dispute_waits_for_the_whole_set(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    struct vim_change on = {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"};
+    struct vim_object_update u = {.kind = VIM_MODIFY, .changes = &on, .n_changes = 1};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    struct sb b;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    /* A long poll's first page shows two VMs off; both are powered on (the
+     * tasks' results, assumed while that poll's set is still coming), and
+     * its second page says off: disputed, each read once the next long
+     * poll has answered. */
+    begin(&b);
+    vm(&b, "enter", "vm-1", "g-0", "group-a", "poweredOff", 1, 1024, "uid-a");
+    vm(&b, "enter", "vm-2", "g-1", "group-a", "poweredOff", 1, 1024, "uid-a");
+    inv_poll(inv, &b, true);
+    for (int i = 1; i <= 2; i++) {
+        assert_int_equal(vim_moref_set(&u.obj, "VirtualMachine", i == 1 ? "vm-1" : "vm-2"), 0);
+        assert_int_equal(vs_inventory_assume(inv, &u, vs_inventory_mark(inv)), 1);
+    }
+    begin(&b);
+    power(&b, "vm-1", "poweredOff");
+    power(&b, "vm-2", "poweredOff");
+    inv_poll(inv, &b, false);
+    assert_false(vs_inventory_testing_due(inv, "vm-1"));
+    assert_false(vs_inventory_testing_due(inv, "vm-2"));
+    /* The next long poll's first page says nothing of them: not yet. */
+    begin(&b);
+    folder(&b, "modify", "group-a", "ns_a2", "group-1");
+    inv_poll(inv, &b, true);
+    assert_false(vs_inventory_testing_due(inv, "vm-1"));
+    assert_false(vs_inventory_testing_due(inv, "vm-2"));
+    /* Its second page shows vm-1 on: settled, no read; vm-2's is due. */
+    begin(&b);
+    power(&b, "vm-1", "poweredOn");
+    inv_poll(inv, &b, false);
+    assert_false(vs_inventory_testing_due(inv, "vm-1"));
+    assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->powered_on);
+    assert_true(vs_inventory_testing_due(inv, "vm-2"));
+    assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->powered_on);
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1772,6 +1856,7 @@ int main(void)
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
         cmocka_unit_test(test_guest_change_queues_one_read),
         cmocka_unit_test(test_change_version_read_once),
+        cmocka_unit_test(test_dispute_waits_for_the_whole_set),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
