@@ -856,6 +856,10 @@ static void note_version(struct node *n, const struct vim_object_update *u)
         return;
     if (u->kind == VIM_ENTER || v)
         n->version[0] = '\0';
+    /* While the size is pinned by an assumption, the cache may hold other
+     * values than the version's (an older answer's were kept): none known. */
+    if (n->pinned & (1u << F_CPU | 1u << F_MEM))
+        return;
     if (v && v->kind == VIM_VAL_STRING && v->str && strlen(v->str) < sizeof(n->version))
         copy(n->version, sizeof(n->version), v->str);
 }
@@ -869,9 +873,13 @@ bool vs_cache_config_read(const vs_cache *c, const struct vim_object_update *u)
     if (!c || !u || u->kind != VIM_MODIFY || strcmp(u->obj.type, "VirtualMachine") != 0)
         return false;
     v = version_of(u, &hardware);
-    if (!v || hardware)
+    if (!v)
         return false;
     n = ht_get(&c->objs, u->obj.value);
+    /* With the size pinned, the update's values may have been kept out:
+     * the read unpins them. */
+    if (hardware)
+        return n && n->o.kind == VS_OBJ_VM && (n->pinned & (1u << F_CPU | 1u << F_MEM));
     return !n || n->o.kind != VS_OBJ_VM || !n->version[0] || v->kind != VIM_VAL_STRING || !v->str ||
            strcmp(v->str, n->version) != 0;
 }

@@ -263,7 +263,9 @@ bool vs_cache_guest_read(const vs_cache *c, const struct vim_object_update *u,
  * one the cached values came with (an ENTER, the watch's or a read's, or
  * an update that carried the hardware too): a late announcement of a
  * configuration the cache holds already, as a server whose stream lags
- * sends after the full state that showed the VM. */
+ * sends after the full state that showed the VM. While an assumption pins
+ * the VM's size, no version is known, and a version with hardware values
+ * is read too (the values may have been kept out). */
 bool vs_cache_config_read(const vs_cache *c, const struct vim_object_update *u);
 
 /* vs_create_order reads the number at the end of a moref value ("vm-42" ->

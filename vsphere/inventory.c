@@ -308,8 +308,19 @@ static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
 {
     if (e == VS_CACHE_READ_BACK)
         queue_dispute(inv, &u->obj, inv->wait_asked);
-    else if (e == 0)
+    /* Also with a dispute: its read, merged into this one, is then sent
+     * even if a newer answer settles the dispute first, since the
+     * configuration it announced is to be read anyway. */
+    if (e >= 0)
         queue_refresh(inv, u);
+}
+
+/* next_answer is the number after which a long poll's answer is a new one:
+ * while the rest of a truncated UpdateSet is fetched (numbered as its
+ * first part, and maybe computed with it), the answer after that set. */
+static uint64_t next_answer(const vs_inventory *inv)
+{
+    return inv->wait_rest ? inv->wait_asked : inv->answered;
 }
 
 static int refresh_cb(void *arg, const struct vim_object_update *u)
@@ -350,7 +361,7 @@ static void on_refresh(void *data, const struct vs_reply *r)
     vs_cache_commit(inv->cache);
     if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
         /* Failed: again after the long poll out now answers. */
-        queue_dispute(inv, &inv->refresh_cur, inv->answered);
+        queue_dispute(inv, &inv->refresh_cur, next_answer(inv));
     refresh_next(inv);
     settle(inv);
 }
@@ -864,7 +875,7 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
     /* A clone's VM the watch showed otherwise before the end was learned:
      * read once the stream has had its say (see vs_cache_assume). */
     if (e == 1 && u->kind == VIM_ENTER && vs_cache_disputed(inv->cache, u->obj.value))
-        queue_dispute(inv, &u->obj, inv->answered); /* after the long poll out now */
+        queue_dispute(inv, &u->obj, next_answer(inv)); /* after the long poll out now */
     return e;
 }
 

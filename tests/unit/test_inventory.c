@@ -1826,6 +1826,51 @@ static void test_dispute_waits_for_the_whole_set(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* An older answer that disputes a VM's assumed power state and announces a
+ * new configuration without its values: when a newer answer settles the
+ * dispute, the VM is still read, for the configuration (powered off by
+ * hand, resized, powered on again). The session is never used. */
+static void test_dispute_keeps_a_configuration_read(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    struct vim_change on = {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"};
+    struct vim_object_update u = {.kind = VIM_MODIFY, .changes = &on, .n_changes = 1};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    struct sb b;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    /* A long poll's first page; the power-on is assumed while its second
+     * page is still to come: off, and a new version. */
+    begin(&b);
+    vm(&b, "enter", "vm-1", "g-0", "group-a", "poweredOff", 1, 1024, "uid-a");
+    inv_poll(inv, &b, true);
+    assert_int_equal(vim_moref_set(&u.obj, "VirtualMachine", "vm-1"), 0);
+    assert_int_equal(vs_inventory_assume(inv, &u, vs_inventory_mark(inv)), 1);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-1");
+    ch_str(&b, "runtime.powerState", "VirtualMachinePowerState", "poweredOff");
+    ch_str(&b, "config.changeVersion", "xsd:string", "7");
+    sb_add(&b, "</objectSet>");
+    inv_poll(inv, &b, false);
+    /* The next one: on again, which settles the power state. */
+    begin(&b);
+    power(&b, "vm-1", "poweredOn");
+    inv_poll(inv, &b, false);
+    assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->powered_on);
+    assert_true(vs_inventory_testing_due(inv, "vm-1"));
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1857,6 +1902,7 @@ int main(void)
         cmocka_unit_test(test_guest_change_queues_one_read),
         cmocka_unit_test(test_change_version_read_once),
         cmocka_unit_test(test_dispute_waits_for_the_whole_set),
+        cmocka_unit_test(test_dispute_keeps_a_configuration_read),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
