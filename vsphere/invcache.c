@@ -15,6 +15,11 @@
 
 #define MAX_DEPTH 64  /* folders walked up to find a group */
 #define TOMB_MAX 1024 /* objects remembered as assumed gone (see vs_cache_assume) */
+/* Bytes of a config.changeVersion kept, NUL included (vCenter's is a time
+ * in ISO 8601, vcsim's a count of nanoseconds); a longer one is not kept. */
+#define VERSION_MAX 48
+#define CHANGE_VERSION "config.changeVersion"
+#define HARDWARE "config.hardware."
 
 enum { D_NEW = 1, D_CHANGED = 2, D_REMOVED = 4 };
 /* The properties an assumption pins, each apart (invcache.h, "Assumed
@@ -39,6 +44,9 @@ struct node {
     uint64_t pin[F_N];    /* while pinned: answers to requests up to pin keep it */
     unsigned pinned;      /* bits of F_* */
     unsigned disputed;    /* of pinned: the last older answer said another value */
+    /* VMs: the config.changeVersion that the hardware values came with
+     * (see vs_cache_config_read); "" when none is known. */
+    char version[VERSION_MAX];
 };
 
 /* An object assumed gone, and the last request whose answer may still
@@ -817,6 +825,65 @@ static int tomb_add(vs_cache *c, const char *ref, uint64_t asked)
     return 0;
 }
 
+/* version_of finds u's config.changeVersion (NULL when it has none) and
+ * tells whether u carries hardware values too (an ENTER carries all). */
+static const struct vim_change *version_of(const struct vim_object_update *u, bool *hardware)
+{
+    const struct vim_change *v = NULL;
+
+    *hardware = u->kind == VIM_ENTER;
+    for (size_t i = 0; i < u->n_changes; i++) {
+        const char *n = u->changes[i].name;
+        if (strcmp(n, CHANGE_VERSION) == 0)
+            v = &u->changes[i];
+        else if (strncmp(n, HARDWARE, sizeof(HARDWARE) - 1) == 0)
+            *hardware = true;
+    }
+    return v;
+}
+
+/* note_version keeps the config.changeVersion of VM n that u says with
+ * the hardware values: an ENTER (the watch's or a read's, all of the VM at
+ * once; without one, none is known) or an update that carries both. One
+ * that announces a version alone leaves the known one, until the read it
+ * asks for (vs_cache_config_read) answers. */
+static void note_version(struct node *n, const struct vim_object_update *u)
+{
+    bool hardware;
+    const struct vim_change *v = version_of(u, &hardware);
+
+    if (n->o.kind != VS_OBJ_VM || !hardware)
+        return;
+    if (u->kind == VIM_ENTER || v)
+        n->version[0] = '\0';
+    /* While the size is pinned by an assumption, the cache may hold other
+     * values than the version's (an older answer's were kept): none known. */
+    if (n->pinned & (1u << F_CPU | 1u << F_MEM))
+        return;
+    if (v && v->kind == VIM_VAL_STRING && v->str && strlen(v->str) < sizeof(n->version))
+        copy(n->version, sizeof(n->version), v->str);
+}
+
+bool vs_cache_config_read(const vs_cache *c, const struct vim_object_update *u)
+{
+    const struct node *n;
+    const struct vim_change *v;
+    bool hardware;
+
+    if (!c || !u || u->kind != VIM_MODIFY || strcmp(u->obj.type, "VirtualMachine") != 0)
+        return false;
+    v = version_of(u, &hardware);
+    if (!v)
+        return false;
+    n = ht_get(&c->objs, u->obj.value);
+    /* With the size pinned, the update's values may have been kept out:
+     * the read unpins them. */
+    if (hardware)
+        return n && n->o.kind == VS_OBJ_VM && (n->pinned & (1u << F_CPU | 1u << F_MEM));
+    return !n || n->o.kind != VS_OBJ_VM || !n->version[0] || v->kind != VIM_VAL_STRING || !v->str ||
+           strcmp(v->str, n->version) != 0;
+}
+
 bool vs_cache_guest_read(const vs_cache *c, const struct vim_object_update *u,
                          const struct vs_ip *before)
 {
@@ -842,7 +909,7 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
 {
     enum vs_obj_kind kind;
     struct node *n;
-    unsigned keep = 0, set;
+    unsigned keep = 0, set, lost;
     int e;
 
     if (!c || !u)
@@ -886,7 +953,9 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
         else
             keep |= 1u << f;
     }
-    return update_node(c, n, u, u->kind == VIM_ENTER, keep) ? VS_CACHE_READ_BACK : 0;
+    lost = update_node(c, n, u, u->kind == VIM_ENTER, keep);
+    note_version(n, u);
+    return lost ? VS_CACHE_READ_BACK : 0;
 }
 
 bool vs_cache_disputed(const vs_cache *c, const char *ref)

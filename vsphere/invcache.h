@@ -256,6 +256,18 @@ void vs_obj_primary(const struct vs_obj *o, struct vs_ip *out);
 bool vs_cache_guest_read(const vs_cache *c, const struct vim_object_update *u,
                          const struct vs_ip *before);
 
+/* vs_cache_config_read tells whether u, an update of a VM already applied,
+ * announces a configuration (config.changeVersion) without its hardware
+ * values (config.hardware.*), as vcsim announces a reconfiguration: then
+ * the VM is to be read again, for the values. Not when the version is the
+ * one the cached values came with (an ENTER, the watch's or a read's, or
+ * an update that carried the hardware too): a late announcement of a
+ * configuration the cache holds already, as a server whose stream lags
+ * sends after the full state that showed the VM. While an assumption pins
+ * the VM's size, no version is known, and a version with hardware values
+ * is read too (the values may have been kept out). */
+bool vs_cache_config_read(const vs_cache *c, const struct vim_object_update *u);
+
 /* vs_create_order reads the number at the end of a moref value ("vm-42" ->
  * 42); 0 when there is none. */
 uint64_t vs_create_order(const char *ref);

@@ -51,8 +51,9 @@ struct vs_inventory {
     char mark_paths[2][VIM_MARK_PATH_MAX];
     const char *vm_paths[16];
     size_t vm_paths_n;
-    /* What a read of one VM asks: the same and guest.net (vm_paths_init). */
-    const char *read_paths[17];
+    /* What a read of one VM asks: the same, config.changeVersion and
+     * guest.net (vm_paths_init). */
+    const char *read_paths[18];
     size_t read_paths_n;
     uint64_t backoff_min_ms, backoff_max_ms;
     vs_cache_cb on_change;
@@ -97,8 +98,10 @@ struct vs_inventory {
      * a truncated UpdateSet may have been computed when its first part
      * was: the long polls that fetch it keep the first one's number. */
     uint64_t asked, wait_asked, refresh_asked;
-    uint64_t answered; /* the number of the last long poll answered */
-    bool wait_rest;    /* the last UpdateSet was truncated */
+    /* The number of the last long poll answered: of its UpdateSet all
+     * applied, the rest of a truncated one included (note_answer). */
+    uint64_t answered;
+    bool wait_rest; /* the last UpdateSet was truncated */
 
     uv_timer_t timer;
     bool closing;
@@ -133,9 +136,16 @@ static void vm_paths_init(vs_inventory *inv)
 
     inv->vm_paths_n = vim_vm_paths_with_marks(keys, inv->mark_paths, inv->vm_paths,
                                               sizeof(inv->vm_paths) / sizeof(inv->vm_paths[0]));
-    /* The same mark paths are written again, with the same text. */
+    /* The same mark paths are written again, with the same text. And the
+     * version that the values read are of, before guest.net: a late
+     * announcement of it asks for no read (vs_cache_config_read). */
     inv->read_paths_n = vim_vm_read_paths(keys, inv->mark_paths, inv->read_paths,
-                                          sizeof(inv->read_paths) / sizeof(inv->read_paths[0]));
+                                          sizeof(inv->read_paths) / sizeof(inv->read_paths[0]) - 1);
+    if (inv->read_paths_n > 0) {
+        inv->read_paths[inv->read_paths_n] = inv->read_paths[inv->read_paths_n - 1];
+        inv->read_paths[inv->read_paths_n - 1] = CHANGE_VERSION;
+        inv->read_paths_n++;
+    }
 }
 
 /* build_filter is CreateFilter over everything below the root folder: a
@@ -260,21 +270,11 @@ static void queue_dispute(vs_inventory *inv, const struct vim_moref *vm, uint64_
 }
 
 /* queue_refresh notes a VM to read again: its configuration changed
- * (config.changeVersion) but the update carried none of the values. */
+ * (config.changeVersion) but the update carried none of the values, and
+ * the cache does not hold that version's already (vs_cache_config_read). */
 static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
 {
-    bool version = false;
-
-    if (u->kind != VIM_MODIFY || strcmp(u->obj.type, "VirtualMachine") != 0)
-        return;
-    for (size_t i = 0; i < u->n_changes; i++) {
-        const char *n = u->changes[i].name;
-        if (strcmp(n, CHANGE_VERSION) == 0)
-            version = true;
-        else if (strncmp(n, "config.hardware.", 16) == 0)
-            return;
-    }
-    if (version)
+    if (vs_cache_config_read(inv->cache, u))
         (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
 }
 
@@ -308,8 +308,19 @@ static void applied(vs_inventory *inv, const struct vim_object_update *u, int e)
 {
     if (e == VS_CACHE_READ_BACK)
         queue_dispute(inv, &u->obj, inv->wait_asked);
-    else if (e == 0)
+    /* Also with a dispute: its read, merged into this one, is then sent
+     * even if a newer answer settles the dispute first, since the
+     * configuration it announced is to be read anyway. */
+    if (e >= 0)
         queue_refresh(inv, u);
+}
+
+/* next_answer is the number after which a long poll's answer is a new one:
+ * while the rest of a truncated UpdateSet is fetched (numbered as its
+ * first part, and maybe computed with it), the answer after that set. */
+static uint64_t next_answer(const vs_inventory *inv)
+{
+    return inv->wait_rest ? inv->wait_asked : inv->answered;
 }
 
 static int refresh_cb(void *arg, const struct vim_object_update *u)
@@ -350,9 +361,22 @@ static void on_refresh(void *data, const struct vs_reply *r)
     vs_cache_commit(inv->cache);
     if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
         /* Failed: again after the long poll out now answers. */
-        queue_dispute(inv, &inv->refresh_cur, inv->answered);
+        queue_dispute(inv, &inv->refresh_cur, next_answer(inv));
     refresh_next(inv);
     settle(inv);
+}
+
+/* held: a dispute's read waits until a long poll numbered after `after`
+ * has answered, all of its UpdateSet (whose rest may settle it). */
+static bool held(const vs_inventory *inv, const struct refresh_item *it)
+{
+    return it->dispute && inv->answered <= it->after && vs_cache_disputed(inv->cache, it->vm.value);
+}
+
+/* needed: a dispute the answers since have settled needs no read. */
+static bool needed(const vs_inventory *inv, const struct refresh_item *it)
+{
+    return !it->dispute || it->need || vs_cache_disputed(inv->cache, it->vm.value);
 }
 
 static void refresh_next(vs_inventory *inv)
@@ -372,15 +396,14 @@ static void refresh_next(vs_inventory *inv)
         if (i >= inv->nrefresh)
             return;
         it = inv->refresh[i];
-        if (it.dispute && inv->answered <= it.after && vs_cache_disputed(inv->cache, it.vm.value)) {
+        if (held(inv, &it)) {
             i++; /* not yet */
             continue;
         }
         memmove(inv->refresh + i, inv->refresh + i + 1,
                 (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
         inv->nrefresh--;
-        /* A dispute the answers since have settled needs no read. */
-        if (!it.dispute || it.need || vs_cache_disputed(inv->cache, it.vm.value))
+        if (needed(inv, &it))
             break;
     }
     vm = it.vm;
@@ -566,14 +589,34 @@ static void start_resolve(vs_inventory *inv)
     }
 }
 
+/* number_wait numbers the long poll about to be sent; one that fetches
+ * the rest of a truncated UpdateSet keeps the set's number. */
+static void number_wait(vs_inventory *inv)
+{
+    if (!inv->wait_rest || !inv->wait_asked)
+        inv->wait_asked = ++inv->asked;
+}
+
+/* note_answer notes the long poll's answer applied (e and us from
+ * vim_decode_update_set): a truncated UpdateSet's rest comes next, with
+ * the same number, and the set is answered once all of it is applied. A
+ * dispute's read waits for that (held): vcsim pages a lagging stream's
+ * backlog, a VM's older state in one page and the change that settles
+ * its dispute in a later one. */
+static void note_answer(vs_inventory *inv, int e, const struct vim_update_set *us)
+{
+    inv->wait_rest = e == 1 && us->truncated;
+    if (!inv->wait_rest)
+        inv->answered = inv->wait_asked;
+}
+
 static void send_wait(vs_inventory *inv)
 {
     char *buf = NULL;
     size_t len = 0;
     int e;
 
-    if (!inv->wait_rest || !inv->wait_asked)
-        inv->wait_asked = ++inv->asked;
+    number_wait(inv);
     e = vim_req_wait_for_updates_ex(&inv->pc, inv->version, inv->max_wait, inv->max_updates, &buf,
                                     &len);
     if (e == 0)
@@ -635,8 +678,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     }
     if (e == 1)
         vmg_putf(inv->version, sizeof(inv->version), "%s", us.version);
-    inv->answered = inv->wait_asked;
-    inv->wait_rest = e == 1 && us.truncated;
+    note_answer(inv, e, &us);
     if (inv->resyncing && (e == 0 || !us.truncated)) {
         inv->resyncing = false;
         vs_cache_end_resync(inv->cache);
@@ -833,7 +875,7 @@ int vs_inventory_assume(vs_inventory *inv, const struct vim_object_update *u, ui
     /* A clone's VM the watch showed otherwise before the end was learned:
      * read once the stream has had its say (see vs_cache_assume). */
     if (e == 1 && u->kind == VIM_ENTER && vs_cache_disputed(inv->cache, u->obj.value))
-        queue_dispute(inv, &u->obj, inv->answered); /* after the long poll out now */
+        queue_dispute(inv, &u->obj, next_answer(inv)); /* after the long poll out now */
     return e;
 }
 
@@ -916,6 +958,31 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref)
     if (vim_moref_set(&vm, "VirtualMachine", vm_ref) == 0)
         queue_dispute(inv, &vm, inv->wait_asked);
     return inv->lost_dispute;
+}
+
+int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp)
+{
+    struct vim_update_set us;
+    int e;
+
+    if (!inv->cache)
+        return -EINVAL;
+    number_wait(inv);
+    e = vim_decode_update_set(resp, apply_cb, inv, &us);
+    if (e < 0)
+        return e;
+    vs_cache_commit(inv->cache);
+    note_answer(inv, e, &us);
+    inv->synced = true;
+    return 0;
+}
+
+bool vs_inventory_testing_due(const vs_inventory *inv, const char *vm_ref)
+{
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm_ref) == 0)
+            return !held(inv, &inv->refresh[i]) && needed(inv, &inv->refresh[i]);
+    return false;
 }
 
 int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref,

@@ -22,11 +22,13 @@
  * with the group folder of each changed object. A group in sync costs no
  * request beyond the outstanding long poll. A VM whose config.changeVersion
  * changes without its CPU or memory in the same update (vcsim announces a
- * reconfiguration so) is read once more. So is a VM whose guest's primary
- * address (guest.ipAddress) shows up or changes, or that a full state
- * shows with one: a read of a VM asks for guest.net too, every NIC's
- * addresses, which is not watched (such reads go after the others, and
- * take at most half the read queue). A task that ended successfully
+ * reconfiguration so) is read once more, unless the cache holds that
+ * version's values already (a lagging stream announces it late, after a
+ * full state or a read that showed it; see vs_cache_config_read). So is a
+ * VM whose guest's primary address (guest.ipAddress) shows up or changes,
+ * or that a full state shows with one: a read of a VM asks for guest.net
+ * too, every NIC's addresses, which is not watched (such reads go after
+ * the others, and take at most half the read queue). A task that ended successfully
  * puts its result in the cache at once (vs_inventory_assume, from
  * vsphere/ops), ahead of the watch, which may lag; an older answer of the
  * watch that says otherwise has the VM read once more, and that read
@@ -199,6 +201,15 @@ bool vs_inventory_testing_dispute(vs_inventory *inv, const char *vm_ref);
  * it; nothing is sent. */
 int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const char *root_ref,
                                bool full);
+/* vs_inventory_testing_poll applies resp as the answer of the next long
+ * poll (numbered as the watch numbers them, the rest of a truncated set
+ * keeping its number) to the cache made by vs_inventory_testing_watch,
+ * and marks the watch synced; nothing is sent. */
+int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp);
+/* vs_inventory_testing_due: whether the read of vm_ref queued would be
+ * sent now (a dispute's waits for its long poll, and one settled is
+ * dropped). */
+bool vs_inventory_testing_due(const vs_inventory *inv, const char *vm_ref);
 /* The number of reads of vm_ref queued (not sent), taken off the queue
  * (as if sent); what a read of a VM asks for; the cache. */
 size_t vs_inventory_testing_queued(vs_inventory *inv, const char *vm_ref);

@@ -1651,6 +1651,226 @@ static void test_guest_change_queues_one_read(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* inv_version feeds an update of vm_ref (kind "enter" or "modify") with
+ * config.changeVersion = version (NULL: none), and its CPUs when cpu > 0. */
+static void inv_version(vs_inventory *inv, const char *kind, const char *vm_ref,
+                        const char *version, int cpu)
+{
+    struct sb b;
+    char n[16];
+
+    begin(&b);
+    obj_start(&b, kind, "VirtualMachine", vm_ref);
+    if (strcmp(kind, "enter") == 0) {
+        ch_str(&b, "name", "xsd:string", vm_ref);
+        ch_parent(&b, "group-a");
+    }
+    if (cpu > 0) {
+        snprintf(n, sizeof(n), "%d", cpu);
+        ch_str(&b, "config.hardware.numCPU", "xsd:int", n);
+    }
+    if (version)
+        ch_str(&b, "config.changeVersion", "xsd:string", version);
+    sb_add(&b, "</objectSet>");
+    inv_feed(inv, &b);
+}
+
+/* A reconfiguration announced by config.changeVersion alone (vcsim's way)
+ * has the VM read once, for its values; a late announcement of the
+ * version the cache holds the values of already (a lagging stream sends a
+ * clone's after the full state, or the read, that showed the VM with it)
+ * has it read no more: it was a read of every VM when the operator was
+ * otherwise idle. The session is never used: the reads are only queued. */
+static void test_change_version_read_once(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    const char *const *paths;
+    size_t n;
+    struct sb b;
+    bool asked = false;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    /* A read asks for the version, so that its answer tells which values
+     * it brought; guest.net stays last. */
+    n = vs_inventory_testing_read_paths(inv, &paths);
+    for (size_t i = 0; i < n; i++)
+        asked = asked || strcmp(paths[i], "config.changeVersion") == 0;
+    assert_true(asked);
+    assert_string_equal(paths[n - 1], "guest.net");
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    /* Shown with version 1, then version 1 announced late: no read. */
+    inv_version(inv, "enter", "vm-1", "1", 2);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    inv_version(inv, "modify", "vm-1", "1", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    /* Version 2 alone: one read; until its answer, version 2 again asks
+     * again (queued once). */
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 1);
+    /* The read's answer (all of the VM, version 2 with it): version 2
+     * said late asks for none. */
+    inv_version(inv, "enter", "vm-1", "2", 4);
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    assert_int_equal(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->num_cpu, 4);
+    /* A version with the values in the same update: no read, then or
+     * when it is said again. */
+    inv_version(inv, "modify", "vm-1", "3", 8);
+    inv_version(inv, "modify", "vm-1", "3", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    /* An older version said late is not the one held: read. */
+    inv_version(inv, "modify", "vm-1", "2", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 1);
+    /* Shown without a version (none known): any version alone reads. */
+    inv_version(inv, "enter", "vm-1", NULL, 2);
+    inv_version(inv, "modify", "vm-1", "3", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 1);
+    /* Not known at all: read. */
+    inv_version(inv, "modify", "vm-9", "1", 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-9"), 1);
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* inv_poll applies the UpdateSet in b as the answer of the inventory's
+ * next long poll (and frees its text); truncated: the rest of the set
+ * comes in the next. */
+static void inv_poll(vs_inventory *inv, struct sb *b, bool truncated)
+{
+    soap_resp *resp = NULL;
+
+    sb_add(b,
+           "</filterSet>%s</returnval></WaitForUpdatesExResponse></soapenv:Body>"
+           "</soapenv:Envelope>",
+           truncated ? "<truncated>true</truncated>" : "");
+    assert_int_equal(soap_parse(b->p, b->n, 64u << 20, &resp, NULL), 0);
+    assert_int_equal(vs_inventory_testing_poll(inv, resp), 0);
+    soap_resp_free(resp);
+    free(b->p);
+    b->p = NULL;
+}
+
+static void power(struct sb *b, const char *ref, const char *state)
+{
+    obj_start(b, "modify", "VirtualMachine", ref);
+    ch_str(b, "runtime.powerState", "VirtualMachinePowerState", state);
+    sb_add(b, "</objectSet>");
+}
+
+/* A dispute's read waits for the whole UpdateSet of the next long poll,
+ * not its first part: vcsim pages a lagging stream's backlog, a VM's
+ * older state in one page and its later change, which settles the
+ * dispute, in the next one (a read of each such VM while the operator was
+ * otherwise idle). The session is never used: nothing is sent. */
+static void test_dispute_waits_for_the_whole_set(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    struct vim_change on = {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"};
+    struct vim_object_update u = {.kind = VIM_MODIFY, .changes = &on, .n_changes = 1};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    struct sb b;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    /* A long poll's first page shows two VMs off; both are powered on (the
+     * tasks' results, assumed while that poll's set is still coming), and
+     * its second page says off: disputed, each read once the next long
+     * poll has answered. */
+    begin(&b);
+    vm(&b, "enter", "vm-1", "g-0", "group-a", "poweredOff", 1, 1024, "uid-a");
+    vm(&b, "enter", "vm-2", "g-1", "group-a", "poweredOff", 1, 1024, "uid-a");
+    inv_poll(inv, &b, true);
+    for (int i = 1; i <= 2; i++) {
+        assert_int_equal(vim_moref_set(&u.obj, "VirtualMachine", i == 1 ? "vm-1" : "vm-2"), 0);
+        assert_int_equal(vs_inventory_assume(inv, &u, vs_inventory_mark(inv)), 1);
+    }
+    begin(&b);
+    power(&b, "vm-1", "poweredOff");
+    power(&b, "vm-2", "poweredOff");
+    inv_poll(inv, &b, false);
+    assert_false(vs_inventory_testing_due(inv, "vm-1"));
+    assert_false(vs_inventory_testing_due(inv, "vm-2"));
+    /* The next long poll's first page says nothing of them: not yet. */
+    begin(&b);
+    folder(&b, "modify", "group-a", "ns_a2", "group-1");
+    inv_poll(inv, &b, true);
+    assert_false(vs_inventory_testing_due(inv, "vm-1"));
+    assert_false(vs_inventory_testing_due(inv, "vm-2"));
+    /* Its second page shows vm-1 on: settled, no read; vm-2's is due. */
+    begin(&b);
+    power(&b, "vm-1", "poweredOn");
+    inv_poll(inv, &b, false);
+    assert_false(vs_inventory_testing_due(inv, "vm-1"));
+    assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->powered_on);
+    assert_true(vs_inventory_testing_due(inv, "vm-2"));
+    assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->powered_on);
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* An older answer that disputes a VM's assumed power state and announces a
+ * new configuration without its values: when a newer answer settles the
+ * dispute, the VM is still read, for the configuration (powered off by
+ * hand, resized, powered on again). The session is never used. */
+static void test_dispute_keeps_a_configuration_read(void **state)
+{
+    struct vs_inventory_config cfg = {0};
+    struct vim_change on = {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"};
+    struct vim_object_update u = {.kind = VIM_MODIFY, .changes = &on, .n_changes = 1};
+    uv_loop_t loop;
+    int dummy = 0, e = 0;
+    vs_inventory *inv;
+    struct sb b;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    /* A long poll's first page; the power-on is assumed while its second
+     * page is still to come: off, and a new version. */
+    begin(&b);
+    vm(&b, "enter", "vm-1", "g-0", "group-a", "poweredOff", 1, 1024, "uid-a");
+    inv_poll(inv, &b, true);
+    assert_int_equal(vim_moref_set(&u.obj, "VirtualMachine", "vm-1"), 0);
+    assert_int_equal(vs_inventory_assume(inv, &u, vs_inventory_mark(inv)), 1);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-1");
+    ch_str(&b, "runtime.powerState", "VirtualMachinePowerState", "poweredOff");
+    ch_str(&b, "config.changeVersion", "xsd:string", "7");
+    sb_add(&b, "</objectSet>");
+    inv_poll(inv, &b, false);
+    /* The next one: on again, which settles the power state. */
+    begin(&b);
+    power(&b, "vm-1", "poweredOn");
+    inv_poll(inv, &b, false);
+    assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->powered_on);
+    assert_true(vs_inventory_testing_due(inv, "vm-1"));
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1680,6 +1900,9 @@ int main(void)
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
         cmocka_unit_test(test_guest_change_queues_one_read),
+        cmocka_unit_test(test_change_version_read_once),
+        cmocka_unit_test(test_dispute_waits_for_the_whole_set),
+        cmocka_unit_test(test_dispute_keeps_a_configuration_read),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
