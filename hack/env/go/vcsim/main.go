@@ -72,9 +72,36 @@ func parseDelays(s string) (map[string]int, error) {
 }
 
 // methods counts SOAP requests by method and delays those asked for.
+// counts is a set of named counters served as "name count" lines, sorted.
+type counts struct {
+	mu    sync.Mutex
+	count map[string]int64
+}
+
+func (c *counts) inc(name string) {
+	c.mu.Lock()
+	c.count[name]++
+	c.mu.Unlock()
+}
+
+func (c *counts) serve(w http.ResponseWriter, _ *http.Request) {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.count))
+	for k := range c.count {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&b, "%s %d\n", k, c.count[k])
+	}
+	c.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, b.String())
+}
+
 type methods struct {
-	mu     sync.Mutex
-	count  map[string]int64
+	counts
 	delay  map[string]int
 	jitter float64
 }
@@ -110,9 +137,7 @@ func (m *methods) wrap(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		name := methodOf(body)
-		m.mu.Lock()
-		m.count[name]++
-		m.mu.Unlock()
+		m.inc(name)
 		if d := m.delay[name]; d > 0 {
 			d += int(rand.NormFloat64() * m.jitter * float64(d))
 			time.Sleep(time.Duration(max(d, 0)) * time.Millisecond)
@@ -122,28 +147,11 @@ func (m *methods) wrap(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (m *methods) serve(w http.ResponseWriter, _ *http.Request) {
-	m.mu.Lock()
-	names := make([]string, 0, len(m.count))
-	for k := range m.count {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, k := range names {
-		fmt.Fprintf(&b, "%s %d\n", k, m.count[k])
-	}
-	m.mu.Unlock()
-	w.Header().Set("Content-Type", "text/plain")
-	_, _ = io.WriteString(w, b.String())
-}
-
 // updates counts the changes the simulator makes to its managed objects
 // (the events each pending WaitForUpdatesEx re-collects its filters for),
-// by kind and object type, e.g. "modify Task 12".
+// by kind and object type, e.g. "modify/Task 12".
 type updates struct {
-	mu    sync.Mutex
-	count map[string]int64
+	counts
 }
 
 func (u *updates) Reference() types.ManagedObjectReference {
@@ -151,9 +159,7 @@ func (u *updates) Reference() types.ManagedObjectReference {
 }
 
 func (u *updates) add(kind string, ref types.ManagedObjectReference) {
-	u.mu.Lock()
-	u.count[kind+" "+ref.Type]++
-	u.mu.Unlock()
+	u.inc(kind + "/" + ref.Type)
 }
 
 func (u *updates) PutObject(_ *simulator.Context, o mo.Reference) { u.add("enter", o.Reference()) }
@@ -162,22 +168,6 @@ func (u *updates) UpdateObject(_ *simulator.Context, o mo.Reference, _ []types.P
 }
 func (u *updates) RemoveObject(_ *simulator.Context, ref types.ManagedObjectReference) {
 	u.add("leave", ref)
-}
-
-func (u *updates) serve(w http.ResponseWriter, _ *http.Request) {
-	u.mu.Lock()
-	names := make([]string, 0, len(u.count))
-	for k := range u.count {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, k := range names {
-		fmt.Fprintf(&b, "%s %d\n", strings.ReplaceAll(k, " ", "/"), u.count[k])
-	}
-	u.mu.Unlock()
-	w.Header().Set("Content-Type", "text/plain")
-	_, _ = io.WriteString(w, b.String())
 }
 
 func main() {
@@ -207,7 +197,7 @@ func main() {
 	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/, /debug/soap-methods and /debug/updates here (plain HTTP)")
 	flag.Parse()
 
-	mc := &methods{count: map[string]int64{}, jitter: *jitter}
+	mc := &methods{counts: counts{count: map[string]int64{}}, jitter: *jitter}
 	var err error
 	if mc.delay, err = parseDelays(*methodDelays); err != nil {
 		log.Fatalf("vcsim: -method-delays: %v", err)
@@ -269,7 +259,7 @@ func main() {
 		dm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		dm.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		dm.HandleFunc("/debug/soap-methods", mc.serve)
-		uc := &updates{count: map[string]int64{}}
+		uc := &updates{counts{count: map[string]int64{}}}
 		model.Map().AddHandler(uc)
 		dm.HandleFunc("/debug/updates", uc.serve)
 		ln, err := net.Listen("tcp", *debugAddr)
