@@ -1453,30 +1453,46 @@ static void test_assume_gone_moref_given_again(void **state)
     vs_cache_free(c);
 }
 
+/* inv_open makes a watch on loop with the default configuration whose
+ * session is never used (nothing is sent); inv_close closes it and loop. */
+static vs_inventory *inv_open(uv_loop_t *loop)
+{
+    static int dummy;
+    struct vs_inventory_config cfg = {0};
+    vs_inventory *inv;
+    int e = 0;
+
+    assert_int_equal(uv_loop_init(loop), 0);
+    inv = vs_inventory_new(loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
+    assert_non_null(inv);
+    return inv;
+}
+
+static void inv_close(vs_inventory *inv, uv_loop_t *loop)
+{
+    vs_inventory_close(inv, NULL, NULL);
+    assert_int_equal(uv_run(loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(loop), 0);
+}
+
 /* A dispute that cannot be queued (the read-back queue is full) is not
  * lost: the watch is to be rebuilt, whose full state decides. The session
  * is never used: nothing is sent. */
 static void test_dispute_queue_full_rebuilds(void **state)
 {
-    struct vs_inventory_config cfg = {0};
     uv_loop_t loop;
-    int dummy = 0, e = 0;
     vs_inventory *inv;
     char ref[32];
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
-    assert_non_null(inv);
+    inv = inv_open(&loop);
     for (int i = 0; i < 1024; i++) {
         snprintf(ref, sizeof(ref), "vm-%d", i);
         assert_false(vs_inventory_testing_dispute(inv, ref));
     }
     assert_false(vs_inventory_testing_dispute(inv, "vm-0")); /* queued already */
     assert_true(vs_inventory_testing_dispute(inv, "vm-1024"));
-    vs_inventory_close(inv, NULL, NULL);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    inv_close(inv, &loop);
 }
 
 /* inv_feed applies the UpdateSet in b as the inventory's watch does (and
@@ -1527,9 +1543,7 @@ static void inv_ip(vs_inventory *inv, const char *kind, const char *vm_ref, cons
  * never used: the reads are only queued (and taken off the queue here). */
 static void test_guest_change_queues_one_read(void **state)
 {
-    struct vs_inventory_config cfg = {0};
     uv_loop_t loop;
-    int dummy = 0, e = 0;
     vs_inventory *inv;
     const char *const *paths;
     size_t n;
@@ -1537,9 +1551,7 @@ static void test_guest_change_queues_one_read(void **state)
     char ip[VS_IP_LEN];
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
-    assert_non_null(inv);
+    inv = inv_open(&loop);
     n = vs_inventory_testing_read_paths(inv, &paths);
     assert_true(n > 0);
     assert_string_equal(paths[n - 1], "guest.net");
@@ -1646,9 +1658,7 @@ static void test_guest_change_queues_one_read(void **state)
     assert_int_equal(vs_inventory_testing_kind(inv, "vm-6000"), 1);
     assert_int_equal(vs_inventory_testing_kind(inv, "vm-2511"), -1); /* the last guest read */
     assert_int_equal(vs_inventory_testing_kind(inv, "vm-2510"), 4);
-    vs_inventory_close(inv, NULL, NULL);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    inv_close(inv, &loop);
 }
 
 /* inv_version feeds an update of vm_ref (kind "enter" or "modify") with
@@ -1683,9 +1693,7 @@ static void inv_version(vs_inventory *inv, const char *kind, const char *vm_ref,
  * otherwise idle. The session is never used: the reads are only queued. */
 static void test_change_version_read_once(void **state)
 {
-    struct vs_inventory_config cfg = {0};
     uv_loop_t loop;
-    int dummy = 0, e = 0;
     vs_inventory *inv;
     const char *const *paths;
     size_t n;
@@ -1693,9 +1701,7 @@ static void test_change_version_read_once(void **state)
     bool asked = false;
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
-    assert_non_null(inv);
+    inv = inv_open(&loop);
     /* A read asks for the version, so that its answer tells which values
      * it brought; guest.net stays last. */
     n = vs_inventory_testing_read_paths(inv, &paths);
@@ -1737,9 +1743,7 @@ static void test_change_version_read_once(void **state)
     /* Not known at all: read. */
     inv_version(inv, "modify", "vm-9", "1", 0);
     assert_int_equal(vs_inventory_testing_queued(inv, "vm-9"), 1);
-    vs_inventory_close(inv, NULL, NULL);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    inv_close(inv, &loop);
 }
 
 /* inv_poll applies the UpdateSet in b as the answer of the inventory's
@@ -1774,18 +1778,14 @@ static void power(struct sb *b, const char *ref, const char *state)
  * otherwise idle). The session is never used: nothing is sent. */
 static void test_dispute_waits_for_the_whole_set(void **state)
 {
-    struct vs_inventory_config cfg = {0};
     struct vim_change on = {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"};
     struct vim_object_update u = {.kind = VIM_MODIFY, .changes = &on, .n_changes = 1};
     uv_loop_t loop;
-    int dummy = 0, e = 0;
     vs_inventory *inv;
     struct sb b;
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
-    assert_non_null(inv);
+    inv = inv_open(&loop);
     begin(&b);
     folder(&b, "enter", "group-a", "ns_a", "group-1");
     inv_feed(inv, &b);
@@ -1821,9 +1821,7 @@ static void test_dispute_waits_for_the_whole_set(void **state)
     assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->powered_on);
     assert_true(vs_inventory_testing_due(inv, "vm-2"));
     assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-2")->powered_on);
-    vs_inventory_close(inv, NULL, NULL);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    inv_close(inv, &loop);
 }
 
 /* An older answer that disputes a VM's assumed power state and announces a
@@ -1832,18 +1830,14 @@ static void test_dispute_waits_for_the_whole_set(void **state)
  * hand, resized, powered on again). The session is never used. */
 static void test_dispute_keeps_a_configuration_read(void **state)
 {
-    struct vs_inventory_config cfg = {0};
     struct vim_change on = {.name = "runtime.powerState", .kind = VIM_VAL_ENUM, .str = "poweredOn"};
     struct vim_object_update u = {.kind = VIM_MODIFY, .changes = &on, .n_changes = 1};
     uv_loop_t loop;
-    int dummy = 0, e = 0;
     vs_inventory *inv;
     struct sb b;
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    inv = vs_inventory_new(&loop, (vs_session *)&dummy, &cfg, NULL, NULL, &e);
-    assert_non_null(inv);
+    inv = inv_open(&loop);
     begin(&b);
     folder(&b, "enter", "group-a", "ns_a", "group-1");
     inv_feed(inv, &b);
@@ -1866,9 +1860,7 @@ static void test_dispute_keeps_a_configuration_read(void **state)
     inv_poll(inv, &b, false);
     assert_true(vs_cache_get(vs_inventory_testing_cache(inv), "vm-1")->powered_on);
     assert_true(vs_inventory_testing_due(inv, "vm-1"));
-    vs_inventory_close(inv, NULL, NULL);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    inv_close(inv, &loop);
 }
 
 int main(void)
