@@ -26,12 +26,20 @@ static void w_now(void *data, char *buf, size_t len)
 struct write {
     rec_done_cb cb;
     void *cbdata;
+    kube_req *req;
+    bool json_patch; /* a JSON patch: a failed "test" is a conflict */
 };
 
 static void write_done(void *data, const struct kube_result *res)
 {
     struct write *w = data;
-    w->cb(w->cbdata, res->err, res->reason, res->message);
+    int err = res->err;
+
+    /* The API server answers 422 Invalid when a JSON patch's "test" finds
+     * another value: the object changed since it was read. */
+    if (w->json_patch && res->code == 422)
+        err = VMG_ECONFLICT;
+    w->cb(w->cbdata, err, res->reason, res->message);
     free(w);
 }
 
@@ -41,8 +49,20 @@ static int group_path(const struct vmgroup *g, char *buf, size_t len)
                      g->meta.name, NULL);
 }
 
+/* status_patch wraps a status in the merge patch that writes it. */
+static cJSON *status_patch(const cJSON *status)
+{
+    cJSON *patch = cJSON_CreateObject();
+
+    if (!patch || !cJSON_AddItemToObject(patch, "status", cJSON_Duplicate(status, 1))) {
+        cJSON_Delete(patch);
+        return NULL;
+    }
+    return patch;
+}
+
 static int w_patch(struct kubeworld *kw, const struct vmgroup *g, const cJSON *body, bool status,
-                   rec_done_cb cb, void *cbdata)
+                   rec_done_cb cb, void *cbdata, void **ret)
 {
     char path[KUBE_PATH_MAX];
     struct write *w;
@@ -56,32 +76,64 @@ static int w_patch(struct kubeworld *kw, const struct vmgroup *g, const cJSON *b
     w->cb = cb;
     w->cbdata = cbdata;
     if (status) {
-        cJSON *patch = cJSON_CreateObject();
-        if (!patch || !cJSON_AddItemToObject(patch, "status", cJSON_Duplicate(body, 1))) {
-            cJSON_Delete(patch);
+        cJSON *patch = status_patch(body);
+
+        if (!patch) {
             free(w);
             return -ENOMEM;
         }
-        rc = kube_merge_patch_status(kw->kc, path, patch, write_done, w);
+        rc = kube_merge_patch_status(kw->kc, path, patch, write_done, w, &w->req);
         cJSON_Delete(patch);
+    } else if (cJSON_IsArray(body)) {
+        w->json_patch = true;
+        rc = kube_json_patch(kw->kc, path, body, write_done, w);
     } else {
         rc = kube_merge_patch(kw->kc, path, body, write_done, w);
     }
-    if (rc < 0)
+    if (rc < 0) {
         free(w);
-    return rc;
+        return rc;
+    }
+    if (ret)
+        *ret = w;
+    return 0;
 }
 
 static int w_patch_status(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
-                          void *cbdata)
+                          void *cbdata, void **ret)
 {
-    return w_patch(data, g, status, true, cb, cbdata);
+    return w_patch(data, g, status, true, cb, cbdata, ret);
 }
 
 static int w_patch_meta(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
                         void *cbdata)
 {
-    return w_patch(data, g, patch, false, cb, cbdata);
+    return w_patch(data, g, patch, false, cb, cbdata, NULL);
+}
+
+static int w_restatus(void *data, void *write, const cJSON *status)
+{
+    struct write *w = write;
+    cJSON *patch;
+    int rc;
+
+    (void)data;
+    if (!w || !w->req)
+        return -EINVAL;
+    patch = status_patch(status);
+    if (!patch)
+        return -ENOMEM;
+    rc = kube_rebody(w->req, patch);
+    cJSON_Delete(patch);
+    return rc;
+}
+
+static int w_unwrite(void *data, void *write)
+{
+    struct write *w = write;
+
+    (void)data;
+    return w && w->req ? kube_unsend(w->req) : -EINVAL;
 }
 
 static void w_event(void *data, const struct vmgroup *g, bool warning, const char *reason,
@@ -150,6 +202,8 @@ void kubeworld_fill(struct kubeworld *kw, struct rec_world *rw)
     rw->now = w_now;
     rw->patch_status = w_patch_status;
     rw->patch_meta = w_patch_meta;
+    rw->restatus = w_restatus;
+    rw->unwrite = w_unwrite;
     rw->event = w_event;
     rw->get_secret = w_get_secret;
 }

@@ -58,7 +58,8 @@ struct gstate {
     size_t n_ops;
     bool meta_inflight;
     bool status_inflight;
-    bool status_dirty; /* a newer status waited for the write in flight */
+    bool status_dirty;  /* a newer status waited for the write in flight */
+    void *status_write; /* the world's handle of the status write in flight */
 
     enum plan_block block;    /* learned from a failed operation */
     const char *block_reason; /* its CamelCase reason (static), NULL: the planner's */
@@ -207,6 +208,10 @@ static void gs_drop(reconciler *r, struct gstate *gs)
             pp = &op->next;
         }
     }
+    /* A status write that waits for the client's rate limit would only
+     * find the object gone. */
+    if (gs->status_inflight && gs->status_write && r->w.unwrite)
+        (void)r->w.unwrite(r->w.data, gs->status_write);
     if (gs->ops || gs->meta_inflight || gs->status_inflight)
         return;
     strmap_del(r->groups, gs->key);
@@ -559,12 +564,18 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
 
     (void)fault;
     free(c);
-    if (status)
+    if (status) {
         gs->status_inflight = false;
-    else
+        gs->status_write = NULL;
+    } else {
         gs->meta_inflight = false;
-    if (err == VMG_ECANCELED)
+    }
+    if (err == VMG_ECANCELED) {
+        /* Dropped before it was sent: nothing was written. */
+        if (status)
+            gs->written_len = 0;
         return;
+    }
     if (gone_after(r, gs))
         return;
     if (err == 0) {
@@ -608,7 +619,7 @@ static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g
     c->r = r;
     c->gs = gs;
     c->status = status;
-    rc = status ? r->w.patch_status(r->w.data, g, body, write_done, c)
+    rc = status ? r->w.patch_status(r->w.data, g, body, write_done, c, &gs->status_write)
                 : r->w.patch_meta(r->w.data, g, body, write_done, c);
     if (rc < 0) {
         free(c);
@@ -707,8 +718,11 @@ static int status_sum(reconciler *r, const char *text, size_t n, uint64_t *ret)
 }
 
 /* write_status writes p's status unless the same was written over the same
- * object (the cache has not shown it yet), or a write is in flight (the key
- * is planned again when it ends). Returns whether the status is written or
+ * object (the cache has not shown it yet). While a write is in flight, one
+ * not sent yet (it waits for the client's rate limit) carries this status
+ * instead of the one it had, so that a group whose status changes faster
+ * than writes can go out writes its latest once; one sent makes the key be
+ * planned again when it ends. Returns whether the status is written or
  * being written. */
 static bool write_status(reconciler *r, struct gstate *gs, const struct vmgroup *g,
                          const struct plan *p)
@@ -719,8 +733,7 @@ static bool write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     size_t len;
     bool summed, started;
 
-    if (gs->status_inflight) {
-        /* One write at a time; when it ends, the key is planned again. */
+    if (gs->status_inflight && (!gs->status_write || !r->w.restatus)) {
         gs->status_dirty = true;
         return false;
     }
@@ -741,7 +754,13 @@ static bool write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
         cJSON_Delete(st);
         return true;
     }
-    started = start_write(r, gs, g, true, st) == 0;
+    if (gs->status_inflight) {
+        started = r->w.restatus(r->w.data, gs->status_write, st) == 0;
+        if (!started)
+            gs->status_dirty = true; /* out already: planned again when it ends */
+    } else {
+        started = start_write(r, gs, g, true, st) == 0;
+    }
     if (started) {
         gs->written_sum = sum;
         gs->written_len = summed ? len : 0;
@@ -918,12 +937,19 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
     cJSON *patch = NULL;
     bool started = false;
 
-    /* The finalizer patch is made against this version of the object: a
-     * status write in flight would make it conflict. When that write ends,
-     * the key is planned again. */
-    if (gs->status_inflight)
+    /* The object goes away with its last finalizer: a status write that
+     * waits for the client's rate limit is dropped rather than sent first. */
+    if (a->kind == PLAN_REMOVE_FINALIZER && gs->status_inflight && gs->status_write && r->w.unwrite)
+        (void)r->w.unwrite(r->w.data, gs->status_write);
+    /* A patch made against this version of the object (a merge patch with
+     * its resourceVersion, when it has no finalizers) would conflict with
+     * a status write in flight; one that tests the finalizers would not.
+     * When that write ends, the key is planned again. */
+    if (gs->status_inflight && g->meta.n_finalizers == 0) {
         gs->status_dirty = true;
-    if (gs->meta_inflight || gs->status_inflight)
+        return false;
+    }
+    if (gs->meta_inflight)
         return false;
     if (gs->meta_kind == a->kind && t < gs->meta_until) {
         /* Written, and not in the cache yet: the write would only be made

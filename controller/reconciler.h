@@ -70,11 +70,20 @@ struct rec_world {
     /* "now" in RFC 3339, for condition transitions. */
     void (*now)(void *data, char *buf, size_t len);
 
-    /* Kubernetes writes. patch is a JSON merge patch; it is not consumed. */
+    /* Kubernetes writes; what they are given is not consumed. A status
+     * write's handle is stored in *ret (may be NULL) until its callback
+     * runs. patch is a JSON merge patch (an object) or a JSON patch (an
+     * array of operations; a failed "test" answers VMG_ECONFLICT). */
     int (*patch_status)(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
-                        void *cbdata);
+                        void *cbdata, void **ret);
     int (*patch_meta)(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
                       void *cbdata);
+    /* Optional, for a status write not sent yet (it waits for the client's
+     * rate limit): restatus gives it status instead, unwrite drops it (its
+     * callback runs with VMG_ECANCELED before unwrite returns). Both
+     * return -EBUSY once the write is out. */
+    int (*restatus)(void *data, void *write, const cJSON *status);
+    int (*unwrite)(void *data, void *write);
     void (*event)(void *data, const struct vmgroup *g, bool warning, const char *reason,
                   const char *message);
     /* Optional: GET the Secret name of namespace ns (for a clone's

@@ -642,38 +642,86 @@ bool vmgroup_has_finalizer(const struct vmgroup *g, const char *finalizer)
     return false;
 }
 
-int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret)
+/* finalizer_list is g's finalizers, with VMGROUP_FINALIZER once (add) or
+ * not at all, the others in order; or NULL (out of memory). */
+static cJSON *finalizer_list(const struct vmgroup *g, bool add, bool want)
 {
-    cJSON *patch = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(patch, "metadata");
-    cJSON *list = cJSON_AddArrayToObject(meta, "finalizers");
+    cJSON *list = cJSON_CreateArray();
     bool have = false;
 
     if (!list)
-        goto fail;
-    if (g->meta.resource_version[0] &&
-        !cJSON_AddStringToObject(meta, "resourceVersion", g->meta.resource_version))
-        goto fail;
+        return NULL;
     for (unsigned i = 0; i < g->meta.n_finalizers; i++) {
         const char *f = g->meta.finalizers[i];
-        if (strcmp(f, VMGROUP_FINALIZER) == 0) {
+        cJSON *s;
+
+        if (want && strcmp(f, VMGROUP_FINALIZER) == 0) {
             if (!add || have)
                 continue;
             have = true;
         }
-        cJSON *s = cJSON_CreateString(f);
+        s = cJSON_CreateString(f);
         if (!s || !cJSON_AddItemToArray(list, s)) {
             cJSON_Delete(s);
-            goto fail;
+            cJSON_Delete(list);
+            return NULL;
         }
     }
-    if (add && !have) {
+    if (want && add && !have) {
         cJSON *s = cJSON_CreateString(VMGROUP_FINALIZER);
         if (!s || !cJSON_AddItemToArray(list, s)) {
             cJSON_Delete(s);
-            goto fail;
+            cJSON_Delete(list);
+            return NULL;
         }
     }
+    return list;
+}
+
+/* json_patch_op adds {"op":op,"path":path,"value":value} to ops, taking
+ * value. */
+static int json_patch_op(cJSON *ops, const char *op, const char *path, cJSON *value)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o || !cJSON_AddItemToArray(ops, o)) {
+        cJSON_Delete(o);
+        cJSON_Delete(value);
+        return -ENOMEM;
+    }
+    if (!value || !cJSON_AddStringToObject(o, "op", op) ||
+        !cJSON_AddStringToObject(o, "path", path) || !cJSON_AddItemToObject(o, "value", value)) {
+        cJSON_Delete(value);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret)
+{
+    cJSON *patch, *meta, *list;
+
+    if (g->meta.n_finalizers > 0) {
+        patch = cJSON_CreateArray();
+        if (!patch ||
+            json_patch_op(patch, "test", "/metadata/finalizers", finalizer_list(g, add, false)) <
+                0 ||
+            json_patch_op(patch, "replace", "/metadata/finalizers", finalizer_list(g, add, true)) <
+                0)
+            goto fail;
+        *ret = patch;
+        return 0;
+    }
+    patch = cJSON_CreateObject();
+    meta = cJSON_AddObjectToObject(patch, "metadata");
+    list = finalizer_list(g, add, true);
+    if (!meta || !list || !cJSON_AddItemToObject(meta, "finalizers", list)) {
+        cJSON_Delete(list);
+        goto fail;
+    }
+    if (g->meta.resource_version[0] &&
+        !cJSON_AddStringToObject(meta, "resourceVersion", g->meta.resource_version))
+        goto fail;
     *ret = patch;
     return 0;
 fail:

@@ -217,11 +217,17 @@ void vmgroup_free(struct vmgroup *g);
  * finalizer. */
 bool vmgroup_has_finalizer(const struct vmgroup *g, const char *finalizer);
 
-/* vmgroup_finalizer_patch builds the JSON merge patch that adds (add true)
- * or removes VMGROUP_FINALIZER, keeping the other finalizers in order:
- *   {"metadata":{"resourceVersion":"<rv>","finalizers":[...]}}
- * The resourceVersion (omitted when g has none) makes the API server refuse
- * the patch with a conflict if the object changed since g was read.
+/* vmgroup_finalizer_patch builds the patch that adds (add true) or removes
+ * VMGROUP_FINALIZER, keeping the other finalizers in order. When g has
+ * finalizers, a JSON patch that tests them, so that the API server refuses
+ * it (422, a conflict) if another writer changed them since g was read,
+ * whatever else changed (our own status writes do not conflict with it):
+ *   [{"op":"test","path":"/metadata/finalizers","value":[<g's>]},
+ *    {"op":"replace","path":"/metadata/finalizers","value":[...]}]
+ * Else (a test cannot say "absent") a JSON merge patch with g's
+ * resourceVersion (omitted when g has none), refused with a conflict if
+ * the object changed at all:
+ *   {"metadata":{"finalizers":[...],"resourceVersion":"<rv>"}}
  * Returns 0 and *ret (free with cJSON_Delete), or -ENOMEM. */
 int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret);
 

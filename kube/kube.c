@@ -1023,7 +1023,8 @@ int kube_send_once(kube_client *c, const char *method, const char *path, const c
 
 /* send_json encodes obj and sends it with method and content type. */
 static int send_json(kube_client *c, const char *method, const char *path, const char *sub,
-                     const char *content_type, const cJSON *obj, kube_cb cb, void *data)
+                     const char *content_type, const cJSON *obj, kube_cb cb, void *data,
+                     kube_req **ret_req)
 {
     char full[KUBE_PATH_MAX + 16];
     int r;
@@ -1038,45 +1039,84 @@ static int send_json(kube_client *c, const char *method, const char *path, const
             return -EINVAL;
         path = full;
     }
-    return encode_submit(c, method, path, content_type, obj, NULL, cb, data, NULL);
+    return encode_submit(c, method, path, content_type, obj, NULL, cb, data, ret_req);
 }
 
 int kube_create(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)
 {
-    return send_json(c, "POST", path, NULL, "application/json", obj, cb, data);
+    return send_json(c, "POST", path, NULL, "application/json", obj, cb, data, NULL);
 }
 
 int kube_update(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)
 {
-    return send_json(c, "PUT", path, NULL, "application/json", obj, cb, data);
+    return send_json(c, "PUT", path, NULL, "application/json", obj, cb, data, NULL);
 }
 
 int kube_merge_patch(kube_client *c, const char *path, const cJSON *patch, kube_cb cb, void *data)
 {
-    return send_json(c, "PATCH", path, NULL, "application/merge-patch+json", patch, cb, data);
+    return send_json(c, "PATCH", path, NULL, "application/merge-patch+json", patch, cb, data, NULL);
 }
 
 int kube_json_patch(kube_client *c, const char *path, const cJSON *ops, kube_cb cb, void *data)
 {
     if (!cJSON_IsArray(ops))
         return -EINVAL;
-    return send_json(c, "PATCH", path, NULL, "application/json-patch+json", ops, cb, data);
+    return send_json(c, "PATCH", path, NULL, "application/json-patch+json", ops, cb, data, NULL);
 }
 
 int kube_delete(kube_client *c, const char *path, const cJSON *options, kube_cb cb, void *data)
 {
-    return send_json(c, "DELETE", path, NULL, "application/json", options, cb, data);
+    return send_json(c, "DELETE", path, NULL, "application/json", options, cb, data, NULL);
 }
 
 int kube_update_status(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data)
 {
-    return send_json(c, "PUT", path, "status", "application/json", obj, cb, data);
+    return send_json(c, "PUT", path, "status", "application/json", obj, cb, data, NULL);
 }
 
 int kube_merge_patch_status(kube_client *c, const char *path, const cJSON *patch, kube_cb cb,
-                            void *data)
+                            void *data, kube_req **ret_req)
 {
-    return send_json(c, "PATCH", path, "status", "application/merge-patch+json", patch, cb, data);
+    return send_json(c, "PATCH", path, "status", "application/merge-patch+json", patch, cb, data,
+                     ret_req);
+}
+
+/* unsent tells whether r waits to be sent: for the rate limit, or for a
+ * retry after an answer that is to be tried again. */
+static bool unsent(const kube_req *r)
+{
+    return r && !r->in_page && (r->where == W_READY || r->where == W_DELAYED);
+}
+
+int kube_rebody(kube_req *r, const cJSON *obj)
+{
+    char *text;
+    size_t len;
+
+    if (!r || !obj || !r->body)
+        return -EINVAL;
+    if (!unsent(r))
+        return -EBUSY;
+    text = cJSON_PrintUnformatted(obj);
+    if (!text)
+        return -ENOMEM;
+    len = strlen(text);
+    if (len > r->c->max_response) {
+        vmg_wipe_free(text, len);
+        return VMG_ETOOBIG;
+    }
+    vmg_wipe_free(r->body, r->body_len);
+    r->body = text;
+    r->body_len = len;
+    return 0;
+}
+
+int kube_unsend(kube_req *r)
+{
+    if (!unsent(r))
+        return -EBUSY;
+    finish_err(r, VMG_ECANCELED, NULL);
+    return 0;
 }
 
 int kube_list(kube_client *c, const char *path, unsigned limit, kube_page_cb on_page, kube_cb cb,

@@ -237,7 +237,19 @@ int kube_delete(kube_client *c, const char *path, const cJSON *options, kube_cb 
 /* The status subresource: path names the object; "/status" is appended. */
 int kube_update_status(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data);
 int kube_merge_patch_status(kube_client *c, const char *path, const cJSON *patch, kube_cb cb,
-                            void *data);
+                            void *data, kube_req **ret_req);
+
+/* kube_rebody gives r, a request with a body that is not sent yet (it
+ * waits for the rate limit, or for a retry), obj encoded as its body
+ * instead: a writer that has a newer version of what it writes sends that,
+ * once, rather than queue a write per version. -EBUSY once r is out, and
+ * after its callback r may no longer be used. */
+int kube_rebody(kube_req *r, const cJSON *obj);
+
+/* kube_unsend drops r when it is not sent yet (as kube_rebody): its
+ * callback runs with VMG_ECANCELED before kube_unsend returns 0. -EBUSY
+ * once r is out: it goes on. */
+int kube_unsend(kube_req *r);
 
 /* kube_list GETs a collection in pages of limit items (0: 500), following
  * metadata.continue. With on_page, each page goes to on_page and the

@@ -131,7 +131,7 @@ static void on_created(void *data, const struct kube_result *res)
     }
     if (kube_path(path, sizeof(path), VMGROUP_GROUP, VMGROUP_VERSION, a->ns, VMGROUP_PLURAL,
                   name->valuestring, NULL) < 0 ||
-        kube_merge_patch_status(a->kc, path, patch, on_status_done, a) < 0)
+        kube_merge_patch_status(a->kc, path, patch, on_status_done, a, NULL) < 0)
         goto fail;
     cJSON_Delete(patch);
     return;

@@ -158,6 +158,31 @@ setup() {
 	[ -z "$output" ]
 }
 
+@test "controller: another writer's finalizer is kept when ours is added and removed" {
+	kubectl apply -f - <<EOF
+apiVersion: vm.codeconnect.vmworld.com/v1alpha1
+kind: VmGroup
+metadata:
+  name: shared
+  namespace: ctl
+  finalizers: [example.com/keep]
+spec:
+  cpu: 1
+  memory: 1
+  template: vm-operator-template
+  replicas: 1
+EOF
+	wait_running ctl shared 1
+	[ "$(vg_field ctl shared '{.metadata.finalizers[*]}')" = "example.com/keep vm.codeconnect.vmworld.com/finalizer" ]
+	kubectl delete vg shared -n ctl --wait=false
+	# Ours goes once vCenter is clean; the other writer's stays, and so
+	# does the object, until that writer lets it go.
+	retry 60 bash -c "[ \"\$(kubectl get vg shared -n ctl -o 'jsonpath={.metadata.finalizers[*]}')\" = example.com/keep ]"
+	[ "$(vm_count ctl shared)" = 0 ]
+	kubectl patch vg shared -n ctl --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]'
+	retry 30 refute kubectl get vg shared -n ctl
+}
+
 @test "controller: two groups never touch each other's VMs" {
 	apply_vg ctl a 1 1 vm-operator-template 2
 	apply_vg ctl a-b 1 1 vm-operator-template 1

@@ -1515,7 +1515,7 @@ static void test_verbs(void **state)
     assert_int_equal(kube_json_patch(t->kc, p, ops, on_result, &r[3]), 0);
     assert_int_equal(kube_delete(t->kc, p, opts, on_result, &r[4]), 0);
     assert_int_equal(kube_update_status(t->kc, p, obj, on_result, &r[5]), 0);
-    assert_int_equal(kube_merge_patch_status(t->kc, p, obj, on_result, &r[6]), 0);
+    assert_int_equal(kube_merge_patch_status(t->kc, p, obj, on_result, &r[6], NULL), 0);
     for (int i = 0; i < 7; i++)
         run_until(t, &r[i].calls, 1);
     assert_int_equal(t->srv.n, 7);
@@ -1539,6 +1539,46 @@ static void test_verbs(void **state)
     cJSON_Delete(obj);
     cJSON_Delete(ops);
     cJSON_Delete(opts);
+}
+
+/* A write waiting for the rate limit goes with the body it was given last
+ * (kube_rebody), or not at all (kube_unsend: its callback runs, canceled);
+ * once sent, neither touches it. */
+static void test_rebody_and_unsend_before_sending(void **state)
+{
+    struct t *t = *state;
+    struct rec r[3] = {{0}};
+    struct kube_client_opts o = {.qps = 5, .burst = 1};
+    cJSON *v1 = cJSON_Parse("{\"status\":{\"phase\":\"PENDING\"}}");
+    cJSON *v2 = cJSON_Parse("{\"status\":{\"phase\":\"RUNNING\"}}");
+    kube_req *q[3] = {NULL};
+
+    client(t, NULL, &o);
+    t->srv.handle = h_echo;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(kube_merge_patch_status(t->kc, "/x", v1, on_result, &r[i], &q[i]), 0);
+    while (t->srv.n < 1)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    /* The first is out (the burst); the others wait 200 ms each. */
+    if (r[0].calls == 0)
+        assert_int_equal(kube_rebody(q[0], v2), -EBUSY); /* out: it goes on */
+    assert_int_equal(kube_rebody(q[1], v2), 0);
+    assert_int_equal(kube_unsend(q[2]), 0);
+    assert_int_equal(r[2].calls, 1);
+    assert_int_equal(r[2].err, VMG_ECANCELED);
+    run_until(t, &r[0].calls, 1);
+    run_until(t, &r[1].calls, 1);
+    assert_int_equal(r[0].err, 0);
+    assert_int_equal(r[1].err, 0);
+    assert_int_equal(t->srv.n, 2);
+    assert_string_equal(t->srv.reqs[0].body, "{\"status\":{\"phase\":\"PENDING\"}}");
+    assert_string_equal(t->srv.reqs[1].body, "{\"status\":{\"phase\":\"RUNNING\"}}");
+    assert_int_equal(kube_rebody(NULL, v2), -EINVAL);
+    assert_int_equal(kube_unsend(NULL), -EBUSY);
+    for (int i = 0; i < 3; i++)
+        rec_clear(&r[i]);
+    cJSON_Delete(v1);
+    cJSON_Delete(v2);
 }
 
 int main(void)
@@ -1580,6 +1620,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_cancels_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rebody_and_unsend_before_sending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verbs, setup, teardown),
     };

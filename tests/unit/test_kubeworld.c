@@ -56,6 +56,12 @@ static const char NOT_FOUND[] =
     "\"message\":\"secrets \\\"init\\\" not found\",\"reason\":\"NotFound\","
     "\"details\":{\"name\":\"init\",\"kind\":\"secrets\"},\"code\":404}";
 
+/* What kube-apiserver answers when a JSON patch's "test" fails. */
+static const char INVALID[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"the server rejected our request due to an error in our request\","
+    "\"reason\":\"Invalid\",\"code\":422}";
+
 static void handle(struct srv *s, int i, struct sconn *c)
 {
     struct t *t = s->data;
@@ -67,6 +73,8 @@ static void handle(struct srv *s, int i, struct sconn *c)
         srv_reply(c, 200, "Content-Type: application/json\r\n", SECRET);
     else if (t->status == 409)
         srv_reply(c, 409, "Content-Type: application/json\r\n", CONFLICT);
+    else if (t->status == 422)
+        srv_reply(c, 422, "Content-Type: application/json\r\n", INVALID);
     else
         srv_reply(c, 200, "Content-Type: application/json\r\n", "{}");
 }
@@ -199,6 +207,8 @@ static void test_fills_the_kubernetes_members(void **state)
     assert_non_null(t->rw.now);
     assert_non_null(t->rw.patch_status);
     assert_non_null(t->rw.patch_meta);
+    assert_non_null(t->rw.restatus);
+    assert_non_null(t->rw.unwrite);
     assert_non_null(t->rw.event);
     assert_non_null(t->rw.get_secret);
     assert_null(t->rw.vcdata);
@@ -213,7 +223,7 @@ static void test_status_patch(void **state)
     cJSON *st = cJSON_Parse("{\"phase\":\"RUNNING\",\"currentReplicas\":1}");
     cJSON *body;
 
-    assert_int_equal(t->rw.patch_status(t->rw.data, t->g, st, on_done, t), 0);
+    assert_int_equal(t->rw.patch_status(t->rw.data, t->g, st, on_done, t, NULL), 0);
     wait_done(t);
     assert_int_equal(t->err, 0);
     assert_int_equal(t->srv.n, 1);
@@ -249,6 +259,39 @@ static void test_meta_patch_and_conflict(void **state)
     cJSON_Delete(patch);
 }
 
+/* A JSON patch (the finalizers tested, then replaced) goes as one; the 422
+ * of a failed test is a conflict, as a merge patch's 409 is; a 422 of a
+ * merge patch is not. */
+static void test_json_patch_test_failed_is_a_conflict(void **state)
+{
+    struct t *t = *state;
+    cJSON *ops =
+        cJSON_Parse("[{\"op\":\"test\",\"path\":\"/metadata/finalizers\",\"value\":[\"x\"]},"
+                    "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\",\"value\":[]}]");
+    cJSON *merge = cJSON_Parse("{\"metadata\":{\"finalizers\":[\"x\"]}}");
+    cJSON *body;
+
+    t->status = 422;
+    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, ops, on_done, t), 0);
+    wait_done(t);
+    assert_int_equal(t->err, VMG_ECONFLICT);
+    assert_int_equal(t->srv.n, 1);
+    assert_string_equal(t->srv.reqs[0].method, "PATCH");
+    assert_string_equal(t->srv.reqs[0].target, GROUP_PATH);
+    assert_string_equal(t->srv.reqs[0].ctype, "application/json-patch+json");
+    body = cJSON_Parse(t->srv.reqs[0].body);
+    assert_true(cJSON_Compare(body, ops, true));
+    cJSON_Delete(body);
+    t->done = 0;
+    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, merge, on_done, t), 0);
+    wait_done(t);
+    assert_int_not_equal(t->err, 0);
+    assert_int_not_equal(t->err, VMG_ECONFLICT);
+    assert_string_equal(t->srv.reqs[1].ctype, "application/merge-patch+json");
+    cJSON_Delete(ops);
+    cJSON_Delete(merge);
+}
+
 /* Without an informer (closed, or not made yet) no group exists; without a
  * recorder an event goes nowhere; the clock writes RFC 3339. */
 static void test_without_informer_or_recorder(void **state)
@@ -271,6 +314,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fills_the_kubernetes_members, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_patch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_patch_test_failed_is_a_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_patch_and_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_informer_or_recorder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_secret, setup, teardown),

@@ -42,6 +42,10 @@ struct fake {
     uint64_t now_ms;                     /* the reconciler's clock */
     int rereads;                         /* VMs asked to be read again */
     char reread_vm[96];
+    /* Status writes wait for the client's rate limit (restatus and unwrite
+     * take them) rather than being out at once. */
+    bool status_queued;
+    size_t restatuses, unwrites;
 };
 
 static struct fake F;
@@ -95,14 +99,45 @@ static struct call *record(const char *what, const char *vm, rec_done_cb cb, voi
 }
 
 static int f_patch_status(void *d, const struct vmgroup *g, const cJSON *st, rec_done_cb cb,
-                          void *cbdata)
+                          void *cbdata, void **ret)
 {
     char *s = cJSON_PrintUnformatted(st);
+    struct call *c;
     (void)d;
     (void)g;
     snprintf(F.last_status, sizeof(F.last_status), "%s", s);
     free(s);
-    record("status", NULL, cb, cbdata);
+    c = record("status", NULL, cb, cbdata);
+    if (ret)
+        *ret = c;
+    return 0;
+}
+
+static int f_restatus(void *d, void *write, const cJSON *st)
+{
+    struct call *c = write;
+    char *s;
+    (void)d;
+    assert_false(c->done);
+    if (!F.status_queued)
+        return -EBUSY;
+    s = cJSON_PrintUnformatted(st);
+    snprintf(F.last_status, sizeof(F.last_status), "%s", s);
+    free(s);
+    F.restatuses++;
+    return 0;
+}
+
+static int f_unwrite(void *d, void *write)
+{
+    struct call *c = write;
+    (void)d;
+    assert_false(c->done);
+    if (!F.status_queued)
+        return -EBUSY;
+    F.unwrites++;
+    c->done = true;
+    c->cb(c->cbdata, VMG_ECANCELED, NULL, NULL);
     return 0;
 }
 
@@ -208,6 +243,8 @@ static const struct rec_world world = {
     .now = f_now,
     .patch_status = f_patch_status,
     .patch_meta = f_patch_meta,
+    .restatus = f_restatus,
+    .unwrite = f_unwrite,
     .event = f_event,
     .create_folder = f_create_folder,
     .destroy_folder = f_destroy_folder,
@@ -411,34 +448,126 @@ static void test_finalizer_written_once_per_object_version(void **state)
     assert_int_equal(count("meta"), 5);
 }
 
-/* A finalizer patch is made against one version of the object (its
- * resourceVersion is a precondition): a status write in flight at the same
- * time would make it conflict, so the two are never in flight together. */
+/* A finalizer patch made against one version of the object (a merge patch
+ * with its resourceVersion: the object has no finalizer yet) would conflict
+ * with a status write in flight: it waits for it. One that tests the
+ * finalizers (removing ours) does not: it goes while a status write is out,
+ * and drops one that is not sent yet. */
 static void test_finalizer_and_status_writes_do_not_cross(void **state)
 {
     struct env *e = *state;
     const char *k = NULL;
 
     F.folder = PLAN_FOLDER_UNKNOWN; /* no folder task either while live */
-    set_group(GROUP("1", "", 0, ""));
-    pass(e);
-    assert_int_equal(count("meta"), 1);
-    assert_int_equal(count("status"), 0); /* it goes with the next pass */
-    complete("meta", 0, NULL, NULL);
-    set_group(GROUP("2", FIN, 0, ""));
+    set_group(GROUP("1", FIN, 0, ""));
     pass(e);
     assert_int_equal(count("status"), 1);
-    /* Deleted while that status write is in flight: the finalizer waits,
-     * and the end of that write plans the group again. */
-    F.folder = PLAN_FOLDER_ABSENT;
-    set_group(GROUP("3", FIN DELETED, 0, ""));
+    /* Taken off by hand while that status write is out: put back once it
+     * ended, the end of that write planning the group again. */
+    set_group(GROUP("2", "", 0, ""));
     pass(e);
-    assert_int_equal(count("meta"), 1);
+    assert_int_equal(count("meta"), 0);
     assert_int_equal(wq_get(e->q, &k), -EAGAIN);
     settle_status();
     queued(e);
+    assert_int_equal(count("meta"), 1);
+    complete("meta", 0, NULL, NULL);
+
+    /* Deleted while a status write is out: the finalizer goes at once. */
+    set_group(GROUP("3", FIN, 1, ""));
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    F.folder = PLAN_FOLDER_ABSENT;
+    set_group(GROUP("4", FIN DELETED, 1, ""));
+    pass(e);
     assert_int_equal(count("meta"), 2);
+    assert_int_equal(F.unwrites, 0);
+    complete("meta", 0, NULL, NULL);
+    settle_status();
+    gone();
+    pass(e);
+    assert_int_equal(reconciler_groups(e->r), 0);
+}
+
+/* A group deleted while a status write of it waits for the client's rate
+ * limit: the finalizer's removal drops that write (the object goes with the
+ * finalizer) instead of queueing behind it; so does the object's going. */
+static void test_finalizer_removal_drops_a_status_not_sent(void **state)
+{
+    struct env *e = *state;
+
+    F.status_queued = true;
+    set_group(GROUP("1", FIN, 1, ""));
+    add_vm(0, true);
+    pass(e);
     assert_int_equal(count("status"), 1);
+    F.folder = PLAN_FOLDER_ABSENT;
+    F.n_vms = 0;
+    set_group(GROUP("2", FIN DELETED, 1, ""));
+    pass(e);
+    assert_int_equal(F.unwrites, 1);
+    assert_int_equal(count("meta"), 1);
+    assert_int_equal(count("status"), 1);
+    complete("meta", 0, NULL, NULL);
+    gone();
+    pass(e);
+    assert_int_equal(reconciler_groups(e->r), 0);
+
+    /* Gone (its finalizer taken off by hand) with a status write queued. */
+    F.folder = PLAN_FOLDER_PRESENT;
+    set_group(GROUP("5", FIN, 1, ""));
+    add_vm(0, true);
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    gone();
+    pass(e);
+    assert_int_equal(F.unwrites, 2);
+    assert_int_equal(reconciler_groups(e->r), 0);
+}
+
+/* A status write that waits for the client's rate limit carries the newest
+ * status when it goes: a group whose status changes faster than writes go
+ * out writes once, not once per change; once sent, the next status waits
+ * for its end. */
+static void test_status_not_sent_yet_carries_the_newest(void **state)
+{
+    struct env *e = *state;
+    const char *k = NULL;
+
+    F.status_queued = true;
+    set_group(GROUP("10", FIN, 3, ""));
+    add_vm(0, true);
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "\"currentReplicas\":1"));
+    add_vm(1, true);
+    pass(e);
+    add_vm(2, true);
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_int_equal(F.restatuses, 2);
+    assert_non_null(strstr(F.last_status, "RUNNING"));
+    /* Nothing newer to write when it ends. */
+    while (wq_get(e->q, &k) == 0)
+        wq_done(e->q, k);
+    settle_status();
+    assert_int_equal(wq_get(e->q, &k), -EAGAIN);
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    /* Out already: the newer status goes after it. */
+    F.status_queued = false;
+    F.vms[0].powered_on = false;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    F.vms[0].powered_on = true;
+    F.vms[1].powered_on = false;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    while (wq_get(e->q, &k) == 0)
+        wq_done(e->q, k);
+    settle_status();
+    queued(e);
+    assert_int_equal(count("status"), 3);
 }
 
 /* A group deleted while its folder is being created keeps its finalizer
@@ -1007,6 +1136,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_finalizer_written_once_per_object_version, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_finalizer_and_status_writes_do_not_cross, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_finalizer_removal_drops_a_status_not_sent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_status_not_sent_yet_carries_the_newest, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_deleted_while_its_folder_is_created, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,

@@ -429,6 +429,22 @@ static void test_finalizer_patch(void **state)
     cJSON *patch = NULL;
 
     (void)state;
+    /* No finalizer yet: a merge patch that holds the version read. */
+    assert_int_equal(decode("{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"uid\":\"u\","
+                            "\"resourceVersion\":\"42\"},"
+                            "\"spec\":{\"cpu\":1,\"memory\":1,\"replicas\":0,\"template\":\"t\"}}",
+                            &g, err, sizeof(err)),
+                     0);
+    assert_int_equal(vmgroup_finalizer_patch(g, true, &patch), 0);
+    text = cJSON_PrintUnformatted(patch);
+    assert_string_equal(text, "{\"metadata\":{\"finalizers\":["
+                              "\"vm.codeconnect.vmworld.com/finalizer\"],"
+                              "\"resourceVersion\":\"42\"}}");
+    free(text);
+    cJSON_Delete(patch);
+    vmgroup_free(g);
+
+    /* With finalizers: a JSON patch that tests them, not the version. */
     assert_int_equal(decode("{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"uid\":\"u\","
                             "\"resourceVersion\":\"42\",\"finalizers\":[\"x/y\"]},"
                             "\"spec\":{\"cpu\":1,\"memory\":1,\"replicas\":0,\"template\":\"t\"}}",
@@ -436,9 +452,10 @@ static void test_finalizer_patch(void **state)
                      0);
     assert_int_equal(vmgroup_finalizer_patch(g, true, &patch), 0);
     text = cJSON_PrintUnformatted(patch);
-    assert_string_equal(text, "{\"metadata\":{\"finalizers\":[\"x/y\","
-                              "\"vm.codeconnect.vmworld.com/finalizer\"],"
-                              "\"resourceVersion\":\"42\"}}");
+    assert_string_equal(text, "[{\"op\":\"test\",\"path\":\"/metadata/finalizers\","
+                              "\"value\":[\"x/y\"]},"
+                              "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\","
+                              "\"value\":[\"x/y\",\"vm.codeconnect.vmworld.com/finalizer\"]}]");
     free(text);
     cJSON_Delete(patch);
     vmgroup_free(g);
@@ -450,14 +467,17 @@ static void test_finalizer_patch(void **state)
                      0);
     assert_int_equal(vmgroup_finalizer_patch(g, false, &patch), 0);
     text = cJSON_PrintUnformatted(patch);
-    assert_string_equal(text, "{\"metadata\":{\"finalizers\":[\"x/y\"]}}");
+    assert_string_equal(text, "[{\"op\":\"test\",\"path\":\"/metadata/finalizers\","
+                              "\"value\":[\"vm.codeconnect.vmworld.com/finalizer\",\"x/y\"]},"
+                              "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\","
+                              "\"value\":[\"x/y\"]}]");
     free(text);
     cJSON_Delete(patch);
     /* Adding when present keeps one copy. */
     assert_int_equal(vmgroup_finalizer_patch(g, true, &patch), 0);
-    text = cJSON_PrintUnformatted(patch);
-    assert_string_equal(text, "{\"metadata\":{\"finalizers\":["
-                              "\"vm.codeconnect.vmworld.com/finalizer\",\"x/y\"]}}");
+    text = cJSON_PrintUnformatted(cJSON_GetArrayItem(patch, 1));
+    assert_string_equal(text, "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\","
+                              "\"value\":[\"vm.codeconnect.vmworld.com/finalizer\",\"x/y\"]}");
     free(text);
     cJSON_Delete(patch);
     vmgroup_free(g);
