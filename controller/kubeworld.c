@@ -86,9 +86,9 @@ static int w_patch(struct kubeworld *kw, const struct vmgroup *g, const cJSON *b
         cJSON_Delete(patch);
     } else if (cJSON_IsArray(body)) {
         w->json_patch = true;
-        rc = kube_json_patch(kw->kc, path, body, write_done, w);
+        rc = kube_json_patch(kw->kc, path, body, write_done, w, &w->req);
     } else {
-        rc = kube_merge_patch(kw->kc, path, body, write_done, w);
+        rc = kube_merge_patch(kw->kc, path, body, write_done, w, &w->req);
     }
     if (rc < 0) {
         free(w);
@@ -106,9 +106,9 @@ static int w_patch_status(void *data, const struct vmgroup *g, const cJSON *stat
 }
 
 static int w_patch_meta(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
-                        void *cbdata)
+                        void *cbdata, void **ret)
 {
-    return w_patch(data, g, patch, false, cb, cbdata, NULL);
+    return w_patch(data, g, patch, false, cb, cbdata, ret);
 }
 
 static int w_restatus(void *data, void *write, const cJSON *status)
@@ -126,6 +126,14 @@ static int w_restatus(void *data, void *write, const cJSON *status)
     rc = kube_rebody(w->req, patch);
     cJSON_Delete(patch);
     return rc;
+}
+
+static int w_hurry(void *data, void *write)
+{
+    struct write *w = write;
+
+    (void)data;
+    return w && w->req ? kube_hurry(w->req) : -EINVAL;
 }
 
 static int w_unwrite(void *data, void *write)
@@ -203,6 +211,7 @@ void kubeworld_fill(struct kubeworld *kw, struct rec_world *rw)
     rw->patch_status = w_patch_status;
     rw->patch_meta = w_patch_meta;
     rw->restatus = w_restatus;
+    rw->hurry = w_hurry;
     rw->unwrite = w_unwrite;
     rw->event = w_event;
     rw->get_secret = w_get_secret;

@@ -612,6 +612,7 @@ static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g
                        const cJSON *body)
 {
     struct write_ctx *c = calloc(1, sizeof(*c));
+    void *h = NULL;
     int rc;
 
     if (!c)
@@ -620,11 +621,15 @@ static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g
     c->gs = gs;
     c->status = status;
     rc = status ? r->w.patch_status(r->w.data, g, body, write_done, c, &gs->status_write)
-                : r->w.patch_meta(r->w.data, g, body, write_done, c);
+                : r->w.patch_meta(r->w.data, g, body, write_done, c, &h);
     if (rc < 0) {
         free(c);
         return rc;
     }
+    /* A finalizer write comes before everything else of its group: ahead
+     * of the status writes that wait for the client's rate limit. */
+    if (!status && h && r->w.hurry)
+        (void)r->w.hurry(r->w.data, h);
     if (status)
         gs->status_inflight = true;
     else
@@ -761,6 +766,11 @@ static bool write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     } else {
         started = start_write(r, gs, g, true, st) == 0;
     }
+    /* What the group says as a whole (its phase, its replicas, its
+     * conditions) goes before the writes that only say more of its VMs (an
+     * address, a UUID the inventory brought). */
+    if (started && r->w.hurry && !vmgroup_status_headline_equal(&p->status, &g->status))
+        (void)r->w.hurry(r->w.data, gs->status_write);
     if (started) {
         gs->written_sum = sum;
         gs->written_len = summed ? len : 0;

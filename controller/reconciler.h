@@ -71,18 +71,20 @@ struct rec_world {
     void (*now)(void *data, char *buf, size_t len);
 
     /* Kubernetes writes; what they are given is not consumed. A status
-     * write's handle is stored in *ret (may be NULL) until its callback
-     * runs. patch is a JSON merge patch (an object) or a JSON patch (an
+     * write's handle is stored in *ret (may be NULL), valid until its
+     * callback runs. patch is a JSON merge patch (an object) or a JSON patch (an
      * array of operations; a failed "test" answers VMG_ECONFLICT). */
     int (*patch_status)(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
                         void *cbdata, void **ret);
     int (*patch_meta)(void *data, const struct vmgroup *g, const cJSON *patch, rec_done_cb cb,
-                      void *cbdata);
-    /* Optional, for a status write not sent yet (it waits for the client's
-     * rate limit): restatus gives it status instead, unwrite drops it (its
-     * callback runs with VMG_ECANCELED before unwrite returns). Both
-     * return -EBUSY once the write is out. */
+                      void *cbdata, void **ret);
+    /* Optional, for a write not sent yet (it waits for the client's rate
+     * limit): restatus gives a status write status instead; hurry sends a
+     * write before the writes not hurried (after those hurried before it);
+     * unwrite drops a write (its callback runs with VMG_ECANCELED before
+     * unwrite returns). Each returns -EBUSY once the write is out. */
     int (*restatus)(void *data, void *write, const cJSON *status);
+    int (*hurry)(void *data, void *write);
     int (*unwrite)(void *data, void *write);
     void (*event)(void *data, const struct vmgroup *g, bool warning, const char *reason,
                   const char *message);

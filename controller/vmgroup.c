@@ -871,6 +871,22 @@ bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_s
     return true;
 }
 
+bool vmgroup_status_headline_equal(const struct vmgroup_status *a, const struct vmgroup_status *b)
+{
+    if (!a || !b || a->phase != b->phase || a->current_replicas != b->current_replicas ||
+        a->desired_replicas != b->desired_replicas ||
+        a->observed_generation != b->observed_generation || a->n_conditions != b->n_conditions)
+        return false;
+    for (unsigned i = 0; i < a->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
+        const struct vmgroup_condition *x = &a->conditions[i];
+        const struct vmgroup_condition *y = vmgroup_condition_find(b, x->type);
+
+        if (!y || x->status != y->status || !vmg_streq(x->reason, y->reason))
+            return false;
+    }
+    return true;
+}
+
 const struct vmgroup_condition *vmgroup_condition_find(const struct vmgroup_status *s,
                                                        const char *type)
 {

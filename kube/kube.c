@@ -116,6 +116,7 @@ struct kube_req {
     bool canceling;      /* kube_cancel is stopping the transfer */
     bool in_page;        /* on_page is running */
     bool cancel_pending; /* kube_cancel was called from on_page */
+    bool hurried;        /* sent before the requests that are not (kube_hurry) */
     uint64_t due_ms;
     unsigned retry_after_s;
     vmg_http_xfer *xfer;
@@ -280,10 +281,26 @@ static void insert_delayed(kube_client *c, kube_req *r)
     arm(c, first(&c->delayed)->due_ms);
 }
 
+/* ready_insert queues r for a token: last, or when r is hurried, after the
+ * requests hurried before it. */
+static void ready_insert(kube_client *c, kube_req *r)
+{
+    struct lq *at = &c->ready;
+
+    r->where = W_READY;
+    if (!r->hurried) {
+        lq_insert_tail(&c->ready, &r->link);
+        return;
+    }
+    for (struct lq *n = lq_head(&c->ready); n && lq_entry(n, kube_req, link)->hurried;
+         n = lq_next(&c->ready, n))
+        at = n;
+    lq_insert_after(at, &r->link);
+}
+
 static void make_ready(kube_client *c, kube_req *r)
 {
-    r->where = W_READY;
-    lq_insert_tail(&c->ready, &r->link);
+    ready_insert(c, r);
     arm(c, uv_now(c->loop));
 }
 
@@ -539,8 +556,7 @@ static void pump(kube_client *c)
         kube_req *r = first(&c->delayed);
 
         req_detach(r);
-        r->where = W_READY;
-        lq_insert_tail(&c->ready, &r->link);
+        ready_insert(c, r);
     }
     if (!lq_empty(&c->ready) && !c->refresh && kcfg_has_exec(c->cfg) &&
         kcfg_needs_refresh(c->cfg, time(NULL)) &&
@@ -1052,16 +1068,19 @@ int kube_update(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, 
     return send_json(c, "PUT", path, NULL, "application/json", obj, cb, data, NULL);
 }
 
-int kube_merge_patch(kube_client *c, const char *path, const cJSON *patch, kube_cb cb, void *data)
+int kube_merge_patch(kube_client *c, const char *path, const cJSON *patch, kube_cb cb, void *data,
+                     kube_req **ret_req)
 {
-    return send_json(c, "PATCH", path, NULL, "application/merge-patch+json", patch, cb, data, NULL);
+    return send_json(c, "PATCH", path, NULL, "application/merge-patch+json", patch, cb, data,
+                     ret_req);
 }
 
-int kube_json_patch(kube_client *c, const char *path, const cJSON *ops, kube_cb cb, void *data)
+int kube_json_patch(kube_client *c, const char *path, const cJSON *ops, kube_cb cb, void *data,
+                    kube_req **ret_req)
 {
     if (!cJSON_IsArray(ops))
         return -EINVAL;
-    return send_json(c, "PATCH", path, NULL, "application/json-patch+json", ops, cb, data, NULL);
+    return send_json(c, "PATCH", path, NULL, "application/json-patch+json", ops, cb, data, ret_req);
 }
 
 int kube_delete(kube_client *c, const char *path, const cJSON *options, kube_cb cb, void *data)
@@ -1108,6 +1127,20 @@ int kube_rebody(kube_req *r, const cJSON *obj)
     vmg_wipe_free(r->body, r->body_len);
     r->body = text;
     r->body_len = len;
+    return 0;
+}
+
+int kube_hurry(kube_req *r)
+{
+    if (!unsent(r))
+        return -EBUSY;
+    if (r->hurried)
+        return 0;
+    r->hurried = true;
+    if (r->where == W_READY) {
+        req_detach(r);
+        ready_insert(r->c, r);
+    }
     return 0;
 }
 

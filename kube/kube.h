@@ -228,10 +228,13 @@ int kube_get(kube_client *c, const char *path, kube_cb cb, void *data);
 int kube_create(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data);
 /* PUT obj (with its metadata.resourceVersion for optimistic concurrency). */
 int kube_update(kube_client *c, const char *path, const cJSON *obj, kube_cb cb, void *data);
-/* PATCH with application/merge-patch+json. */
-int kube_merge_patch(kube_client *c, const char *path, const cJSON *patch, kube_cb cb, void *data);
+/* PATCH with application/merge-patch+json. ret_req (may be NULL): as
+ * kube_request_ex's, for kube_rebody, kube_hurry and kube_unsend. */
+int kube_merge_patch(kube_client *c, const char *path, const cJSON *patch, kube_cb cb, void *data,
+                     kube_req **ret_req);
 /* PATCH with application/json-patch+json; ops is the array of operations. */
-int kube_json_patch(kube_client *c, const char *path, const cJSON *ops, kube_cb cb, void *data);
+int kube_json_patch(kube_client *c, const char *path, const cJSON *ops, kube_cb cb, void *data,
+                    kube_req **ret_req);
 /* DELETE, with DeleteOptions (may be NULL: none). */
 int kube_delete(kube_client *c, const char *path, const cJSON *options, kube_cb cb, void *data);
 /* The status subresource: path names the object; "/status" is appended. */
@@ -245,6 +248,13 @@ int kube_merge_patch_status(kube_client *c, const char *path, const cJSON *patch
  * once, rather than queue a write per version. -EBUSY once r is out, and
  * after its callback r may no longer be used. */
 int kube_rebody(kube_req *r, const cJSON *obj);
+
+/* kube_hurry sends r, a request not sent yet (as kube_rebody), before
+ * the requests waiting for the rate limit that were not hurried, after
+ * those that were: what its writer knows to matter more than the rest
+ * (what `kubectl get` shows of an object, a finalizer) does not wait
+ * behind the rest. -EBUSY once r is out. */
+int kube_hurry(kube_req *r);
 
 /* kube_unsend drops r when it is not sent yet (as kube_rebody): its
  * callback runs with VMG_ECANCELED before kube_unsend returns 0. -EBUSY

@@ -707,7 +707,7 @@ static void test_5xx_post_and_patch_not_retried(void **state)
     assert_int_equal(r1.status, 503);
     assert_int_equal(r1.attempts, 1);
     assert_int_equal(
-        kube_merge_patch(t->kc, "/api/v1/namespaces/n/configmaps/a", obj, on_result, &r2), 0);
+        kube_merge_patch(t->kc, "/api/v1/namespaces/n/configmaps/a", obj, on_result, &r2, NULL), 0);
     run_until(t, &r2.calls, 1);
     assert_int_equal(r2.err, -EAGAIN);
     assert_int_equal(r2.attempts, 1);
@@ -1461,7 +1461,7 @@ static void test_bad_arguments(void **state)
     assert_int_equal(kube_get(t->kc, longpath, on_result, &r), -EINVAL);
     assert_int_equal(kube_request(t->kc, "get", "/x", NULL, NULL, on_result, &r), -EINVAL);
     assert_int_equal(kube_request(t->kc, "GET", "/x", NULL, NULL, NULL, &r), -EINVAL);
-    assert_int_equal(kube_json_patch(t->kc, "/x", NULL, on_result, &r), -EINVAL);
+    assert_int_equal(kube_json_patch(t->kc, "/x", NULL, on_result, &r, NULL), -EINVAL);
     assert_int_equal(kube_watch(t->kc, "/x", 1000, NULL, on_result, &r, NULL), -EINVAL);
     assert_int_equal(kube_get(t->kc, "/1", on_result, &r), 0);
     assert_int_equal(kube_get(t->kc, "/2", on_result, &r), 0);
@@ -1511,8 +1511,8 @@ static void test_verbs(void **state)
     assert_int_equal(kube_create(t->kc, "/apis/g/v1/namespaces/n/things", obj, on_result, &r[0]),
                      0);
     assert_int_equal(kube_update(t->kc, p, obj, on_result, &r[1]), 0);
-    assert_int_equal(kube_merge_patch(t->kc, p, obj, on_result, &r[2]), 0);
-    assert_int_equal(kube_json_patch(t->kc, p, ops, on_result, &r[3]), 0);
+    assert_int_equal(kube_merge_patch(t->kc, p, obj, on_result, &r[2], NULL), 0);
+    assert_int_equal(kube_json_patch(t->kc, p, ops, on_result, &r[3], NULL), 0);
     assert_int_equal(kube_delete(t->kc, p, opts, on_result, &r[4]), 0);
     assert_int_equal(kube_update_status(t->kc, p, obj, on_result, &r[5]), 0);
     assert_int_equal(kube_merge_patch_status(t->kc, p, obj, on_result, &r[6], NULL), 0);
@@ -1581,6 +1581,45 @@ static void test_rebody_and_unsend_before_sending(void **state)
     cJSON_Delete(v2);
 }
 
+/* Hurried requests go before those waiting for the rate limit that were
+ * not, in the order they were hurried; a request out already is not. */
+static void test_hurry_goes_ahead(void **state)
+{
+    struct t *t = *state;
+    struct rec r[4] = {{0}};
+    struct kube_client_opts o = {.qps = 50, .burst = 1};
+    cJSON *b[4];
+    kube_req *q[4] = {NULL};
+    char text[32];
+
+    client(t, NULL, &o);
+    t->srv.handle = h_echo;
+    for (int i = 0; i < 4; i++) {
+        snprintf(text, sizeof(text), "{\"n\":%d}", i);
+        b[i] = cJSON_Parse(text);
+        assert_int_equal(kube_merge_patch(t->kc, "/x", b[i], on_result, &r[i], &q[i]), 0);
+    }
+    while (t->srv.n < 1)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    if (r[0].calls == 0)
+        assert_int_equal(kube_hurry(q[0]), -EBUSY);
+    assert_int_equal(kube_hurry(q[3]), 0);
+    assert_int_equal(kube_hurry(q[2]), 0);
+    assert_int_equal(kube_hurry(q[3]), 0); /* once is enough */
+    for (int i = 0; i < 4; i++)
+        run_until(t, &r[i].calls, 1);
+    assert_int_equal(t->srv.n, 4);
+    assert_string_equal(t->srv.reqs[0].body, "{\"n\":0}");
+    assert_string_equal(t->srv.reqs[1].body, "{\"n\":3}");
+    assert_string_equal(t->srv.reqs[2].body, "{\"n\":2}");
+    assert_string_equal(t->srv.reqs[3].body, "{\"n\":1}");
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(r[i].err, 0);
+        rec_clear(&r[i]);
+        cJSON_Delete(b[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1621,6 +1660,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_cancels_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rebody_and_unsend_before_sending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hurry_goes_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verbs, setup, teardown),
     };

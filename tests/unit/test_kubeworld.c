@@ -208,6 +208,7 @@ static void test_fills_the_kubernetes_members(void **state)
     assert_non_null(t->rw.patch_status);
     assert_non_null(t->rw.patch_meta);
     assert_non_null(t->rw.restatus);
+    assert_non_null(t->rw.hurry);
     assert_non_null(t->rw.unwrite);
     assert_non_null(t->rw.event);
     assert_non_null(t->rw.get_secret);
@@ -246,7 +247,7 @@ static void test_meta_patch_and_conflict(void **state)
     cJSON *body;
 
     t->status = 409;
-    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, patch, on_done, t), 0);
+    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, patch, on_done, t, NULL), 0);
     wait_done(t);
     assert_int_equal(t->err, VMG_ECONFLICT);
     assert_string_equal(t->reason, "Conflict");
@@ -272,7 +273,7 @@ static void test_json_patch_test_failed_is_a_conflict(void **state)
     cJSON *body;
 
     t->status = 422;
-    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, ops, on_done, t), 0);
+    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, ops, on_done, t, NULL), 0);
     wait_done(t);
     assert_int_equal(t->err, VMG_ECONFLICT);
     assert_int_equal(t->srv.n, 1);
@@ -283,7 +284,7 @@ static void test_json_patch_test_failed_is_a_conflict(void **state)
     assert_true(cJSON_Compare(body, ops, true));
     cJSON_Delete(body);
     t->done = 0;
-    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, merge, on_done, t), 0);
+    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, merge, on_done, t, NULL), 0);
     wait_done(t);
     assert_int_not_equal(t->err, 0);
     assert_int_not_equal(t->err, VMG_ECONFLICT);

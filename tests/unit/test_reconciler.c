@@ -46,6 +46,7 @@ struct fake {
      * take them) rather than being out at once. */
     bool status_queued;
     size_t restatuses, unwrites;
+    size_t hurried_status, hurried_meta; /* writes sent ahead (hurry) */
 };
 
 static struct fake F;
@@ -142,12 +143,29 @@ static int f_unwrite(void *d, void *write)
 }
 
 static int f_patch_meta(void *d, const struct vmgroup *g, const cJSON *p, rec_done_cb cb,
-                        void *cbdata)
+                        void *cbdata, void **ret)
 {
+    struct call *c;
     (void)d;
     (void)g;
     (void)p;
-    record("meta", NULL, cb, cbdata);
+    c = record("meta", NULL, cb, cbdata);
+    if (ret)
+        *ret = c;
+    return 0;
+}
+
+static int f_hurry(void *d, void *write)
+{
+    struct call *c = write;
+    (void)d;
+    assert_false(c->done);
+    if (strcmp(c->what, "meta") == 0)
+        F.hurried_meta++;
+    else if (F.status_queued)
+        F.hurried_status++;
+    else
+        return -EBUSY;
     return 0;
 }
 
@@ -244,6 +262,7 @@ static const struct rec_world world = {
     .patch_status = f_patch_status,
     .patch_meta = f_patch_meta,
     .restatus = f_restatus,
+    .hurry = f_hurry,
     .unwrite = f_unwrite,
     .event = f_event,
     .create_folder = f_create_folder,
@@ -396,6 +415,7 @@ static void test_finalizer_first(void **state)
     set_group(GROUP("1", "", 3, ""));
     pass(e);
     assert_int_equal(count("meta"), 1);
+    assert_int_equal(F.hurried_meta, 1); /* ahead of the status writes waiting */
     assert_int_equal(count("clone"), 0);
     assert_int_equal(count("create-folder"), 0);
     /* Again before the write completes: not written twice. */
@@ -525,6 +545,43 @@ static void test_finalizer_removal_drops_a_status_not_sent(void **state)
     assert_int_equal(reconciler_groups(e->r), 0);
 }
 
+/* A status write that changes what the group says as a whole (phase,
+ * replicas, conditions) goes ahead of the writes waiting for the client's
+ * rate limit; one that only says more of a VM (a guest's address) waits its
+ * turn. */
+static void test_headline_goes_ahead_of_details(void **state)
+{
+    struct env *e = *state;
+    char json[4096];
+
+    F.status_queued = true;
+    set_group(GROUP("10", FIN, 1, ""));
+    add_vm(0, true);
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "RUNNING"));
+    assert_int_equal(F.hurried_status, 1);
+    settle_status();
+    /* The cache shows that status; then a guest reports an address. */
+    snprintf(json, sizeof(json), GROUP("11", FIN, 1, ",\"status\":%s"), F.last_status);
+    set_group(json);
+    F.vms[0].ip[0] = "10.0.0.5";
+    F.vms[0].n_ip = 1;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "10.0.0.5"));
+    assert_int_equal(F.hurried_status, 1);
+    settle_status();
+    /* Powered off behind our back: no longer RUNNING. */
+    snprintf(json, sizeof(json), GROUP("12", FIN, 1, ",\"status\":%s"), F.last_status);
+    set_group(json);
+    F.vms[0].powered_on = false;
+    pass(e);
+    assert_int_equal(count("status"), 3);
+    assert_null(strstr(F.last_status, "RUNNING"));
+    assert_int_equal(F.hurried_status, 2);
+}
+
 /* A status write that waits for the client's rate limit carries the newest
  * status when it goes: a group whose status changes faster than writes go
  * out writes once, not once per change; once sent, the next status waits
@@ -539,10 +596,13 @@ static void test_status_not_sent_yet_carries_the_newest(void **state)
     add_vm(0, true);
     pass(e);
     assert_int_equal(count("status"), 1);
+    assert_int_equal(count("clone"), 2);
     assert_non_null(strstr(F.last_status, "\"currentReplicas\":1"));
     add_vm(1, true);
+    complete("clone", 0, NULL, NULL);
     pass(e);
     add_vm(2, true);
+    complete("clone", 0, NULL, NULL);
     pass(e);
     assert_int_equal(count("status"), 1);
     assert_int_equal(F.restatuses, 2);
@@ -1141,6 +1201,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_not_sent_yet_carries_the_newest, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_headline_goes_ahead_of_details, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deleted_while_its_folder_is_created, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,
                                         setup, teardown),
