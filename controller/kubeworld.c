@@ -11,6 +11,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/jsonwipe.h"
+#include "lib/str.h"
 
 static const struct vmgroup *w_get_group(void *data, const char *key)
 {
@@ -30,14 +31,24 @@ struct write {
     bool json_patch; /* a JSON patch: a failed "test" is a conflict */
 };
 
+/* test_failed tells whether res is kube-apiserver's answer to a JSON patch
+ * whose "test" found another value (the object changed since it was read):
+ * 422 Invalid with nothing in its details, where a patch that leaves the
+ * object invalid names the object and the fields at fault. */
+static bool test_failed(const struct kube_result *res)
+{
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(res->body, "details");
+
+    return res->code == 422 && vmg_streq(res->reason, "Invalid") &&
+           (!d || (cJSON_IsObject(d) && !d->child));
+}
+
 static void write_done(void *data, const struct kube_result *res)
 {
     struct write *w = data;
     int err = res->err;
 
-    /* The API server answers 422 Invalid when a JSON patch's "test" finds
-     * another value: the object changed since it was read. */
-    if (w->json_patch && res->code == 422)
+    if (w->json_patch && test_failed(res))
         err = VMG_ECONFLICT;
     w->cb(w->cbdata, err, res->reason, res->message);
     free(w);

@@ -571,9 +571,12 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
         gs->meta_inflight = false;
     }
     if (err == VMG_ECANCELED) {
-        /* Dropped before it was sent: nothing was written. */
+        /* Dropped before it was sent (or the client closed): written or
+         * not, the next pass decides again. */
         if (status)
             gs->written_len = 0;
+        else
+            gs->meta_until = 0;
         return;
     }
     if (gone_after(r, gs))
@@ -620,12 +623,14 @@ static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g
     c->r = r;
     c->gs = gs;
     c->status = status;
-    rc = status ? r->w.patch_status(r->w.data, g, body, write_done, c, &gs->status_write)
+    rc = status ? r->w.patch_status(r->w.data, g, body, write_done, c, &h)
                 : r->w.patch_meta(r->w.data, g, body, write_done, c, &h);
     if (rc < 0) {
         free(c);
         return rc;
     }
+    if (status)
+        gs->status_write = h;
     /* A finalizer write comes before everything else of its group: ahead
      * of the status writes that wait for the client's rate limit. */
     if (!status && h && r->w.hurry)
@@ -947,10 +952,6 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
     cJSON *patch = NULL;
     bool started = false;
 
-    /* The object goes away with its last finalizer: a status write that
-     * waits for the client's rate limit is dropped rather than sent first. */
-    if (a->kind == PLAN_REMOVE_FINALIZER && gs->status_inflight && gs->status_write && r->w.unwrite)
-        (void)r->w.unwrite(r->w.data, gs->status_write);
     /* A patch made against this version of the object (a merge patch with
      * its resourceVersion, when it has no finalizers) would conflict with
      * a status write in flight; one that tests the finalizers would not.
@@ -967,6 +968,12 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
         res->meta_wait_ms = gs->meta_until - t;
         return false;
     }
+    /* The object goes away with its last finalizer: a status write that
+     * waits for the client's rate limit is dropped rather than sent first.
+     * (With another writer's finalizer left, the object stays: it goes.) */
+    if (a->kind == PLAN_REMOVE_FINALIZER && g->meta.n_finalizers == 1 && gs->status_inflight &&
+        gs->status_write && r->w.unwrite)
+        (void)r->w.unwrite(r->w.data, gs->status_write);
     if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
         if (start_write(r, gs, g, false, patch) < 0) {
             res->write_failed = true;

@@ -70,9 +70,10 @@ struct rec_world {
     /* "now" in RFC 3339, for condition transitions. */
     void (*now)(void *data, char *buf, size_t len);
 
-    /* Kubernetes writes; what they are given is not consumed. A status
-     * write's handle is stored in *ret (may be NULL), valid until its
-     * callback runs. patch is a JSON merge patch (an object) or a JSON patch (an
+    /* Kubernetes writes; what they are given is not consumed. Each calls cb
+     * exactly once, later, unless it returns a negative code. A write's
+     * handle is stored in *ret (may be NULL), valid until its callback
+     * runs. patch is a JSON merge patch (an object) or a JSON patch (an
      * array of operations; a failed "test" answers VMG_ECONFLICT). */
     int (*patch_status)(void *data, const struct vmgroup *g, const cJSON *status, rec_done_cb cb,
                         void *cbdata, void **ret);

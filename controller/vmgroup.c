@@ -702,8 +702,12 @@ int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret)
     cJSON *patch, *meta, *list;
 
     if (g->meta.n_finalizers > 0) {
+        /* The UID too: the same finalizers on an object made again under
+         * the same name (restored from a backup, say) are not ours to
+         * remove. */
         patch = cJSON_CreateArray();
         if (!patch ||
+            json_patch_op(patch, "test", "/metadata/uid", cJSON_CreateString(g->meta.uid)) < 0 ||
             json_patch_op(patch, "test", "/metadata/finalizers", finalizer_list(g, add, false)) <
                 0 ||
             json_patch_op(patch, "replace", "/metadata/finalizers", finalizer_list(g, add, true)) <

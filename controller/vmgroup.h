@@ -219,10 +219,12 @@ bool vmgroup_has_finalizer(const struct vmgroup *g, const char *finalizer);
 
 /* vmgroup_finalizer_patch builds the patch that adds (add true) or removes
  * VMGROUP_FINALIZER, keeping the other finalizers in order. When g has
- * finalizers, a JSON patch that tests them, so that the API server refuses
- * it (422, a conflict) if another writer changed them since g was read,
- * whatever else changed (our own status writes do not conflict with it):
- *   [{"op":"test","path":"/metadata/finalizers","value":[<g's>]},
+ * finalizers, a JSON patch that tests them and the UID, so that the API
+ * server refuses it (422, a conflict) if another writer changed them since
+ * g was read, or the object is another one of the same name, whatever else
+ * changed (our own status writes do not conflict with it):
+ *   [{"op":"test","path":"/metadata/uid","value":"<uid>"},
+ *    {"op":"test","path":"/metadata/finalizers","value":[<g's>]},
  *    {"op":"replace","path":"/metadata/finalizers","value":[...]}]
  * Else (a test cannot say "absent") a JSON merge patch with g's
  * resourceVersion (omitted when g has none), refused with a conflict if

@@ -1132,6 +1132,8 @@ int kube_rebody(kube_req *r, const cJSON *obj)
 
 int kube_hurry(kube_req *r)
 {
+    if (!r)
+        return -EINVAL;
     if (!unsent(r))
         return -EBUSY;
     if (r->hurried)
@@ -1146,6 +1148,8 @@ int kube_hurry(kube_req *r)
 
 int kube_unsend(kube_req *r)
 {
+    if (!r)
+        return -EINVAL;
     if (!unsent(r))
         return -EBUSY;
     finish_err(r, VMG_ECANCELED, NULL);

@@ -1543,81 +1543,70 @@ static void test_verbs(void **state)
 
 /* A write waiting for the rate limit goes with the body it was given last
  * (kube_rebody), or not at all (kube_unsend: its callback runs, canceled);
- * once sent, neither touches it. */
-static void test_rebody_and_unsend_before_sending(void **state)
+ * hurried requests go before those not hurried, in the order they were
+ * hurried. Nothing is sent before the loop runs. */
+static void test_rebody_unsend_and_hurry_before_sending(void **state)
 {
     struct t *t = *state;
-    struct rec r[3] = {{0}};
-    struct kube_client_opts o = {.qps = 5, .burst = 1};
-    cJSON *v1 = cJSON_Parse("{\"status\":{\"phase\":\"PENDING\"}}");
-    cJSON *v2 = cJSON_Parse("{\"status\":{\"phase\":\"RUNNING\"}}");
-    kube_req *q[3] = {NULL};
-
-    client(t, NULL, &o);
-    t->srv.handle = h_echo;
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(kube_merge_patch_status(t->kc, "/x", v1, on_result, &r[i], &q[i]), 0);
-    while (t->srv.n < 1)
-        uv_run(&t->loop, UV_RUN_ONCE);
-    /* The first is out (the burst); the others wait 200 ms each. */
-    if (r[0].calls == 0)
-        assert_int_equal(kube_rebody(q[0], v2), -EBUSY); /* out: it goes on */
-    assert_int_equal(kube_rebody(q[1], v2), 0);
-    assert_int_equal(kube_unsend(q[2]), 0);
-    assert_int_equal(r[2].calls, 1);
-    assert_int_equal(r[2].err, VMG_ECANCELED);
-    run_until(t, &r[0].calls, 1);
-    run_until(t, &r[1].calls, 1);
-    assert_int_equal(r[0].err, 0);
-    assert_int_equal(r[1].err, 0);
-    assert_int_equal(t->srv.n, 2);
-    assert_string_equal(t->srv.reqs[0].body, "{\"status\":{\"phase\":\"PENDING\"}}");
-    assert_string_equal(t->srv.reqs[1].body, "{\"status\":{\"phase\":\"RUNNING\"}}");
-    assert_int_equal(kube_rebody(NULL, v2), -EINVAL);
-    assert_int_equal(kube_unsend(NULL), -EBUSY);
-    for (int i = 0; i < 3; i++)
-        rec_clear(&r[i]);
-    cJSON_Delete(v1);
-    cJSON_Delete(v2);
-}
-
-/* Hurried requests go before those waiting for the rate limit that were
- * not, in the order they were hurried; a request out already is not. */
-static void test_hurry_goes_ahead(void **state)
-{
-    struct t *t = *state;
-    struct rec r[4] = {{0}};
-    struct kube_client_opts o = {.qps = 50, .burst = 1};
-    cJSON *b[4];
-    kube_req *q[4] = {NULL};
+    struct rec r[5] = {{0}};
+    struct kube_client_opts o = {.qps = 100, .burst = 1};
+    cJSON *b[5], *v = cJSON_Parse("{\"n\":9}");
+    kube_req *q[5] = {NULL};
     char text[32];
 
     client(t, NULL, &o);
     t->srv.handle = h_echo;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         snprintf(text, sizeof(text), "{\"n\":%d}", i);
         b[i] = cJSON_Parse(text);
         assert_int_equal(kube_merge_patch(t->kc, "/x", b[i], on_result, &r[i], &q[i]), 0);
     }
-    while (t->srv.n < 1)
-        uv_run(&t->loop, UV_RUN_ONCE);
-    if (r[0].calls == 0)
-        assert_int_equal(kube_hurry(q[0]), -EBUSY);
     assert_int_equal(kube_hurry(q[3]), 0);
     assert_int_equal(kube_hurry(q[2]), 0);
     assert_int_equal(kube_hurry(q[3]), 0); /* once is enough */
+    assert_int_equal(kube_rebody(q[2], v), 0);
+    assert_int_equal(kube_unsend(q[4]), 0);
+    assert_int_equal(r[4].calls, 1);
+    assert_int_equal(r[4].err, VMG_ECANCELED);
     for (int i = 0; i < 4; i++)
         run_until(t, &r[i].calls, 1);
     assert_int_equal(t->srv.n, 4);
-    assert_string_equal(t->srv.reqs[0].body, "{\"n\":0}");
-    assert_string_equal(t->srv.reqs[1].body, "{\"n\":3}");
-    assert_string_equal(t->srv.reqs[2].body, "{\"n\":2}");
+    assert_string_equal(t->srv.reqs[0].body, "{\"n\":3}");
+    assert_string_equal(t->srv.reqs[1].body, "{\"n\":9}");
+    assert_string_equal(t->srv.reqs[2].body, "{\"n\":0}");
     assert_string_equal(t->srv.reqs[3].body, "{\"n\":1}");
-    for (int i = 0; i < 4; i++) {
-        assert_int_equal(r[i].err, 0);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(r[i].err, i == 4 ? VMG_ECANCELED : 0);
         rec_clear(&r[i]);
         cJSON_Delete(b[i]);
     }
+    assert_int_equal(kube_rebody(NULL, v), -EINVAL);
+    assert_int_equal(kube_unsend(NULL), -EINVAL);
+    assert_int_equal(kube_hurry(NULL), -EINVAL);
+    cJSON_Delete(v);
+}
+
+/* Once out, a request is neither changed, moved nor dropped. */
+static void test_sent_requests_are_left_alone(void **state)
+{
+    struct t *t = *state;
+    struct rec r = {0};
+    cJSON *v = cJSON_Parse("{\"n\":1}");
+    kube_req *q = NULL;
+
+    client(t, NULL, NULL);
+    t->srv.handle = h_hold;
+    assert_int_equal(kube_merge_patch(t->kc, "/x", v, on_result, &r, &q), 0);
+    while (t->srv.n < 1)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    assert_int_equal(kube_rebody(q, v), -EBUSY);
+    assert_int_equal(kube_hurry(q), -EBUSY);
+    assert_int_equal(kube_unsend(q), -EBUSY);
+    assert_int_equal(r.calls, 0);
+    kube_cancel(q);
+    assert_int_equal(r.calls, 1);
+    rec_clear(&r);
+    cJSON_Delete(v);
 }
 
 int main(void)
@@ -1659,8 +1648,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_cancels_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_qps, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rebody_and_unsend_before_sending, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hurry_goes_ahead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rebody_unsend_and_hurry_before_sending, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_sent_requests_are_left_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verbs, setup, teardown),
     };

@@ -60,7 +60,15 @@ static const char NOT_FOUND[] =
 static const char INVALID[] =
     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
     "\"message\":\"the server rejected our request due to an error in our request\","
-    "\"reason\":\"Invalid\",\"code\":422}";
+    "\"reason\":\"Invalid\",\"details\":{},\"code\":422}";
+
+/* What it answers when a patch leaves the object invalid. */
+static const char INVALID_FIELD[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+    "\"message\":\"VmGroup.vm.codeconnect.vmworld.com \\\"web\\\" is invalid: "
+    "metadata.finalizers[0]: Invalid value\",\"reason\":\"Invalid\",\"details\":{\"name\":"
+    "\"web\",\"kind\":\"VmGroup\",\"causes\":[{\"reason\":\"FieldValueInvalid\","
+    "\"field\":\"metadata.finalizers[0]\"}]},\"code\":422}";
 
 static void handle(struct srv *s, int i, struct sconn *c)
 {
@@ -75,6 +83,8 @@ static void handle(struct srv *s, int i, struct sconn *c)
         srv_reply(c, 409, "Content-Type: application/json\r\n", CONFLICT);
     else if (t->status == 422)
         srv_reply(c, 422, "Content-Type: application/json\r\n", INVALID);
+    else if (t->status == 423)
+        srv_reply(c, 422, "Content-Type: application/json\r\n", INVALID_FIELD);
     else
         srv_reply(c, 200, "Content-Type: application/json\r\n", "{}");
 }
@@ -260,6 +270,36 @@ static void test_meta_patch_and_conflict(void **state)
     cJSON_Delete(patch);
 }
 
+/* A status write not sent yet goes with the status given last, wrapped as
+ * the first was; one dropped is called back canceled and never sent. */
+static void test_status_write_waiting_takes_a_newer_status_or_none(void **state)
+{
+    struct t *t = *state;
+    cJSON *a = cJSON_Parse("{\"phase\":\"PENDING\"}");
+    cJSON *b = cJSON_Parse("{\"phase\":\"RUNNING\"}");
+    void *h1 = NULL, *h2 = NULL;
+    cJSON *body;
+
+    /* Nothing is sent before the loop runs. */
+    assert_int_equal(t->rw.patch_status(t->rw.data, t->g, a, on_done, t, &h1), 0);
+    assert_int_equal(t->rw.patch_status(t->rw.data, t->g, a, on_done, t, &h2), 0);
+    assert_int_equal(t->rw.restatus(t->rw.data, h1, b), 0);
+    assert_int_equal(t->rw.hurry(t->rw.data, h1), 0);
+    assert_int_equal(t->rw.unwrite(t->rw.data, h2), 0);
+    assert_int_equal(t->done, 1);
+    assert_int_equal(t->err, VMG_ECANCELED);
+    t->done = 0;
+    wait_done(t);
+    assert_int_equal(t->err, 0);
+    assert_int_equal(t->srv.n, 1);
+    assert_string_equal(t->srv.reqs[0].target, GROUP_PATH "/status");
+    body = cJSON_Parse(t->srv.reqs[0].body);
+    assert_true(cJSON_Compare(cJSON_GetObjectItem(body, "status"), b, true));
+    cJSON_Delete(body);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
 /* A JSON patch (the finalizers tested, then replaced) goes as one; the 422
  * of a failed test is a conflict, as a merge patch's 409 is; a 422 of a
  * merge patch is not. */
@@ -289,6 +329,14 @@ static void test_json_patch_test_failed_is_a_conflict(void **state)
     assert_int_not_equal(t->err, 0);
     assert_int_not_equal(t->err, VMG_ECONFLICT);
     assert_string_equal(t->srv.reqs[1].ctype, "application/merge-patch+json");
+    /* A JSON patch refused for what it would make of the object is no
+     * conflict: trying it again on a newer object changes nothing. */
+    t->done = 0;
+    t->status = 423;
+    assert_int_equal(t->rw.patch_meta(t->rw.data, t->g, ops, on_done, t, NULL), 0);
+    wait_done(t);
+    assert_int_not_equal(t->err, 0);
+    assert_int_not_equal(t->err, VMG_ECONFLICT);
     cJSON_Delete(ops);
     cJSON_Delete(merge);
 }
@@ -316,6 +364,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fills_the_kubernetes_members, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_patch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_patch_test_failed_is_a_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_write_waiting_takes_a_newer_status_or_none,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_patch_and_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_informer_or_recorder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_secret, setup, teardown),

@@ -293,6 +293,8 @@ static void set_group(const char *json)
     "}"
 
 #define FIN ",\"finalizers\":[\"vm.codeconnect.vmworld.com/finalizer\"]"
+#define FIN_AND_OTHER                                                                              \
+    ",\"finalizers\":[\"other.example/x\",\"vm.codeconnect.vmworld.com/finalizer\"]"
 #define DELETED ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\""
 
 static void add_vm(int slot, bool on)
@@ -501,7 +503,6 @@ static void test_finalizer_and_status_writes_do_not_cross(void **state)
     set_group(GROUP("4", FIN DELETED, 1, ""));
     pass(e);
     assert_int_equal(count("meta"), 2);
-    assert_int_equal(F.unwrites, 0);
     complete("meta", 0, NULL, NULL);
     settle_status();
     gone();
@@ -543,6 +544,17 @@ static void test_finalizer_removal_drops_a_status_not_sent(void **state)
     pass(e);
     assert_int_equal(F.unwrites, 2);
     assert_int_equal(reconciler_groups(e->r), 0);
+
+    /* Another writer's finalizer keeps the object: the status write goes. */
+    set_group(GROUP("7", FIN_AND_OTHER, 1, ""));
+    pass(e);
+    assert_int_equal(count("status"), 3);
+    F.folder = PLAN_FOLDER_ABSENT;
+    F.n_vms = 0;
+    set_group(GROUP("8", FIN_AND_OTHER DELETED, 1, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 2);
+    assert_int_equal(F.unwrites, 2);
 }
 
 /* A status write that changes what the group says as a whole (phase,

@@ -452,7 +452,8 @@ static void test_finalizer_patch(void **state)
                      0);
     assert_int_equal(vmgroup_finalizer_patch(g, true, &patch), 0);
     text = cJSON_PrintUnformatted(patch);
-    assert_string_equal(text, "[{\"op\":\"test\",\"path\":\"/metadata/finalizers\","
+    assert_string_equal(text, "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"u\"},"
+                              "{\"op\":\"test\",\"path\":\"/metadata/finalizers\","
                               "\"value\":[\"x/y\"]},"
                               "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\","
                               "\"value\":[\"x/y\",\"vm.codeconnect.vmworld.com/finalizer\"]}]");
@@ -467,7 +468,8 @@ static void test_finalizer_patch(void **state)
                      0);
     assert_int_equal(vmgroup_finalizer_patch(g, false, &patch), 0);
     text = cJSON_PrintUnformatted(patch);
-    assert_string_equal(text, "[{\"op\":\"test\",\"path\":\"/metadata/finalizers\","
+    assert_string_equal(text, "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"u\"},"
+                              "{\"op\":\"test\",\"path\":\"/metadata/finalizers\","
                               "\"value\":[\"vm.codeconnect.vmworld.com/finalizer\",\"x/y\"]},"
                               "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\","
                               "\"value\":[\"x/y\"]}]");
@@ -475,7 +477,7 @@ static void test_finalizer_patch(void **state)
     cJSON_Delete(patch);
     /* Adding when present keeps one copy. */
     assert_int_equal(vmgroup_finalizer_patch(g, true, &patch), 0);
-    text = cJSON_PrintUnformatted(cJSON_GetArrayItem(patch, 1));
+    text = cJSON_PrintUnformatted(cJSON_GetArrayItem(patch, 2));
     assert_string_equal(text, "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\","
                               "\"value\":[\"vm.codeconnect.vmworld.com/finalizer\",\"x/y\"]}");
     free(text);
