@@ -78,6 +78,7 @@ struct gstate {
     uint64_t written_sum;
     size_t written_len;
     char *written_rv;
+    uint64_t written_headline; /* its vmgroup_status_headline, when written_len */
     /* A finalizer write (meta_kind: PLAN_ADD_FINALIZER or
      * PLAN_REMOVE_FINALIZER) that succeeded, awaited in the cache until
      * meta_until (0: none; UINT64_MAX while in flight): versions the cache
@@ -739,7 +740,7 @@ static bool write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
 {
     cJSON *st = NULL;
     char *text;
-    uint64_t sum = 0;
+    uint64_t sum = 0, headline;
     size_t len;
     bool summed, started;
 
@@ -771,14 +772,18 @@ static bool write_status(reconciler *r, struct gstate *gs, const struct vmgroup 
     } else {
         started = start_write(r, gs, g, true, st) == 0;
     }
-    /* What the group says as a whole (its phase, its replicas, its
-     * conditions) goes before the writes that only say more of its VMs (an
-     * address, a UUID the inventory brought). */
-    if (started && r->w.hurry && !vmgroup_status_headline_equal(&p->status, &g->status))
+    /* A status that changes what the group says as a whole (its phase,
+     * its conditions) goes before the writes that only say how far it has
+     * come (the replicas made so far, a VM's address or UUID): compared
+     * with the last status written, which the cache may not show yet. */
+    headline = vmgroup_status_headline(&p->status);
+    if (started && r->w.hurry &&
+        headline != (gs->written_len ? gs->written_headline : vmgroup_status_headline(&g->status)))
         (void)r->w.hurry(r->w.data, gs->status_write);
     if (started) {
         gs->written_sum = sum;
         gs->written_len = summed ? len : 0;
+        gs->written_headline = headline;
         set_str(&gs->written_rv, g->meta.resource_version);
     }
     cJSON_Delete(st);

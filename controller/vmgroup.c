@@ -875,20 +875,26 @@ bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_s
     return true;
 }
 
-bool vmgroup_status_headline_equal(const struct vmgroup_status *a, const struct vmgroup_status *b)
+uint64_t vmgroup_status_headline(const struct vmgroup_status *s)
 {
-    if (!a || !b || a->phase != b->phase || a->current_replicas != b->current_replicas ||
-        a->desired_replicas != b->desired_replicas ||
-        a->observed_generation != b->observed_generation || a->n_conditions != b->n_conditions)
-        return false;
-    for (unsigned i = 0; i < a->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
-        const struct vmgroup_condition *x = &a->conditions[i];
-        const struct vmgroup_condition *y = vmgroup_condition_find(b, x->type);
+    int64_t nums[3];
+    uint64_t h = FNV_OFFSET;
 
-        if (!y || x->status != y->status || !vmg_streq(x->reason, y->reason))
-            return false;
+    if (!s)
+        return 0;
+    nums[0] = s->phase;
+    nums[1] = s->desired_replicas;
+    nums[2] = s->observed_generation;
+    h = fnv_bytes(h, nums, sizeof(nums));
+    for (unsigned i = 0; i < s->n_conditions && i < VMGROUP_MAX_CONDITIONS; i++) {
+        const struct vmgroup_condition *c = &s->conditions[i];
+        int32_t st = c->status;
+
+        h = fnv_field(h, c->type);
+        h = fnv_bytes(h, &st, sizeof(st));
+        h = fnv_field(h, c->reason);
     }
-    return true;
+    return h;
 }
 
 const struct vmgroup_condition *vmgroup_condition_find(const struct vmgroup_status *s,

@@ -256,12 +256,13 @@ uint64_t vmgroup_vms_digest(const struct vmgroup_vm *vms, unsigned n);
  * neither is incomplete. NULL strings compare equal to "". */
 bool vmgroup_status_equal(const struct vmgroup_status *a, const struct vmgroup_status *b);
 
-/* vmgroup_status_headline_equal tells whether a and b say the same of the
- * group as a whole: phase, replicas current and desired, the generation
- * observed, each condition's status and reason (not the messages, nor the
- * VMs' entries). What waits for a Ready condition, or `kubectl get`, sees
- * no difference between two such statuses. */
-bool vmgroup_status_headline_equal(const struct vmgroup_status *a, const struct vmgroup_status *b);
+/* vmgroup_status_headline digests what s says of the group as a whole: its
+ * phase, the replicas desired, the generation observed, each condition's
+ * type, status and reason, in order; not the messages, the replicas that
+ * exist so far, nor the VMs' entries, which say how far it has come. What
+ * waits for a phase or a condition (`kubectl wait --for=condition=Ready`)
+ * sees no difference between two statuses of the same digest. */
+uint64_t vmgroup_status_headline(const struct vmgroup_status *s);
 
 /* vmgroup_condition_find returns the condition of s with that type, or NULL. */
 const struct vmgroup_condition *vmgroup_condition_find(const struct vmgroup_status *s,

@@ -594,6 +594,29 @@ static void test_headline_goes_ahead_of_details(void **state)
     assert_int_equal(F.hurried_status, 2);
 }
 
+/* How far a group has come (a replica made) is no headline: it waits its
+ * turn, even while the cache has not shown the last status written (what
+ * the API server will hold is what counts). */
+static void test_progress_waits_its_turn(void **state)
+{
+    struct env *e = *state;
+
+    F.status_queued = true;
+    set_group(GROUP("10", FIN, 3, ""));
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "PENDING"));
+    assert_int_equal(F.hurried_status, 1);
+    settle_status();
+    /* The cache still shows no status; a clone's VM is there. */
+    add_vm(0, true);
+    complete("clone", 0, NULL, NULL);
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "\"currentReplicas\":1"));
+    assert_int_equal(F.hurried_status, 1);
+}
+
 /* A status write that waits for the client's rate limit carries the newest
  * status when it goes: a group whose status changes faster than writes go
  * out writes once, not once per change; once sent, the next status waits
@@ -1214,6 +1237,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_not_sent_yet_carries_the_newest, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_headline_goes_ahead_of_details, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_waits_its_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deleted_while_its_folder_is_created, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,
                                         setup, teardown),
