@@ -252,7 +252,7 @@ int kube_rebody(kube_req *r, const cJSON *obj);
 /* kube_hurry sends r, a request not sent yet (as kube_rebody), before
  * the requests waiting for the rate limit that were not hurried, after
  * those that were: what its writer knows to matter more than the rest
- * (what `kubectl get` shows of an object, a finalizer) does not wait
+ * (an object's phase or conditions, a finalizer) does not wait
  * behind the rest. -EBUSY once r is out. */
 int kube_hurry(kube_req *r);
 

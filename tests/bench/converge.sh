@@ -66,11 +66,13 @@ rc=0
 settles=
 pid=
 watcher=
+vg_watch=
 ncase=0
 
 cleanup() {
 	[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
 	[ -z "$watcher" ] || kill -TERM "$watcher" 2>/dev/null || true
+	[ -z "$vg_watch" ] || kill -TERM "$vg_watch" 2>/dev/null || true
 	rm -rf "$GOVMOMI_HOME"
 }
 trap cleanup EXIT
@@ -147,7 +149,7 @@ settle() {
 # at a time (with watch: while vsdrv watches the root folder); sets c_run
 # c_del c_cpu.
 ceiling() {
-	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 t2 k0 k1 m0 m1 m2 u0 u1 n label="govc"
+	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 td t2 k0 k1 m0 m1 md m2 u0 u1 n label="govc"
 	govc about >/dev/null # the session, kept for the processes below
 	if [ "${2:-}" = watch ]; then
 		folder=watch-$1-$$ label="govc + watch"
@@ -190,15 +192,19 @@ ceiling() {
 	fi
 	n=$(govc find "$root" -type m -name "$folder-*" -runtime.powerState poweredOn | wc -l)
 	[ "$n" -eq "$vms" ] || [ "$label" != govc ] || fail "govc made $n of $vms VMs powered on"
+	# The deletion is timed from here, as the operator's from its kubectl
+	# delete: not the check above.
+	td=$(now)
+	md=$(methods)
 	govc find "$root" -type m -name "$folder-*" | xargs -P "$inflight" -n 1 govc vm.destroy >/dev/null
 	govc find "$root" -type f -name "$folder-*" | xargs -P "$inflight" -n 1 govc object.destroy >/dev/null
 	t2=$(now)
 	m2=$(methods)
 	c_run=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-	c_del=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
+	c_del=$(awk -v a="$td" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
 	c_cpu=$(awk -v a="$k0" -v b="$k1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
 	detail="$detail  $label $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
-  $label $vms VMs, per VM destroyed: $(per_vm "$m1" "$m2" "$vms")
+  $label $vms VMs, per VM destroyed: $(per_vm "$md" "$m2" "$vms")
   $label $vms VMs, vcsim's changes per VM created: $(per_vm "$u0" "$u1" "$vms")
 "
 }
@@ -213,45 +219,63 @@ alive() {
 # follow_vg MODE: follows the case's groups with one `kubectl get --watch`
 # until each is RUNNING with $replicas (MODE running) or none is left (MODE
 # gone); 1 when the time is up or the manager died. One process following
-# the API's watch: it was a `kubectl get` every 0.25 s, whose processes
-# took CPU from vcsim and the manager on this 2-core machine while they
-# were measured, and whose period added up to a quarter of a second to
-# each figure (`kubectl wait --all`, which waits for one object after the
-# other, took longer still). Sets vg_at and vg_ticks (vcsim's CPU ticks) then.
+# the API's watch (started again if it ends early): it was a `kubectl get`
+# every 0.25 s, whose processes took CPU from vcsim and the manager on this
+# 2-core machine while they were measured, and whose period added up to a
+# quarter of a second to each figure (`kubectl wait --all`, which waits
+# for one object after the other, took longer still). Sets vg_at,
+# vg_ticks (vcsim's CPU ticks), vg_methods and vg_updates then, or when
+# it gave up.
 follow_vg() {
-	local mode=$1 type name state n=0 w wp rc
+	local mode=$1 type name state n w rc dead= end=$(($(date +%s) + timeout))
 	declare -A st=()
-	exec {w}< <(exec timeout "$timeout" kubectl get vg -n "$ns" --watch --output-watch-events \
-		-o jsonpath='{.type} {.object.metadata.name} {.object.status.phase}/{.object.status.currentReplicas}{"\n"}')
-	wp=$!
-	while :; do
-		if IFS=' ' read -r -t 1 -u "$w" type name state; then
-			[ "${st[$name]:-}" = "RUNNING/$replicas" ] && n=$((n - 1))
-			if [ "$type" = DELETED ]; then
-				unset "st[$name]"
+	while [ "$(date +%s)" -lt "$end" ]; do
+		st=() n=0
+		exec {w}< <(exec timeout "$((end - $(date +%s) + 1))" kubectl get vg -n "$ns" --watch \
+			--output-watch-events 2>/dev/null \
+			-o jsonpath='{.type} {.object.metadata.name} {.object.status.phase}/{.object.status.currentReplicas}{"\n"}')
+		vg_watch=$!
+		while :; do
+			if IFS=' ' read -r -t 1 -u "$w" type name state; then
+				[ "${st[$name]:-}" = "RUNNING/$replicas" ] && n=$((n - 1))
+				if [ "$type" = DELETED ]; then
+					unset "st[$name]"
+				else
+					st[$name]=$state
+					[ "$state" = "RUNNING/$replicas" ] && n=$((n + 1))
+				fi
+				{ [ "$mode" = running ] && [ "$n" -eq "$groups" ]; } ||
+					{ [ "$mode" = gone ] && [ "${#st[@]}" -eq 0 ]; } || continue
 			else
-				st[$name]=$state
-				[ "$state" = "RUNNING/$replicas" ] && n=$((n + 1))
+				rc=$?
+				[ "$rc" -gt 128 ] || break # the watch ended: again, if there is time
+				# A second without an event: the list may have been empty.
+				kill -0 "$pid" 2>/dev/null || {
+					dead=1
+					break
+				}
+				[ "$mode" = gone ] && [ "${#st[@]}" -eq 0 ] && none_left || continue
 			fi
-			{ [ "$mode" = running ] && [ "$n" -eq "$groups" ]; } ||
-				{ [ "$mode" = gone ] && [ "${#st[@]}" -eq 0 ]; } || continue
-		else
-			rc=$?
-			[ "$rc" -gt 128 ] || break # the watch ended: the time is up
-			# A second without an event: the list may have been empty.
-			kill -0 "$pid" 2>/dev/null || break
-			[ "$mode" = gone ] && [ "${#st[@]}" -eq 0 ] && none_left || continue
-		fi
-		vg_at=$(now)
-		vg_ticks=$(ticks "$(vcsim_pid)")
-		kill "$wp" 2>/dev/null
+			follow_end
+			exec {w}<&-
+			return 0
+		done
+		kill "$vg_watch" 2>/dev/null
 		exec {w}<&-
-		return 0
+		vg_watch=
+		[ -z "$dead" ] || break
 	done
-	kill "$wp" 2>/dev/null
-	exec {w}<&-
+	follow_end
 	alive
 	return 1
+}
+follow_end() { # the figures at this instant; the watch stopped
+	vg_at=$(now)
+	vg_ticks=$(ticks "$(vcsim_pid)")
+	vg_methods=$(methods)
+	vg_updates=$(updates)
+	[ -z "$vg_watch" ] || kill "$vg_watch" 2>/dev/null
+	vg_watch=
 }
 all_running() {
 	local n
@@ -296,8 +320,8 @@ operator() {
 	fi
 	t1=$vg_at
 	k1=$vg_ticks
-	m1=$(methods)
-	u1=$(updates)
+	m1=$vg_methods
+	u1=$vg_updates
 	o_writes=- o_vc=- o_vc_by=- o_settle=- o_settle_w=- o_tail=-
 	if [ "$2" -gt 0 ]; then
 		# What the convergence left to do goes first: the writes still
@@ -322,7 +346,7 @@ operator() {
 		fail "$groups x $replicas groups left after $timeout s of deletion"
 	fi
 	t3=$vg_at
-	m2=$(methods)
+	m2=$vg_methods
 	o_rss=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
 	o_mcpu=$(awk -v hz="$hz" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$pid/stat")
 	kill -TERM "$pid"
