@@ -144,7 +144,7 @@ static int w_hurry(void *data, void *write)
     struct write *w = write;
 
     (void)data;
-    return w && w->req ? kube_hurry(w->req) : -EINVAL;
+    return kube_hurry(w ? w->req : NULL);
 }
 
 static int w_unwrite(void *data, void *write)
@@ -152,7 +152,7 @@ static int w_unwrite(void *data, void *write)
     struct write *w = write;
 
     (void)data;
-    return w && w->req ? kube_unsend(w->req) : -EINVAL;
+    return kube_unsend(w ? w->req : NULL);
 }
 
 static void w_event(void *data, const struct vmgroup *g, bool warning, const char *reason,

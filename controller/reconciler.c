@@ -191,6 +191,14 @@ static struct gstate *gs_get(reconciler *r, const char *key)
     return gs;
 }
 
+/* drop_status_write drops the status write of gs in flight if it is not
+ * sent yet (its callback runs before this returns); one sent goes on. */
+static void drop_status_write(reconciler *r, struct gstate *gs)
+{
+    if (gs->status_inflight && gs->status_write && r->w.unwrite)
+        (void)r->w.unwrite(r->w.data, gs->status_write);
+}
+
 /* gs_drop forgets a group whose object is gone. Operations that ended and
  * only await the inventory go with it; one still in flight, or a write,
  * keeps it until that ends and plans the key again (the object is gone:
@@ -211,8 +219,7 @@ static void gs_drop(reconciler *r, struct gstate *gs)
     }
     /* A status write that waits for the client's rate limit would only
      * find the object gone. */
-    if (gs->status_inflight && gs->status_write && r->w.unwrite)
-        (void)r->w.unwrite(r->w.data, gs->status_write);
+    drop_status_write(r, gs);
     if (gs->ops || gs->meta_inflight || gs->status_inflight)
         return;
     strmap_del(r->groups, gs->key);
@@ -571,16 +578,7 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
     } else {
         gs->meta_inflight = false;
     }
-    if (err == VMG_ECANCELED) {
-        /* Dropped before it was sent (or the client closed): written or
-         * not, the next pass decides again. */
-        if (status)
-            gs->written_len = 0;
-        else
-            gs->meta_until = 0;
-        return;
-    }
-    if (gone_after(r, gs))
+    if (err != VMG_ECANCELED && gone_after(r, gs))
         return;
     if (err == 0) {
         if (!status)
@@ -593,11 +591,14 @@ static void write_done(void *cbdata, int err, const char *fault, const char *msg
         }
         return;
     }
-    /* Forget what was written so that the next pass writes again. */
+    /* Forget what was written so that the next pass writes again; one
+     * dropped before it was sent (or as the client closed) is all this. */
     if (status)
         gs->written_len = 0;
     else
         gs->meta_until = 0;
+    if (err == VMG_ECANCELED)
+        return;
     if (err == VMG_ENOTFOUND) {
         requeue(r, gs->key, REQUEUE_NOW, 0);
         return;
@@ -630,16 +631,16 @@ static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g
         free(c);
         return rc;
     }
-    if (status)
+    if (status) {
         gs->status_write = h;
-    /* A finalizer write comes before everything else of its group: ahead
-     * of the status writes that wait for the client's rate limit. */
-    if (!status && h && r->w.hurry)
-        (void)r->w.hurry(r->w.data, h);
-    if (status)
         gs->status_inflight = true;
-    else
+    } else {
+        /* A finalizer write comes before everything else of its group:
+         * ahead of the status writes that wait for the client's rate limit. */
+        if (h && r->w.hurry)
+            (void)r->w.hurry(r->w.data, h);
         gs->meta_inflight = true;
+    }
     return 0;
 }
 
@@ -976,9 +977,8 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
     /* The object goes away with its last finalizer: a status write that
      * waits for the client's rate limit is dropped rather than sent first.
      * (With another writer's finalizer left, the object stays: it goes.) */
-    if (a->kind == PLAN_REMOVE_FINALIZER && g->meta.n_finalizers == 1 && gs->status_inflight &&
-        gs->status_write && r->w.unwrite)
-        (void)r->w.unwrite(r->w.data, gs->status_write);
+    if (a->kind == PLAN_REMOVE_FINALIZER && g->meta.n_finalizers == 1)
+        drop_status_write(r, gs);
     if (vmgroup_finalizer_patch(g, a->kind == PLAN_ADD_FINALIZER, &patch) == 0) {
         if (start_write(r, gs, g, false, patch) < 0) {
             res->write_failed = true;

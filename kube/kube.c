@@ -1100,11 +1100,14 @@ int kube_merge_patch_status(kube_client *c, const char *path, const cJSON *patch
                      ret_req);
 }
 
-/* unsent tells whether r waits to be sent: for the rate limit, or for a
- * retry after an answer that is to be tried again. */
-static bool unsent(const kube_req *r)
+/* unsent says whether r waits to be sent (0): for the rate limit, or for
+ * a retry after an answer that is to be tried again; -EBUSY once it is
+ * out, -EINVAL for no request. */
+static int unsent(const kube_req *r)
 {
-    return r && !r->in_page && (r->where == W_READY || r->where == W_DELAYED);
+    if (!r)
+        return -EINVAL;
+    return !r->in_page && (r->where == W_READY || r->where == W_DELAYED) ? 0 : -EBUSY;
 }
 
 int kube_rebody(kube_req *r, const cJSON *obj)
@@ -1112,10 +1115,12 @@ int kube_rebody(kube_req *r, const cJSON *obj)
     char *text;
     size_t len;
 
+    int e;
+
     if (!r || !obj || !r->body)
         return -EINVAL;
-    if (!unsent(r))
-        return -EBUSY;
+    if ((e = unsent(r)) < 0)
+        return e;
     text = cJSON_PrintUnformatted(obj);
     if (!text)
         return -ENOMEM;
@@ -1132,10 +1137,10 @@ int kube_rebody(kube_req *r, const cJSON *obj)
 
 int kube_hurry(kube_req *r)
 {
-    if (!r)
-        return -EINVAL;
-    if (!unsent(r))
-        return -EBUSY;
+    int e = unsent(r);
+
+    if (e < 0)
+        return e;
     if (r->hurried)
         return 0;
     r->hurried = true;
@@ -1148,10 +1153,10 @@ int kube_hurry(kube_req *r)
 
 int kube_unsend(kube_req *r)
 {
-    if (!r)
-        return -EINVAL;
-    if (!unsent(r))
-        return -EBUSY;
+    int e = unsent(r);
+
+    if (e < 0)
+        return e;
     finish_err(r, VMG_ECANCELED, NULL);
     return 0;
 }

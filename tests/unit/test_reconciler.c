@@ -334,6 +334,14 @@ static void gone(void)
     F.g = NULL;
 }
 
+/* drain takes every key queued and lets it go, unreconciled. */
+static void drain(struct env *e)
+{
+    const char *k = NULL;
+    while (wq_get(e->q, &k) == 0)
+        wq_done(e->q, k);
+}
+
 /* queued runs the key queued by a completion, as a worker would. */
 static void queued(struct env *e)
 {
@@ -558,7 +566,7 @@ static void test_finalizer_removal_drops_a_status_not_sent(void **state)
 }
 
 /* A status write that changes what the group says as a whole (phase,
- * replicas, conditions) goes ahead of the writes waiting for the client's
+ * conditions) goes ahead of the writes waiting for the client's
  * rate limit; one that only says more of a VM (a guest's address) waits its
  * turn. */
 static void test_headline_goes_ahead_of_details(void **state)
@@ -643,8 +651,7 @@ static void test_status_not_sent_yet_carries_the_newest(void **state)
     assert_int_equal(F.restatuses, 2);
     assert_non_null(strstr(F.last_status, "RUNNING"));
     /* Nothing newer to write when it ends. */
-    while (wq_get(e->q, &k) == 0)
-        wq_done(e->q, k);
+    drain(e);
     settle_status();
     assert_int_equal(wq_get(e->q, &k), -EAGAIN);
     pass(e);
@@ -658,8 +665,7 @@ static void test_status_not_sent_yet_carries_the_newest(void **state)
     F.vms[1].powered_on = false;
     pass(e);
     assert_int_equal(count("status"), 2);
-    while (wq_get(e->q, &k) == 0)
-        wq_done(e->q, k);
+    drain(e);
     settle_status();
     queued(e);
     assert_int_equal(count("status"), 3);
@@ -897,8 +903,7 @@ static void test_status_computed_during_a_write_is_written_after_it(void **state
     pass(e);
     assert_int_equal(count("status"), 1);
     /* When the write ends, the key comes back, even if no watch event does. */
-    while (wq_get(e->q, &k) == 0)
-        wq_done(e->q, k);
+    drain(e);
     complete("status", 0, NULL, NULL);
     assert_int_equal(wq_get(e->q, &k), 0);
     assert_string_equal(k, "ns/web");
