@@ -1014,12 +1014,18 @@ static int encode_submit(kube_client *c, const char *method, const char *path,
                          kube_cb cb, void *data, kube_req **ret_req)
 {
     char *text = NULL;
+    size_t len;
     int r;
 
     if (obj && !(text = cJSON_PrintUnformatted(obj)))
         return -ENOMEM;
-    r = submit(c, method, path, text ? content_type : NULL, text, text ? strlen(text) : 0, o, cb,
-               data, false, 0, NULL, ret_req);
+    len = text ? strlen(text) : 0;
+    r = submit(c, method, path, text ? content_type : NULL, text, len, o, cb, data, false, 0, NULL,
+               ret_req);
+    /* submit keeps a copy of its own, wiped when the request is freed; the
+     * text is wiped as well, as any body may carry a secret. */
+    if (text)
+        vmg_wipe(text, len);
     cJSON_free(text);
     return r;
 }
