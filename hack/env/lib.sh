@@ -151,7 +151,7 @@ start_kube_apiserver() {
 # VCSIM_TASK_DELAYS and VCSIM_METHOD_DELAYS ("CloneVM_Task=5000,..."
 # milliseconds per task or per call), VCSIM_DELAY_JITTER (stddev/mean).
 # VCSIM_DEBUG_PORT (chosen at up) serves pprof and the count of requests by
-# method on 127.0.0.1 (tests/env/go/vcsim/main.go).
+# method on 127.0.0.1 (hack/env/go/vcsim/main.go).
 start_vcsim() {
 	local load=() opt=()
 	load_ports
@@ -162,7 +162,10 @@ start_vcsim() {
 	[ -z "${VCSIM_METHOD_DELAYS:-}" ] || opt+=(-method-delays "$VCSIM_METHOD_DELAYS")
 	[ -z "${VCSIM_DELAY_JITTER:-}" ] || opt+=(-delay-jitter "$VCSIM_DELAY_JITTER")
 	rm -f "$D/vcsim/url"
-	launch vcsim "$(tool vcsim)" -l "$VCSIM_HOST:$VCSIM_PORT" \
+	# vcsim's datastores live in a temporary directory, which a vcsim killed
+	# before its cleanup leaves behind: in DIR, not in /tmp.
+	mkdir -p "$D/vcsim/tmp"
+	launch vcsim env TMPDIR="$D/vcsim/tmp" "$(tool vcsim)" -l "$VCSIM_HOST:$VCSIM_PORT" \
 		-username "$(cat "$D/vcsim/user")" -password-file "$D/vcsim/password" \
 		-tlscert "$D/pki/vcsim.crt" -tlskey "$D/pki/vcsim.key" \
 		-url-file "$D/vcsim/url" "${load[@]}" "${opt[@]}"
