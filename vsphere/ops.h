@@ -16,13 +16,13 @@
  * by polling: the ops' own collector has one filter over a ListView of the
  * tasks in flight (vsphere/tasks.h), to which a task is added when it
  * starts and from which it is removed when it ends (one ModifyListView
- * for both), and its WaitForUpdatesEx long poll reports the ends. The
- * task's state is read once right after it is in the view, for servers
- * that report an object only on its next change, which a task that ended
- * already never has; and again when a long poll ends quiet, as a safety
- * net. A completed operation costs about three requests: the method, its
- * share of the ModifyListView calls, that one read, plus its share of the
- * long polls.
+ * for both), and its WaitForUpdatesEx long poll reports the ends: a task
+ * that joins the view enters the filter, and the next long poll reports it
+ * with its state, even one that ended already (vCenter and vcsim alike).
+ * The tasks' states are read only as a safety net, when a long poll ends
+ * quiet or has not answered for 30 s. A completed operation costs about
+ * two requests: the method and its share of the ModifyListView calls, plus
+ * its share of the long polls.
  *
  * At most max_inflight operations run at once (default 8); the others
  * wait in a FIFO queue of at most max_queued.

@@ -39,7 +39,7 @@ enum ostep {
     O_CHECK1,     /* the task's state, read when the view did not find it */
     O_NEED_PC,    /* waiting to be added to the tracker's ListView */
     O_FILTER,     /* in the ModifyListView that adds it */
-    O_CHECK2,     /* the task's state, after it was added */
+    O_CHECK2,     /* the task's state, read when the long poll is quiet or slow */
     O_TRACKED,    /* waiting for the long poll to report the end */
     O_REREGISTER, /* waiting for the tracker's backoff */
 };

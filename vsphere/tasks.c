@@ -300,11 +300,15 @@ static void on_modify_reply(void *data, const struct vs_reply *r)
         }
         return;
     }
-    /* Each read says whether the task ended before the view had it; an
-     * end already seen (a task that was in the view before) is final. */
+    /* A task the view now has is reported by the next long poll with its
+     * state, as an object that enters the filter (vCenter and vcsim alike),
+     * whether it ended already or not: no read is needed. A server that
+     * did not report it is caught by the safety net, a read of every task
+     * followed when the long poll is quiet or slow (check_tracked). An end
+     * already seen (a task that was in the view before) is final. */
     for (vs_op *op; (op = first_in(o, O_FILTER)) != NULL;) {
         if (!op->tdone) {
-            vs__tracker_check(op, O_CHECK2);
+            op->step = O_TRACKED;
             continue;
         }
         vs__tracker_complete(op);
