@@ -201,10 +201,20 @@ static void on_inventory_state(void *data, const struct vs_inventory_status *st)
 {
     vcworld *w = data;
 
+    bool was_synced = w->was_synced, was_retrying = w->ist.retrying;
+
     w->ist = *st;
     snprintf(w->ist_msg, sizeof(w->ist_msg), "%s", st->message ? st->message : "");
     w->ist.message = w->ist_msg;
-    if (st->synced && !w->was_synced) {
+    if (st->retrying) {
+        /* Still synced: the groups go on, and only the log says it. */
+        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
+                 "inventory: %s; trying the same long poll again in %llu ms, the last state "
+                 "served meanwhile",
+                 w->ist_msg, (unsigned long long)st->retry_in_ms);
+    } else if (st->synced && was_synced && was_retrying) {
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "inventory: the long poll answered again");
+    } else if (st->synced && !was_synced) {
         const struct vs_placement *p = vs_inventory_placement(w->inv);
         if (p)
             vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
@@ -215,7 +225,9 @@ static void on_inventory_state(void *data, const struct vs_inventory_status *st)
     }
     w->was_synced = st->synced;
     update_ready(w);
-    if (st->synced && w->hooks.changed)
+    /* Newly synced: every group looks again. (A long poll retried and
+     * answered brings its changes as any other.) */
+    if (st->synced && !was_synced && w->hooks.changed)
         w->hooks.changed(w->hooks.data, NULL);
 }
 

@@ -77,6 +77,7 @@ struct vs_inventory {
     unsigned failures;
     bool last_transport; /* the last failure was a transport error */
     bool retry_wait;     /* the backoff ends with the same long poll */
+    bool retrying;       /* synced still: the long poll is tried again (fail) */
     int last_err;
     char last_msg[MSG_MAX];
     uint64_t retry_in_ms;
@@ -113,8 +114,9 @@ static void notify(vs_inventory *inv)
 {
     struct vs_inventory_status st = {
         .synced = inv->synced,
-        .err = inv->synced ? 0 : inv->last_err,
-        .message = inv->synced ? "" : inv->last_msg,
+        .retrying = inv->retrying,
+        .err = inv->synced && !inv->retrying ? 0 : inv->last_err,
+        .message = inv->synced && !inv->retrying ? "" : inv->last_msg,
         .failures = inv->failures,
         .retry_in_ms = inv->retry_in_ms,
         .rebuilds = inv->rebuilds,
@@ -458,7 +460,15 @@ static void on_timer(uv_timer_t *t)
 }
 
 /* fail records a failure and schedules the next try: a fault right after
- * vCenter answered again rebuilds at once; otherwise after the backoff. */
+ * vCenter answered again rebuilds at once; otherwise after the backoff.
+ *
+ * A synced watch whose long poll is lost to the transport (a network blip,
+ * an answer slower than the call's timeout) stays synced while the same
+ * long poll, with the same version, is tried once more after the backoff:
+ * vCenter then sends every change since that version, so nothing is lost,
+ * and the cache is served meanwhile as while any long poll is out. Only a
+ * second failure in a row (vCenter still unreachable) makes it unsynced,
+ * and the groups say so: a blip costs no flap of every group's status. */
 static void fail(vs_inventory *inv, int err, const char *msg, bool transport)
 {
     uint64_t delay;
@@ -476,7 +486,9 @@ static void fail(vs_inventory *inv, int err, const char *msg, bool transport)
         delay = vs_backoff_ms(transport ? inv->failures : inv->failures - 1, inv->backoff_min_ms,
                               inv->backoff_max_ms);
     inv->retry_in_ms = delay;
-    inv->synced = false;
+    inv->retrying = inv->retry_wait && inv->synced && !inv->retrying;
+    if (!inv->retrying)
+        inv->synced = false;
     inv->step = I_BACKOFF;
     uv_timer_start(&inv->timer, on_timer, delay, 0);
     notify(inv);
@@ -561,6 +573,13 @@ static void rebuild(vs_inventory *inv)
     inv->lost_dispute = false;
     inv->rebuilds++;
     inv->retry_wait = false;
+    if (inv->retrying) {
+        /* The long poll was to be tried again, and the collector went
+         * meanwhile (a new session): a full state follows, not synced. */
+        inv->retrying = false;
+        inv->synced = false;
+        notify(inv);
+    }
     if (!vs_session_content(inv->s)) {
         /* Not logged in yet: a first call waits for the login (and
          * reports its failure). */
@@ -651,7 +670,7 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
 static void on_wait(vs_inventory *inv, const struct vs_reply *r)
 {
     struct vim_update_set us;
-    bool was_synced = inv->synced;
+    bool was_synced = inv->synced, was_retrying = inv->retrying;
     int e;
 
     e = vim_decode_update_set(r->resp, apply_cb, inv, &us);
@@ -695,8 +714,9 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         inv->last_err = 0;
         inv->last_msg[0] = '\0';
         inv->retry_in_ms = 0;
+        inv->retrying = false;
     }
-    if (inv->synced && !was_synced)
+    if (inv->synced && (!was_synced || was_retrying))
         notify(inv);
     if (inv->closing)
         return;

@@ -42,7 +42,10 @@
  * vCenter answers that the collector is gone. A rebuild reads the full
  * state again and reports only the difference from the cache, removals of
  * objects that vanished meanwhile included. The state callback reports
- * synced / not synced with the reason, for readiness.
+ * synced / not synced with the reason, for readiness. A synced watch
+ * stays synced through one transport failure of its long poll, which is
+ * retried with the same version (nothing is lost) while the cache is
+ * served; only a second failure in a row makes it unsynced.
  */
 #ifndef VMG_VS_INVENTORY_H
 #define VMG_VS_INVENTORY_H
@@ -113,7 +116,11 @@ struct vs_inventory_config {
 };
 
 struct vs_inventory_status {
-    bool synced;          /* the cache holds vCenter's current state */
+    bool synced; /* the cache holds vCenter's current state */
+    /* Synced, but the long poll failed (err and message say how) and is
+     * tried once more with the same version after retry_in_ms, the cache
+     * served meanwhile; a second failure makes the watch unsynced. */
+    bool retrying;
     int err;              /* why not, when not (0 while starting) */
     const char *message;  /* "" or one sentence */
     unsigned failures;    /* in a row */

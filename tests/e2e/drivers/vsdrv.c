@@ -18,7 +18,9 @@
  * Options: --ca-file F, --thumbprint T, --insecure, --password P (instead of
  * VC_PASS), --datacenter, --root-folder, --resource-pool, --datastore,
  * --template T, --cpu N, --mem MB, --uid U, --max-tasks N, --attempts N,
- * --deadline S (exit 3 when reached), --backoff-max MS. VC_HOST, VC_USER,
+ * --deadline S (exit 3 when reached), --backoff-max MS, --max-wait S (the
+ * watch's long poll), --call-timeout MS (a long poll may take max-wait and
+ * this). VC_HOST, VC_USER,
  * VC_PASS come from the environment.
  */
 #include <errno.h>
@@ -65,6 +67,8 @@ struct app {
     long long mem;
     double deadline_s;
     uint64_t backoff_max;
+    int max_wait;          /* --max-wait: the watch's maxWaitSeconds (0: default) */
+    uint64_t call_timeout; /* --call-timeout: ms a call may take (0: default) */
     size_t max_objects;
 
     /* the command */
@@ -521,12 +525,13 @@ static void on_idle_end(uv_timer_t *t)
 static void on_inv_state(void *data, const struct vs_inventory_status *st)
 {
     struct app *a = data;
-    cJSON *o = event(st->synced ? "synced" : "unsynced");
+    cJSON *o = event(st->retrying ? "retrying" : st->synced ? "synced" : "unsynced");
 
     add_err(o, st->err, st->message);
     cJSON_AddNumberToObject(o, "objects", (double)st->objects);
     cJSON_AddNumberToObject(o, "rebuilds", (double)st->rebuilds);
     cJSON_AddNumberToObject(o, "failures", st->failures);
+    cJSON_AddNumberToObject(o, "retry_in_ms", (double)st->retry_in_ms);
     emit(o);
     if (st->synced && strcmp(a->cmd, "idle") == 0 && !a->idle_started) {
         a->idle_started = true;
@@ -666,6 +671,10 @@ static int parse(struct app *a, int argc, char **argv)
             a->backoff_max = (uint64_t)num(v);
         else if (strcmp(f, "--max-objects") == 0)
             a->max_objects = (size_t)num(v);
+        else if (strcmp(f, "--max-wait") == 0)
+            a->max_wait = (int)num(v);
+        else if (strcmp(f, "--call-timeout") == 0)
+            a->call_timeout = (uint64_t)num(v);
         else
             return usage();
     }
@@ -699,6 +708,7 @@ int main(int argc, char **argv)
     cfg.thumbprint = a->thumbprint;
     cfg.insecure = a->insecure;
     cfg.backoff_max_ms = a->backoff_max;
+    cfg.call_timeout_ms = a->call_timeout;
     a->s = vs_session_new(a->loop, a->http, &cfg, &e, err, sizeof(err));
     if (!a->s) {
         cJSON *o = event("config");
@@ -743,6 +753,7 @@ int main(int argc, char **argv)
             .placement = a->pcfg,
             .backoff_max_ms = a->backoff_max,
             .max_objects = a->max_objects,
+            .max_wait_seconds = a->max_wait,
             .marks = {NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY},
         };
         if (strcmp(a->cmd, "idle") == 0 && !a->arg1)
