@@ -273,47 +273,50 @@ teardown() {
 	watch_stop
 }
 
-# The watch's long poll may take 1 s + 1 s here: vcsim stopped for longer
-# loses it to the transport, as a network blip or a slow answer would.
-short_polls=(--max-wait 1 --call-timeout 1000 --backoff-max 1000)
+# lose_long_poll VM OUT: makes VM in the test's folder, starts a watch in
+# OUT whose long poll may take 1 s + 1 s, and stops vcsim until the watch
+# has lost that long poll to the transport (as to a network blip or a slow
+# answer) and is trying it again; VCSIM is vcsim's process, stopped.
+lose_long_poll() {
+	VCSIM=$(cat "$ENV_DIR/run/vcsim.pid")
+	vsd --cpu 1 --mem 1024 clone "$FOLDER" "$1" >/dev/null
+	watch_start "$2" --max-wait 1 --call-timeout 1000 --backoff-max 1000
+	kill -STOP "$VCSIM"
+	retry 10 grep -q '"event":"retrying"' "$2"
+}
+
+# sees_power_off VM OUT: the watch in OUT reports VM powered off by govc.
+sees_power_off() {
+	sleep 2 # the long polls vcsim held while stopped have ended
+	govc vm.power -off "/DC0/vm/vm-operator/$FOLDER/$1" >/dev/null
+	retry 5 grep -q '"change":"updated","kind":"vm",.*"name":"'"$1"'",.*"power":"poweredOff"' "$2"
+}
 
 @test "vsphere: a long poll lost once is tried again with the cache served, and the watch goes on" {
-	local out=$BATS_TEST_TMPDIR/blip.out vcsim
-	vcsim=$(cat "$ENV_DIR/run/vcsim.pid")
-	vsd --cpu 1 --mem 1024 clone "$FOLDER" vm-s >/dev/null
-	watch_start "$out" "${short_polls[@]}"
-	kill -STOP "$vcsim"
-	retry 10 grep -q '"event":"retrying"' "$out"
+	local out=$BATS_TEST_TMPDIR/blip.out
+	lose_long_poll vm-s "$out"
 	# Back before the retried long poll (sent 1 s after the failure) times out.
-	kill -CONT "$vcsim"
+	kill -CONT "$VCSIM"
 	grep -q '"event":"retrying","err":-[0-9]*,"error":"ETRANSPORT","message":"[^"]*WaitForUpdatesEx' "$out"
 	# The retried long poll answers: synced again, never unsynced, and no
 	# rebuild (the same collector, version and cache).
 	retry 10 synced_twice "$out"
 	refute grep -q '"event":"unsynced"' "$out"
 	refute grep -Eq '"rebuilds":([2-9]|[1-9][0-9])' "$out"
-	sleep 2 # the long polls vcsim held while stopped have ended
-	govc vm.power -off "/DC0/vm/vm-operator/$FOLDER/vm-s" >/dev/null
-	retry 5 grep -q '"change":"updated","kind":"vm",.*"name":"vm-s",.*"power":"poweredOff"' "$out"
+	sees_power_off vm-s "$out"
 	watch_stop
 }
 
 @test "vsphere: a long poll lost twice in a row makes the watch unsynced, saying why, until vCenter answers" {
-	local out=$BATS_TEST_TMPDIR/outage.out vcsim
-	vcsim=$(cat "$ENV_DIR/run/vcsim.pid")
-	vsd --cpu 1 --mem 1024 clone "$FOLDER" vm-t >/dev/null
-	watch_start "$out" "${short_polls[@]}"
-	kill -STOP "$vcsim"
-	retry 10 grep -q '"event":"retrying"' "$out"
+	local out=$BATS_TEST_TMPDIR/outage.out
+	lose_long_poll vm-t "$out"
 	# The retry is lost too: unsynced, with the reason.
 	retry 10 grep -q '"event":"unsynced","err":-[0-9]*,"error":"ETRANSPORT"' "$out"
-	kill -CONT "$vcsim"
+	kill -CONT "$VCSIM"
 	if ! retry 30 synced_twice "$out"; then
 		grep -v '"change"' "$out"
 		return 1
 	fi
-	sleep 2
-	govc vm.power -off "/DC0/vm/vm-operator/$FOLDER/vm-t" >/dev/null
-	retry 5 grep -q '"change":"updated","kind":"vm",.*"name":"vm-t",.*"power":"poweredOff"' "$out"
+	sees_power_off vm-t "$out"
 	watch_stop
 }
