@@ -200,7 +200,6 @@ static void on_session_state(void *data, const struct vs_session_status *st)
 static void on_inventory_state(void *data, const struct vs_inventory_status *st)
 {
     vcworld *w = data;
-
     bool was_synced = w->was_synced, was_retrying = w->ist.retrying;
 
     w->ist = *st;

@@ -291,12 +291,15 @@ static void forget_refresh(vs_inventory *inv)
 }
 
 /* settle tells the cache which answers may still come: none to a request
- * numbered below the oldest one in flight. */
+ * numbered below the oldest one in flight, or below the long poll to be
+ * sent again after a failure when it fetches the rest of a truncated
+ * UpdateSet (it keeps the set's number: number_wait). */
 static void settle(vs_inventory *inv)
 {
     uint64_t floor = inv->asked + 1;
 
-    if (inv->req && inv->step == I_WAIT && inv->wait_asked < floor)
+    if (((inv->req && inv->step == I_WAIT) || (inv->retry_wait && inv->wait_rest)) &&
+        inv->wait_asked < floor)
         floor = inv->wait_asked;
     if (inv->refresh_req && inv->refresh_asked < floor)
         floor = inv->refresh_asked;
@@ -453,10 +456,12 @@ static void on_timer(uv_timer_t *t)
 
     if (inv->closing)
         return;
-    if (inv->retry_wait && inv->have_pc && inv->gen == vs_session_generation(inv->s))
+    if (inv->retry_wait && inv->have_pc && inv->gen == vs_session_generation(inv->s)) {
+        inv->retry_wait = false;
         send_wait(inv);
-    else
+    } else {
         rebuild(inv);
+    }
 }
 
 /* fail records a failure and schedules the next try: a fault right after
@@ -465,8 +470,9 @@ static void on_timer(uv_timer_t *t)
  * A synced watch whose long poll is lost to the transport (a network blip,
  * an answer slower than the call's timeout) stays synced while the same
  * long poll, with the same version, is tried once more after the backoff:
- * vCenter then sends every change since that version, so nothing is lost,
- * and the cache is served meanwhile as while any long poll is out. Only a
+ * vCenter then sends every change since that version (or the full state
+ * again, when the lost one was a rebuild's first), so nothing is lost, and
+ * the cache is served meanwhile as while any long poll is out. Only a
  * second failure in a row (vCenter still unreachable) makes it unsynced,
  * and the groups say so: a blip costs no flap of every group's status. */
 static void fail(vs_inventory *inv, int err, const char *msg, bool transport)

@@ -5,7 +5,8 @@
  * The view never changes while a long poll is out (send_modify): tasks to
  * add cancel it. A collector of an older session, or a long poll or
  * ModifyListView that failed, is dropped with its view and every task
- * registers again (reading its state again), after a backoff.
+ * registers again after a backoff (joining the new view, whose long poll
+ * reports its state).
  *
  * One filter rather than one per task: vcsim (v0.56) re-collects every
  * filter of a collector, once per filter, for each change anywhere in
