@@ -115,7 +115,6 @@ struct fake {
     } done[MAXDONE];
     int ndone;
     int inflight, max_inflight;
-    int client_reads; /* RetrievePropertiesEx replies the client has handled */
 };
 
 /* ---- Responses ---- */
@@ -630,20 +629,6 @@ static void observer(void *data, const vs_op *op, enum vs_op_phase phase,
         f->inflight--;
 }
 
-/* The session's observer runs just before a reply is handled, in the
- * same turn of the loop: once spin sees the count, the reply is handled. */
-static void sess_obs(void *data, const char *method, int err, const char *fault_type,
-                     double seconds)
-{
-    struct fake *f = data;
-
-    (void)err;
-    (void)fault_type;
-    (void)seconds;
-    if (strcmp(method, "RetrievePropertiesEx") == 0)
-        f->client_reads++;
-}
-
 static uint64_t setup_slow_ms; /* the next setup's slow_check_ms (0: the default) */
 
 static void setup(struct fake *f, int max_inflight, size_t max_queued)
@@ -667,7 +652,6 @@ static void setup(struct fake *f, int max_inflight, size_t max_queued)
     cfg.keepalive_ms = UINT64_MAX;
     f->s = vs_session_new(&f->loop, f->vc.http, &cfg, &e, err, sizeof(err));
     assert_non_null(f->s);
-    vs_session_set_observer(f->s, sess_obs, f);
     f->ops = vs_ops_new(&f->loop, f->s, NULL, &ocfg, &e);
     assert_non_null(f->ops);
     vs_ops_set_placement(f->ops, &placement);
@@ -873,8 +857,8 @@ static bool is_done1(const struct fake *f)
 
 /* destroy_ended destroys vm-3 through a task that has ended before it
  * joins the view, on a server that reports a task entering the view
- * (quiet false) or not, and checks it ends in success after reads of the
- * task. */
+ * (quiet false) or not, and checks that it ends in success after exactly
+ * reads reads of the task. */
 static void destroy_ended(bool quiet, int reads)
 {
     struct fake f;
