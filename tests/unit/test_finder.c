@@ -27,7 +27,6 @@
 #include "lib/tlsgen.h"
 #include "vsphere/finder.h"
 
-#define MAXCALLS 64
 #define PAGE 4 /* objects in one page of a listing */
 
 /* ---- The inventory ---- */
@@ -98,8 +97,7 @@ struct fake {
     uv_timer_t guard;
     bool timed_out;
     char view_container[32];
-    char calls[MAXCALLS][64]; /* "Method detail" */
-    int ncalls;
+    struct unit_calls calls;
     /* the lookup's outcome */
     bool done;
     int err;
@@ -107,62 +105,13 @@ struct fake {
     char ref[VS_REF_MAX];
 };
 
-#define ENV_HEAD                                                                                   \
-    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><soapenv:Envelope "                                 \
-    "xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" "                                 \
-    "xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" "                                              \
-    "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"><soapenv:Body>"
-#define ENV_TAIL "</soapenv:Body></soapenv:Envelope>"
-
-static void reply(vmg_server_req *r, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply(vmg_server_req *r, int status, const char *fmt, ...)
-{
-    char body[16384];
-    int n = snprintf(body, sizeof(body), "%s", ENV_HEAD);
-    va_list ap;
-
-    va_start(ap, fmt);
-    n += vsnprintf(body + n, sizeof(body) - (size_t)n, fmt, ap);
-    va_end(ap);
-    n += snprintf(body + n, sizeof(body) - (size_t)n, "%s", ENV_TAIL);
-    assert_true((size_t)n < sizeof(body));
-    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, (size_t)n);
-}
-
-static void reply_fixture(vmg_server_req *r, const char *name)
-{
-    size_t n;
-    char *buf = unit_fixture("soap", name, &n);
-
-    vmg_server_respond(r, 200, "text/xml; charset=utf-8", buf, n);
-    free(buf);
-}
-
 static void reply_not_found(vmg_server_req *r)
 {
-    reply(r, 500,
-          "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>not found"
-          "</faultstring><detail><ManagedObjectNotFoundFault xmlns=\"urn:vim25\" "
-          "xsi:type=\"ManagedObjectNotFound\"></ManagedObjectNotFoundFault></detail>"
-          "</soapenv:Fault>");
-}
-
-/* between copies the text between a and b in body into buf. */
-static const char *between(const char *body, const char *a, const char *b, char *buf, size_t size)
-{
-    const char *p = strstr(body, a), *q;
-
-    buf[0] = '\0';
-    if (!p)
-        return buf;
-    p += strlen(a);
-    q = strstr(p, b);
-    if (!q || (size_t)(q - p) >= size)
-        return buf;
-    memcpy(buf, p, (size_t)(q - p));
-    buf[q - p] = '\0';
-    return buf;
+    unit_soap_reply(r, 500,
+                    "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>not found"
+                    "</faultstring><detail><ManagedObjectNotFoundFault xmlns=\"urn:vim25\" "
+                    "xsi:type=\"ManagedObjectNotFound\"></ManagedObjectNotFoundFault></detail>"
+                    "</soapenv:Fault>");
 }
 
 /* ref_value reads the value of the moref element tag ("<tag type=...>v</tag>"). */
@@ -173,27 +122,10 @@ static const char *ref_value(const char *body, const char *tag, char *buf, size_
 
     snprintf(open, sizeof(open), "<%s type=\"", tag);
     snprintf(close, sizeof(close), "</%s>", tag);
-    between(body, open, close, both, sizeof(both));
+    unit_between(body, open, close, both, sizeof(both));
     gt = strchr(both, '>');
     snprintf(buf, size, "%s", gt ? gt + 1 : "");
     return buf;
-}
-
-static void record(struct fake *f, const char *method, const char *detail)
-{
-    if (f->ncalls < MAXCALLS)
-        snprintf(f->calls[f->ncalls++], sizeof(f->calls[0]), "%s %s", method, detail);
-}
-
-static int calls_of(const struct fake *f, const char *what)
-{
-    size_t n = strlen(what);
-    int count = 0;
-
-    for (int i = 0; i < f->ncalls; i++)
-        count +=
-            strncmp(f->calls[i], what, n) == 0 && (f->calls[i][n] == '\0' || f->calls[i][n] == ' ');
-    return count;
 }
 
 /* obj_xml writes the properties of o a listing or a read returns. */
@@ -231,10 +163,10 @@ static void list_page(struct fake *f, vmg_server_req *r, size_t from)
     }
     if (i < NINV)
         snprintf(token, sizeof(token), "<token>tok-%zu</token>", i);
-    reply(r, 200,
-          "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval>%s%s</returnval>"
-          "</RetrievePropertiesExResponse>",
-          token, objs);
+    unit_soap_reply(r, 200,
+                    "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval>%s%s</returnval>"
+                    "</RetrievePropertiesExResponse>",
+                    token, objs);
 }
 
 static void handler(void *data, vmg_server_req *r)
@@ -244,68 +176,66 @@ static void handler(void *data, vmg_server_req *r)
     const char *body = vmg_server_req_body(r, &len);
     char a[128], b[128], objs[4096];
 
-    if (strstr(body, "<RetrieveServiceContent>")) {
-        reply_fixture(r, "service_content.resp.xml");
-    } else if (strstr(body, "<Login>")) {
-        vmg_server_req_add_header(r, "Set-Cookie", "vmware_soap_session=s1; Path=/");
-        reply_fixture(r, "login.resp.xml");
-    } else if (strstr(body, "<Logout>")) {
-        reply_fixture(r, "logout.resp.xml");
-    } else if (strstr(body, "<CurrentTime>")) {
-        reply_fixture(r, "current_time.resp.xml");
-    } else if (strstr(body, "<FindByInventoryPath>")) {
-        record(f, "FindByInventoryPath", between(body, "<inventoryPath>", "<", a, sizeof(a)));
-        reply(r, 200,
-              "<FindByInventoryPathResponse xmlns=\"urn:vim25\"></FindByInventoryPathResponse>");
+    if (unit_soap_session(r, body))
+        return;
+    if (strstr(body, "<FindByInventoryPath>")) {
+        unit_calls_add(&f->calls, "FindByInventoryPath",
+                       unit_between(body, "<inventoryPath>", "<", a, sizeof(a)));
+        unit_soap_reply(
+            r, 200,
+            "<FindByInventoryPathResponse xmlns=\"urn:vim25\"></FindByInventoryPathResponse>");
     } else if (strstr(body, "<FindChild>")) {
         const struct obj *hit = NULL;
 
         ref_value(body, "entity", a, sizeof(a));
-        between(body, "<name>", "</name>", b, sizeof(b));
-        record(f, "FindChild", b);
+        unit_between(body, "<name>", "</name>", b, sizeof(b));
+        unit_calls_add(&f->calls, "FindChild", b);
         for (size_t i = 0; i < NINV && !hit; i++)
             if (strcmp(inv[i].parent, a) == 0 && strcmp(inv[i].name, b) == 0)
                 hit = &inv[i];
         if (hit)
-            reply(r, 200,
-                  "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"%s\">%s</returnval>"
-                  "</FindChildResponse>",
-                  hit->type, hit->value);
+            unit_soap_reply(
+                r, 200,
+                "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"%s\">%s</returnval>"
+                "</FindChildResponse>",
+                hit->type, hit->value);
         else
-            reply(r, 200, "<FindChildResponse xmlns=\"urn:vim25\"></FindChildResponse>");
+            unit_soap_reply(r, 200, "<FindChildResponse xmlns=\"urn:vim25\"></FindChildResponse>");
     } else if (strstr(body, "<CreateContainerView>")) {
         ref_value(body, "container", f->view_container, sizeof(f->view_container));
-        record(f, "CreateContainerView", f->view_container);
-        reply(r, 200,
-              "<CreateContainerViewResponse xmlns=\"urn:vim25\"><returnval type=\"ContainerView\">"
-              "view-1</returnval></CreateContainerViewResponse>");
+        unit_calls_add(&f->calls, "CreateContainerView", f->view_container);
+        unit_soap_reply(
+            r, 200,
+            "<CreateContainerViewResponse xmlns=\"urn:vim25\"><returnval type=\"ContainerView\">"
+            "view-1</returnval></CreateContainerViewResponse>");
     } else if (strstr(body, "<DestroyView>")) {
-        record(f, "DestroyView", "");
-        reply(r, 200, "<DestroyViewResponse xmlns=\"urn:vim25\"></DestroyViewResponse>");
+        unit_calls_add(&f->calls, "DestroyView", "");
+        unit_soap_reply(r, 200, "<DestroyViewResponse xmlns=\"urn:vim25\"></DestroyViewResponse>");
     } else if (strstr(body, "<ContinueRetrievePropertiesEx>")) {
-        between(body, "<token>tok-", "</token>", a, sizeof(a));
-        record(f, "ContinueRetrievePropertiesEx", a);
+        unit_between(body, "<token>tok-", "</token>", a, sizeof(a));
+        unit_calls_add(&f->calls, "ContinueRetrievePropertiesEx", a);
         list_page(f, r, (size_t)strtoul(a, NULL, 10));
     } else if (strstr(body, "<RetrievePropertiesEx>")) {
         const struct obj *o;
 
         ref_value(body, "obj", a, sizeof(a));
         if (strcmp(a, "view-1") == 0) {
-            record(f, "RetrievePropertiesEx", "view");
+            unit_calls_add(&f->calls, "RetrievePropertiesEx", "view");
             list_page(f, r, 0);
             return;
         }
-        record(f, "RetrievePropertiesEx", a);
+        unit_calls_add(&f->calls, "RetrievePropertiesEx", a);
         o = obj_by_value(a);
         if (!o) {
             reply_not_found(r);
             return;
         }
         obj_xml(objs, sizeof(objs), o);
-        reply(r, 200,
-              "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval>%s</returnval>"
-              "</RetrievePropertiesExResponse>",
-              objs);
+        unit_soap_reply(
+            r, 200,
+            "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval>%s</returnval>"
+            "</RetrievePropertiesExResponse>",
+            objs);
     } else {
         vmg_server_respond(r, 404, "text/plain", "no", 2);
     }
@@ -383,7 +313,7 @@ static int lookup(struct fake *f, const char *name, const struct vim_moref *excl
     int e;
 
     f->done = false;
-    f->ncalls = 0;
+    f->calls.n = 0;
     f->msg[0] = f->ref[0] = '\0';
     e = vs_find_template(f->s, &q, on_found, f, NULL, err, sizeof(err));
     if (e < 0) {
@@ -396,12 +326,13 @@ static int lookup(struct fake *f, const char *name, const struct vim_moref *excl
     while (!f->done && !f->timed_out)
         uv_run(&f->loop, UV_RUN_ONCE);
     /* A view made is destroyed, after the callback (nobody waits for it). */
-    while (calls_of(f, "DestroyView") < calls_of(f, "CreateContainerView") && !f->timed_out)
+    while (unit_calls_count(&f->calls, "DestroyView") <
+               unit_calls_count(&f->calls, "CreateContainerView") &&
+           !f->timed_out)
         uv_run(&f->loop, UV_RUN_ONCE);
     uv_timer_stop(&f->guard);
     if (f->timed_out)
-        for (int i = 0; i < f->ncalls; i++)
-            fprintf(stderr, "# call %d: %s\n", i, f->calls[i]);
+        unit_calls_dump(&f->calls);
     assert_false(f->timed_out);
     return 0;
 }
@@ -475,12 +406,13 @@ static void test_lookups(void **state)
             assert_string_equal(f->ref, c->ref);
         else
             assert_non_null(strstr(f->msg, c->msg));
-        assert_int_equal(calls_of(f, "CreateContainerView") > 0, c->listed);
+        assert_int_equal(unit_calls_count(&f->calls, "CreateContainerView") > 0, c->listed);
         /* Never searched from vCenter's root; a view made was destroyed. */
-        assert_int_equal(calls_of(f, "FindByInventoryPath"), 0);
-        assert_int_equal(calls_of(f, "DestroyView"), calls_of(f, "CreateContainerView"));
+        assert_int_equal(unit_calls_count(&f->calls, "FindByInventoryPath"), 0);
+        assert_int_equal(unit_calls_count(&f->calls, "DestroyView"),
+                         unit_calls_count(&f->calls, "CreateContainerView"));
         if (c->at_once)
-            assert_int_equal(f->ncalls, 0);
+            assert_int_equal(f->calls.n, 0);
     }
 }
 
@@ -492,9 +424,9 @@ static void test_walk_stops_at_the_excluded_folder(void **state)
 
     lookup(f, "/DC0/vm/vm-operator/ns_web/stolen", &root_folder);
     assert_int_equal(f->err, VMG_ECONFIG);
-    assert_int_equal(calls_of(f, "FindChild vm-operator"), 1);
-    assert_int_equal(calls_of(f, "FindChild ns_web"), 0);
-    assert_int_equal(calls_of(f, "FindChild stolen"), 0);
+    assert_int_equal(unit_calls_count(&f->calls, "FindChild vm-operator"), 1);
+    assert_int_equal(unit_calls_count(&f->calls, "FindChild ns_web"), 0);
+    assert_int_equal(unit_calls_count(&f->calls, "FindChild stolen"), 0);
 }
 
 /* Without an excluded folder, the operator's folder is like any other. */
@@ -517,7 +449,7 @@ static void test_exclude_is_the_vm_folder(void **state)
     lookup(f, "tmpl", &vm_folder);
     assert_int_equal(f->err, VMG_ECONFIG);
     assert_non_null(strstr(f->msg, "is inside " LABEL));
-    assert_int_equal(calls_of(f, "FindChild"), 0);
+    assert_int_equal(unit_calls_count(&f->calls, "FindChild"), 0);
     assert_int_equal(lookup(f, "/DC0/vm/tmpl", &vm_folder), VMG_ECONFIG);
     assert_non_null(strstr(f->msg, "is inside " LABEL));
 }
@@ -545,7 +477,7 @@ static void test_name_too_long(void **state)
     struct fake *f = *state;
     struct vs_template_query q = {.vm_folder = &vm_folder, .dc_path = "/DC0"};
     char longname[VS_PATH_MAX + 8], longcomp[VS_NAME_MAX + 16], err[512];
-    int before = f->ncalls;
+    int before = f->calls.n;
 
     memset(longname, 'a', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
@@ -564,7 +496,7 @@ static void test_name_too_long(void **state)
     assert_non_null(strstr(err, "template \"dir/bbb"));
     assert_non_null(strstr(err, "has a name longer than vCenter allows"));
     assert_false(f->done);
-    assert_int_equal(f->ncalls, before);
+    assert_int_equal(f->calls.n, before);
 }
 
 static void test_cancel(void **state)

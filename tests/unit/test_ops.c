@@ -34,14 +34,8 @@
 #define MARK_TEMPLATE_KEY "example.owner.template"
 
 #define MAXT 32
-#define MAXCALLS 256
 #define MAXDONE 32
 #define DESTROY_HELD_MAX 8
-
-static char *load(const char *name, size_t *len)
-{
-    return unit_fixture("soap", name, len);
-}
 
 struct task {
     char state[16]; /* running, success, error */
@@ -94,8 +88,7 @@ struct fake {
     vmg_server_req *held;
     int version;
     /* what the server saw */
-    char calls[MAXCALLS][48]; /* "Method target" */
-    int ncalls;
+    struct unit_calls calls;
     int removed;         /* tasks removed from the view */
     int unsafe_modifies; /* ModifyListView calls while a long poll is held: vcsim's
                             long poll collects on every tick, and may deadlock */
@@ -119,69 +112,20 @@ struct fake {
 
 /* ---- Responses ---- */
 
-#define ENV_HEAD                                                                                   \
-    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><soapenv:Envelope "                                 \
-    "xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" "                                 \
-    "xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" "                                              \
-    "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"><soapenv:Body>"
-#define ENV_TAIL "</soapenv:Body></soapenv:Envelope>"
-
-static void reply(vmg_server_req *r, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply(vmg_server_req *r, int status, const char *fmt, ...)
-{
-    char body[16384];
-    int n = snprintf(body, sizeof(body), "%s", ENV_HEAD);
-    va_list ap;
-
-    va_start(ap, fmt);
-    n += vsnprintf(body + n, sizeof(body) - (size_t)n, fmt, ap);
-    va_end(ap);
-    n += snprintf(body + n, sizeof(body) - (size_t)n, "%s", ENV_TAIL);
-    assert_true((size_t)n < sizeof(body));
-    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, (size_t)n);
-}
-
 static void reply_fault(vmg_server_req *r, const char *type)
 {
-    reply(r, 500,
-          "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>%s "
-          "happened</faultstring><detail><%sFault xmlns=\"urn:vim25\" xsi:type=\"%s\">"
-          "</%sFault></detail></soapenv:Fault>",
-          type, type, type, type);
-}
-
-static void reply_fixture(vmg_server_req *r, int status, const char *name)
-{
-    size_t len;
-    char *body = load(name, &len);
-
-    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, len);
-    free(body);
-}
-
-/* between copies the text between a and b in body into buf. */
-static const char *between(const char *body, const char *a, const char *b, char *buf, size_t size)
-{
-    const char *p = strstr(body, a), *q;
-
-    buf[0] = '\0';
-    if (!p)
-        return buf;
-    p += strlen(a);
-    q = strstr(p, b);
-    if (!q || (size_t)(q - p) >= size)
-        return buf;
-    memcpy(buf, p, (size_t)(q - p));
-    buf[q - p] = '\0';
-    return buf;
+    unit_soap_reply(r, 500,
+                    "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>%s "
+                    "happened</faultstring><detail><%sFault xmlns=\"urn:vim25\" xsi:type=\"%s\">"
+                    "</%sFault></detail></soapenv:Fault>",
+                    type, type, type, type);
 }
 
 static int task_of(const char *body)
 {
     char id[32];
 
-    between(body, "type=\"Task\">task-", "<", id, sizeof(id));
+    unit_between(body, "type=\"Task\">task-", "<", id, sizeof(id));
     return id[0] ? (int)strtol(id, NULL, 10) : -1;
 }
 
@@ -245,10 +189,11 @@ static void try_wait(struct fake *f)
     if (n == 0)
         return;
     f->version++;
-    reply(f->held, 200,
-          "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"><returnval><version>%d</version>%s"
-          "</returnval></WaitForUpdatesExResponse>",
-          f->version, sets);
+    unit_soap_reply(
+        f->held, 200,
+        "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"><returnval><version>%d</version>%s"
+        "</returnval></WaitForUpdatesExResponse>",
+        f->version, sets);
     f->held = NULL;
 }
 
@@ -264,30 +209,13 @@ static void on_abort(void *data, vmg_server_req *r)
     vmg_server_respond(r, 500, "text/plain", "gone", 4);
 }
 
-static void record(struct fake *f, const char *method, const char *target)
-{
-    if (f->ncalls < MAXCALLS)
-        snprintf(f->calls[f->ncalls++], sizeof(f->calls[0]), "%s %s", method, target);
-}
-
 /* calls_of counts the calls the server saw that are what ("Method target"),
  * or a method what named with any target. */
-static int calls_of(const struct fake *f, const char *what)
-{
-    size_t n = strlen(what);
-    int count = 0;
-
-    for (int i = 0; i < f->ncalls; i++)
-        count +=
-            strncmp(f->calls[i], what, n) == 0 && (f->calls[i][n] == '\0' || f->calls[i][n] == ' ');
-    return count;
-}
-
 static bool stale_pc(const struct fake *f, const char *body)
 {
     char pc[32], want[32];
 
-    between(body, "<_this type=\"PropertyCollector\">", "<", pc, sizeof(pc));
+    unit_between(body, "<_this type=\"PropertyCollector\">", "<", pc, sizeof(pc));
     snprintf(want, sizeof(want), "pc-%d", f->pc_gen);
     return pc[0] && strcmp(pc, "propertyCollector") != 0 && strcmp(pc, want) != 0;
 }
@@ -301,24 +229,9 @@ static void handler(void *data, vmg_server_req *r)
     const char *body = vmg_server_req_body(r, &len);
     char tag[64], target[64], buf[4096];
 
-    if (strstr(body, "<RetrieveServiceContent>")) {
-        reply_fixture(r, 200, "service_content.resp.xml");
+    if (unit_soap_session(r, body))
         return;
-    }
-    if (strstr(body, "<Login>")) {
-        vmg_server_req_add_header(r, "Set-Cookie", "vmware_soap_session=s1; Path=/");
-        reply_fixture(r, 200, "login.resp.xml");
-        return;
-    }
-    if (strstr(body, "<Logout>")) {
-        reply_fixture(r, 200, "logout.resp.xml");
-        return;
-    }
-    if (strstr(body, "<CurrentTime>")) {
-        reply_fixture(r, 200, "current_time.resp.xml");
-        return;
-    }
-    between(body, "<_this type=\"", "</_this>", target, sizeof(target));
+    unit_between(body, "<_this type=\"", "</_this>", target, sizeof(target));
     {
         char *gt = strchr(target, '>');
         if (gt)
@@ -330,11 +243,11 @@ static void handler(void *data, vmg_server_req *r)
             continue;
         if (f->unauth_tasks > 0) {
             f->unauth_tasks--;
-            record(f, "NotAuthenticated", task_methods[i]);
+            unit_calls_add(&f->calls, "NotAuthenticated", task_methods[i]);
             reply_fault(r, "NotAuthenticated");
             return;
         }
-        record(f, task_methods[i], target);
+        unit_calls_add(&f->calls, task_methods[i], target);
         if (f->gone_vm && strcmp(target, f->gone_vm) == 0) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
@@ -347,73 +260,79 @@ static void handler(void *data, vmg_server_req *r)
         snprintf(t->state, sizeof(t->state), "%s", f->instant ? "success" : "running");
         if (i == 4)
             snprintf(t->result, sizeof(t->result), "vm-9%d", f->ntasks);
-        reply(r, 200,
-              "<%sResponse xmlns=\"urn:vim25\"><returnval type=\"Task\">task-%d</returnval>"
-              "</%sResponse>",
-              task_methods[i], f->ntasks, task_methods[i]);
+        unit_soap_reply(
+            r, 200,
+            "<%sResponse xmlns=\"urn:vim25\"><returnval type=\"Task\">task-%d</returnval>"
+            "</%sResponse>",
+            task_methods[i], f->ntasks, task_methods[i]);
         f->ntasks++;
         return;
     }
     if (strstr(body, "<CreateFolder>")) {
-        record(f, "CreateFolder", target);
+        unit_calls_add(&f->calls, "CreateFolder", target);
         if (f->folder_exists)
-            reply_fixture(r, 500, "fault_duplicate_name.resp.xml");
+            unit_soap_fixture(r, 500, "fault_duplicate_name.resp.xml");
         else
-            reply(r, 200,
-                  "<CreateFolderResponse xmlns=\"urn:vim25\"><returnval type=\"Folder\">group-77"
-                  "</returnval></CreateFolderResponse>");
+            unit_soap_reply(
+                r, 200,
+                "<CreateFolderResponse xmlns=\"urn:vim25\"><returnval type=\"Folder\">group-77"
+                "</returnval></CreateFolderResponse>");
         return;
     }
     if (strstr(body, "<FindChild>")) {
-        between(body, "<name>", "</name>", tag, sizeof(tag));
-        record(f, "FindChild", tag);
+        unit_between(body, "<name>", "</name>", tag, sizeof(tag));
+        unit_calls_add(&f->calls, "FindChild", tag);
         if (strcmp(tag, "web") == 0)
-            reply(r, 200,
-                  "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"Folder\">group-41"
-                  "</returnval></FindChildResponse>");
+            unit_soap_reply(
+                r, 200,
+                "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"Folder\">group-41"
+                "</returnval></FindChildResponse>");
         else if (strcmp(tag, "tmpl") == 0 && !f->template_missing)
-            reply(r, 200,
-                  "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"VirtualMachine\">"
-                  "vm-40</returnval></FindChildResponse>");
+            unit_soap_reply(
+                r, 200,
+                "<FindChildResponse xmlns=\"urn:vim25\"><returnval type=\"VirtualMachine\">"
+                "vm-40</returnval></FindChildResponse>");
         else
-            reply(r, 200, "<FindChildResponse xmlns=\"urn:vim25\"></FindChildResponse>");
+            unit_soap_reply(r, 200, "<FindChildResponse xmlns=\"urn:vim25\"></FindChildResponse>");
         return;
     }
     if (strstr(body, "<CreateContainerView>")) {
-        record(f, "CreateContainerView", target);
-        reply(r, 200,
-              "<CreateContainerViewResponse xmlns=\"urn:vim25\"><returnval type=\"ContainerView\">"
-              "view-1</returnval></CreateContainerViewResponse>");
+        unit_calls_add(&f->calls, "CreateContainerView", target);
+        unit_soap_reply(
+            r, 200,
+            "<CreateContainerViewResponse xmlns=\"urn:vim25\"><returnval type=\"ContainerView\">"
+            "view-1</returnval></CreateContainerViewResponse>");
         return;
     }
     if (strstr(body, "<DestroyView>")) {
-        record(f, "DestroyView", target);
-        reply(r, 200, "<DestroyViewResponse xmlns=\"urn:vim25\"></DestroyViewResponse>");
+        unit_calls_add(&f->calls, "DestroyView", target);
+        unit_soap_reply(r, 200, "<DestroyViewResponse xmlns=\"urn:vim25\"></DestroyViewResponse>");
         return;
     }
     if (strstr(body, "<CreatePropertyCollector>")) {
-        record(f, "CreatePropertyCollector", target);
+        unit_calls_add(&f->calls, "CreatePropertyCollector", target);
         if (f->pc_faults > 0) {
             f->pc_faults--;
             reply_fault(r, "SystemError");
             return;
         }
-        reply(r, 200,
-              "<CreatePropertyCollectorResponse xmlns=\"urn:vim25\"><returnval "
-              "type=\"PropertyCollector\">pc-%d</returnval></CreatePropertyCollectorResponse>",
-              f->pc_gen);
+        unit_soap_reply(
+            r, 200,
+            "<CreatePropertyCollectorResponse xmlns=\"urn:vim25\"><returnval "
+            "type=\"PropertyCollector\">pc-%d</returnval></CreatePropertyCollectorResponse>",
+            f->pc_gen);
         return;
     }
     if (strstr(body, "<CreateListView>")) {
-        record(f, "CreateListView", target);
-        reply(r, 200,
-              "<CreateListViewResponse xmlns=\"urn:vim25\"><returnval type=\"ListView\">"
-              "list-%d</returnval></CreateListViewResponse>",
-              f->pc_gen);
+        unit_calls_add(&f->calls, "CreateListView", target);
+        unit_soap_reply(r, 200,
+                        "<CreateListViewResponse xmlns=\"urn:vim25\"><returnval type=\"ListView\">"
+                        "list-%d</returnval></CreateListViewResponse>",
+                        f->pc_gen);
         return;
     }
     if (strstr(body, "<CreateFilter>")) {
-        record(f, "CreateFilter", target);
+        unit_calls_add(&f->calls, "CreateFilter", target);
         /* One filter over the view: its Tasks' states, the view skipped. */
         assert_non_null(strstr(body, "<type>Task</type>"));
         assert_non_null(strstr(body, "<pathSet>info.state</pathSet>"));
@@ -423,17 +342,18 @@ static void handler(void *data, vmg_server_req *r)
             reply_fault(r, "ManagedObjectNotFound");
             return;
         }
-        reply(r, 200,
-              "<CreateFilterResponse xmlns=\"urn:vim25\"><returnval type=\"PropertyFilter\">"
-              "filter-%d</returnval></CreateFilterResponse>",
-              ++f->nfilters);
+        unit_soap_reply(
+            r, 200,
+            "<CreateFilterResponse xmlns=\"urn:vim25\"><returnval type=\"PropertyFilter\">"
+            "filter-%d</returnval></CreateFilterResponse>",
+            ++f->nfilters);
         return;
     }
     if (strstr(body, "<ModifyListView>")) {
         char missing[1024];
         int n = 0;
 
-        record(f, "ModifyListView", target);
+        unit_calls_add(&f->calls, "ModifyListView", target);
         if (f->unauth_modifies > 0) {
             f->unauth_modifies--;
             f->pc_gen++; /* the collector and its view went with the session */
@@ -476,13 +396,14 @@ static void handler(void *data, vmg_server_req *r)
             vmg_server_req_on_abort(r, on_abort, f);
             return;
         }
-        reply(r, 200, "<ModifyListViewResponse xmlns=\"urn:vim25\">%s</ModifyListViewResponse>",
-              n ? missing : "");
+        unit_soap_reply(r, 200,
+                        "<ModifyListViewResponse xmlns=\"urn:vim25\">%s</ModifyListViewResponse>",
+                        n ? missing : "");
         try_wait(f);
         return;
     }
     if (strstr(body, "<CancelWaitForUpdates>")) {
-        record(f, "CancelWaitForUpdates", target);
+        unit_calls_add(&f->calls, "CancelWaitForUpdates", target);
         if (stale_pc(f, body)) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
@@ -492,65 +413,69 @@ static void handler(void *data, vmg_server_req *r)
             f->held = NULL;
             f->cancels++;
         }
-        reply(r, 200,
-              "<CancelWaitForUpdatesResponse xmlns=\"urn:vim25\"></CancelWaitForUpdatesResponse>");
+        unit_soap_reply(
+            r, 200,
+            "<CancelWaitForUpdatesResponse xmlns=\"urn:vim25\"></CancelWaitForUpdatesResponse>");
         return;
     }
     if (strstr(body, "<DestroyPropertyCollector>")) {
-        record(f, "DestroyPropertyCollector", target);
-        reply(r, 200,
-              "<DestroyPropertyCollectorResponse xmlns=\"urn:vim25\">"
-              "</DestroyPropertyCollectorResponse>");
+        unit_calls_add(&f->calls, "DestroyPropertyCollector", target);
+        unit_soap_reply(r, 200,
+                        "<DestroyPropertyCollectorResponse xmlns=\"urn:vim25\">"
+                        "</DestroyPropertyCollectorResponse>");
         return;
     }
     if (strstr(body, "<RetrievePropertiesEx>")) {
         int id = task_of(body);
         if (strstr(body, "ContainerView")) {
-            record(f, "RetrievePropertiesEx", "view");
-            reply(r, 200,
-                  "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
-                  "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
-                  "<val xsi:type=\"xsd:string\">%s</val></propSet><propSet><name>parent</name>"
-                  "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">group-3</val>"
-                  "</propSet><propSet><name>config.template</name>"
-                  "<val xsi:type=\"xsd:boolean\">%s</val></propSet></objects>"
-                  "</returnval></RetrievePropertiesExResponse>",
-                  f->template_missing ? "other" : "tmpl", f->template_plain ? "false" : "true");
+            unit_calls_add(&f->calls, "RetrievePropertiesEx", "view");
+            unit_soap_reply(
+                r, 200,
+                "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+                "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
+                "<val xsi:type=\"xsd:string\">%s</val></propSet><propSet><name>parent</name>"
+                "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">group-3</val>"
+                "</propSet><propSet><name>config.template</name>"
+                "<val xsi:type=\"xsd:boolean\">%s</val></propSet></objects>"
+                "</returnval></RetrievePropertiesExResponse>",
+                f->template_missing ? "other" : "tmpl", f->template_plain ? "false" : "true");
             return;
         }
         if (strstr(body, "<obj type=\"VirtualMachine\">vm-40</obj>")) {
-            record(f, "RetrievePropertiesEx", "vm");
-            reply(r, 200,
-                  "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
-                  "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
-                  "<val xsi:type=\"xsd:string\">tmpl</val></propSet><propSet><name>parent</name>"
-                  "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">%s</val>"
-                  "</propSet><propSet><name>config.template</name>"
-                  "<val xsi:type=\"xsd:boolean\">%s</val></propSet></objects>"
-                  "</returnval></RetrievePropertiesExResponse>",
-                  f->template_parent ? f->template_parent : "group-3",
-                  f->template_plain ? "false" : "true");
+            unit_calls_add(&f->calls, "RetrievePropertiesEx", "vm");
+            unit_soap_reply(
+                r, 200,
+                "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+                "<obj type=\"VirtualMachine\">vm-40</obj><propSet><name>name</name>"
+                "<val xsi:type=\"xsd:string\">tmpl</val></propSet><propSet><name>parent</name>"
+                "<val type=\"Folder\" xsi:type=\"ManagedObjectReference\">%s</val>"
+                "</propSet><propSet><name>config.template</name>"
+                "<val xsi:type=\"xsd:boolean\">%s</val></propSet></objects>"
+                "</returnval></RetrievePropertiesExResponse>",
+                f->template_parent ? f->template_parent : "group-3",
+                f->template_plain ? "false" : "true");
             return;
         }
         if (strstr(body, "type=\"Folder\">")) {
             char kids[512];
             int n = 0;
 
-            record(f, "RetrievePropertiesEx", "folder");
+            unit_calls_add(&f->calls, "RetrievePropertiesEx", "folder");
             for (int i = 0; i < f->folder_children; i++)
                 n += snprintf(kids + n, sizeof(kids) - (size_t)n,
                               "<ManagedObjectReference type=\"VirtualMachine\">vm-7%d"
                               "</ManagedObjectReference>",
                               i);
-            reply(r, 200,
-                  "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
-                  "<obj type=\"Folder\">group-50</obj><propSet><name>childEntity</name>"
-                  "<val xsi:type=\"ArrayOfManagedObjectReference\">%s</val></propSet></objects>"
-                  "</returnval></RetrievePropertiesExResponse>",
-                  n ? kids : "");
+            unit_soap_reply(
+                r, 200,
+                "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+                "<obj type=\"Folder\">group-50</obj><propSet><name>childEntity</name>"
+                "<val xsi:type=\"ArrayOfManagedObjectReference\">%s</val></propSet></objects>"
+                "</returnval></RetrievePropertiesExResponse>",
+                n ? kids : "");
             return;
         }
-        record(f, "RetrievePropertiesEx", "task");
+        unit_calls_add(&f->calls, "RetrievePropertiesEx", "task");
         if (id < 0 || id >= f->ntasks || f->lost_tasks) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
@@ -562,17 +487,18 @@ static void handler(void *data, vmg_server_req *r)
             memcpy(p, "propSet>  ", 10);
         for (char *p; (p = strstr(buf, "<op>assign</op>")) != NULL;)
             memmove(p, p + 15, strlen(p + 15) + 1);
-        reply(r, 200,
-              "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
-              "<obj type=\"Task\">task-%d</obj>%s</objects></returnval>"
-              "</RetrievePropertiesExResponse>",
-              id, buf);
+        unit_soap_reply(r, 200,
+                        "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+                        "<obj type=\"Task\">task-%d</obj>%s</objects></returnval>"
+                        "</RetrievePropertiesExResponse>",
+                        id, buf);
         return;
     }
     if (strstr(body, "<WaitForUpdatesEx>")) {
-        record(f, "WaitForUpdatesEx", target);
-        f->asked_version =
-            between(body, "<version>", "<", tag, sizeof(tag))[0] ? (int)strtol(tag, NULL, 10) : -1;
+        unit_calls_add(&f->calls, "WaitForUpdatesEx", target);
+        f->asked_version = unit_between(body, "<version>", "<", tag, sizeof(tag))[0]
+                               ? (int)strtol(tag, NULL, 10)
+                               : -1;
         if (stale_pc(f, body)) {
             reply_fault(r, "ManagedObjectNotFound");
             return;
@@ -583,10 +509,11 @@ static void handler(void *data, vmg_server_req *r)
         try_wait(f);
         if (f->held == r && f->initial_at_once && !strstr(body, "<version>")) {
             f->held = NULL;
-            reply(r, 200,
-                  "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"><returnval><version>%d</version>"
-                  "</returnval></WaitForUpdatesExResponse>",
-                  ++f->version);
+            unit_soap_reply(
+                r, 200,
+                "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"><returnval><version>%d</version>"
+                "</returnval></WaitForUpdatesExResponse>",
+                ++f->version);
         }
         return;
     }
@@ -679,8 +606,7 @@ static void spin(struct fake *f, bool (*cond)(const struct fake *f))
         uv_run(&f->loop, UV_RUN_ONCE);
     uv_timer_stop(&f->guard);
     if (f->timed_out)
-        for (int i = 0; i < f->ncalls; i++)
-            fprintf(stderr, "# call %d: %s\n", i, f->calls[i]);
+        unit_calls_dump(&f->calls);
     assert_false(f->timed_out);
 }
 
@@ -800,20 +726,20 @@ static void test_bound_and_fifo(void **state)
     assert_int_equal(f.max_inflight, 2);
     {
         int n = 0;
-        for (int i = 0; i < f.ncalls; i++)
-            if (strncmp(f.calls[i], "PowerOnVM_Task ", 15) == 0) {
+        for (int i = 0; i < f.calls.n; i++)
+            if (strncmp(f.calls.at[i], "PowerOnVM_Task ", 15) == 0) {
                 char want[32];
                 snprintf(want, sizeof(want), "PowerOnVM_Task vm-%d", n + 1);
-                assert_string_equal(f.calls[i], want);
+                assert_string_equal(f.calls.at[i], want);
                 n++;
             }
         assert_int_equal(n, 5);
     }
     /* One collector, one view and one filter served all; every task left
      * the view, and no ModifyListView risked vcsim's lock order. */
-    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
-    assert_int_equal(calls_of(&f, "CreateListView"), 1);
-    assert_int_equal(calls_of(&f, "CreateFilter"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateListView"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 1);
     want_done = 0;
     uv_run(&f.loop, UV_RUN_NOWAIT);
     teardown(&f);
@@ -847,7 +773,7 @@ static void test_task_error(void **state)
 
 static bool made_pcs3(const struct fake *f)
 {
-    return calls_of(f, "CreatePropertyCollector") >= 3 && f->held != NULL;
+    return unit_calls_count(&f->calls, "CreatePropertyCollector") >= 3 && f->held != NULL;
 }
 
 static bool is_done1(const struct fake *f)
@@ -874,7 +800,7 @@ static void destroy_ended(bool quiet, int reads)
     assert_int_equal(vs_ops_destroy(f.ops, &vm, on_done, &c, NULL), 0);
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
-    assert_int_equal(calls_of(&f, "RetrievePropertiesEx task"), reads);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), reads);
     teardown(&f);
 }
 
@@ -977,7 +903,7 @@ static void test_collector_lost(void **state)
     reply_fault(held, "ManagedObjectNotFound");
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
-    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 2);
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 2);
     teardown(&f);
 }
 
@@ -1009,7 +935,7 @@ static void test_tracking_failure_keeps_the_operation(void **state)
     end_task(&f, 0, "success", NULL);
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
-    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 3);
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 3);
     teardown(&f);
 }
 
@@ -1041,7 +967,7 @@ static void test_destroy_folder_only_when_empty(void **state)
     want_done = 3;
     spin(&f, done_enough);
     assert_int_equal(f.done[2].err, 0);
-    assert_int_equal(calls_of(&f, "Destroy_Task group-50"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "Destroy_Task group-50"), 1);
     teardown(&f);
 }
 
@@ -1075,7 +1001,7 @@ static void test_hold_starts_nothing_more(void **state)
     spin(&f, done_enough);
     assert_int_equal(f.done[2].err, 0);
     assert_int_equal(f.done[2].tag, 0);
-    assert_int_equal(calls_of(&f, "PowerOnVM_Task"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "PowerOnVM_Task"), 1);
     teardown(&f);
 }
 
@@ -1134,8 +1060,9 @@ static void test_tracked_task_follows_a_new_session(void **state)
     spin(&f, three_tasks_filtered);
     for (int i = 0; i < f.nheld_modifies; i++)
         if (f.held_modifies[i])
-            reply(f.held_modifies[i], 200,
-                  "<ModifyListViewResponse xmlns=\"urn:vim25\"></ModifyListViewResponse>");
+            unit_soap_reply(
+                f.held_modifies[i], 200,
+                "<ModifyListViewResponse xmlns=\"urn:vim25\"></ModifyListViewResponse>");
     f.nheld_modifies = 0;
     end_task(&f, 0, "success", NULL);
     end_task(&f, 2, "success", NULL);
@@ -1180,9 +1107,9 @@ static void test_view_add_remove(void **state)
     assert_int_equal(f.done[0].err, 0);
     assert_int_equal(f.done[1].err, 0);
     assert_int_equal(f.removed, 2);
-    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
-    assert_int_equal(calls_of(&f, "CreateListView"), 1);
-    assert_int_equal(calls_of(&f, "CreateFilter"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateListView"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 1);
     assert_int_equal(f.unsafe_modifies, 0);
     teardown(&f);
 }
@@ -1202,13 +1129,13 @@ static void test_task_the_view_does_not_find(void **state)
     assert_int_equal(vs_ops_power_off(f.ops, &vm, on_done, &c, NULL), 0);
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, VMG_EUNKNOWN);
-    assert_int_equal(calls_of(&f, "RetrievePropertiesEx task"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 1);
     teardown(&f);
 }
 
 static bool made_pcs2_tracked(const struct fake *f)
 {
-    return calls_of(f, "CreatePropertyCollector") >= 2 && f->ntasks >= 1 &&
+    return unit_calls_count(&f->calls, "CreatePropertyCollector") >= 2 && f->ntasks >= 1 &&
            f->tasks[0].filter_pc == f->pc_gen && f->tasks[0].filter && f->held != NULL;
 }
 
@@ -1228,8 +1155,8 @@ static void test_view_refuses_a_running_task(void **state)
     assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
     spin(&f, made_pcs2_tracked);
     assert_int_equal(f.ndone, 0);
-    assert_int_equal(calls_of(&f, "DestroyPropertyCollector pc-1"), 1);
-    assert_int_equal(calls_of(&f, "DestroyView list-1"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "DestroyPropertyCollector pc-1"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "DestroyView list-1"), 1);
     end_task(&f, 0, "success", NULL);
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
@@ -1260,8 +1187,8 @@ static void test_view_lost(void **state)
     power_on(&f, c, 1);
     spin(&f, two_on_new_view);
     assert_int_equal(f.ndone, 0);
-    assert_int_equal(calls_of(&f, "CreateListView"), 2);
-    assert_int_equal(calls_of(&f, "CreateFilter"), 2);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateListView"), 2);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 2);
     end_task(&f, 0, "success", NULL);
     end_task(&f, 1, "error", "InvalidPowerState");
     want_done = 2;
@@ -1297,7 +1224,7 @@ static void test_new_session_during_a_view_change(void **state)
     want_done = 2;
     spin(&f, done_enough);
     assert_int_equal(f.done[1].err, 0);
-    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 2);
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 2);
     teardown(&f);
 }
 
@@ -1348,7 +1275,7 @@ static void test_view_changes_wait_for_the_long_poll(void **state)
     assert_true(f.cancels >= 1);
     assert_non_null(f.held); /* polling again, the cancel no failure */
     assert_int_equal(f.asked_version, version);
-    assert_int_equal(calls_of(&f, "CreatePropertyCollector"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 1);
     end_task(&f, 0, "success", NULL);
     spin(&f, bc_tracked);
     assert_int_equal(f.unsafe_modifies, 0);
@@ -1472,7 +1399,7 @@ static void test_clone(void **state)
     want_tasks = 2;
     want_held_tasks = 2;
     spin(&f, tracked);
-    assert_int_equal(calls_of(&f, "FindChild tmpl"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "FindChild tmpl"), 1);
     end_task(&f, 1, "success", NULL);
     want_done = 2;
     spin(&f, done_enough);
@@ -1685,7 +1612,7 @@ static void test_clone_from_a_plain_vm_refused(void **state)
     assert_non_null(
         strstr(f.done[0].message, "template \"tmpl\" is a virtual machine, not a template"));
     assert_int_equal(f.ntasks, 0);
-    assert_int_equal(calls_of(&f, "CloneVM_Task"), 0);
+    assert_int_equal(unit_calls_count(&f.calls, "CloneVM_Task"), 0);
     teardown(&f);
 }
 
@@ -1718,7 +1645,7 @@ static void test_cached_template_turned_into_a_vm_refused(void **state)
     assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
     c.f = &f;
     clone_one(&f, &c, &spec, 1);
-    assert_int_equal(calls_of(&f, "CloneVM_Task"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CloneVM_Task"), 1);
 
     f.template_plain = true;
     spec.name = "web-1";
@@ -1728,7 +1655,7 @@ static void test_cached_template_turned_into_a_vm_refused(void **state)
     assert_int_equal(f.done[1].err, VMG_ECONFIG);
     assert_non_null(
         strstr(f.done[1].message, "template \"tmpl\" is a virtual machine, not a template"));
-    assert_int_equal(calls_of(&f, "CloneVM_Task"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "CloneVM_Task"), 1);
     assert_int_equal(f.ntasks, 1);
     teardown(&f);
 }
@@ -1747,16 +1674,16 @@ static void test_cached_template_moved_looked_up_again(void **state)
     assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
     c.f = &f;
     clone_one(&f, &c, &spec, 1);
-    assert_int_equal(calls_of(&f, "FindChild tmpl"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "FindChild tmpl"), 1);
     /* Unmoved: the cache serves. */
     spec.name = "web-1";
     clone_one(&f, &c, &spec, 2);
-    assert_int_equal(calls_of(&f, "FindChild tmpl"), 1);
+    assert_int_equal(unit_calls_count(&f.calls, "FindChild tmpl"), 1);
     /* Moved: looked up again. */
     f.template_parent = "group-38";
     spec.name = "web-2";
     clone_one(&f, &c, &spec, 3);
-    assert_int_equal(calls_of(&f, "FindChild tmpl"), 2);
+    assert_int_equal(unit_calls_count(&f.calls, "FindChild tmpl"), 2);
     teardown(&f);
 }
 
@@ -1785,7 +1712,7 @@ static void test_clone_path_outside_the_datacenter_refused(void **state)
         assert_int_equal(f.done[i].err, VMG_ECONFIG);
         assert_non_null(strstr(f.done[i].message, "is outside datacenter DC0"));
     }
-    assert_int_equal(calls_of(&f, "FindChild"), 0);
+    assert_int_equal(unit_calls_count(&f.calls, "FindChild"), 0);
     assert_int_equal(f.ntasks, 0);
     teardown(&f);
 }

@@ -2,8 +2,10 @@
 #include "tests/unit/vcenter.h"
 #include "tests/unit/unit.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/tlsgen.h"
 
@@ -38,4 +40,90 @@ void unit_vcenter_free(struct unit_vcenter *vc)
 {
     free(vc->cert_pem);
     free(vc->key_pem);
+}
+
+#define ENV_HEAD                                                                                   \
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><soapenv:Envelope "                                 \
+    "xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" "                                 \
+    "xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" "                                              \
+    "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"><soapenv:Body>"
+#define ENV_TAIL "</soapenv:Body></soapenv:Envelope>"
+
+void unit_soap_reply(vmg_server_req *r, int status, const char *fmt, ...)
+{
+    char body[16384];
+    int n = snprintf(body, sizeof(body), "%s", ENV_HEAD);
+    va_list ap;
+
+    va_start(ap, fmt);
+    n += vsnprintf(body + n, sizeof(body) - (size_t)n, fmt, ap);
+    va_end(ap);
+    assert_true((size_t)n < sizeof(body));
+    n += snprintf(body + n, sizeof(body) - (size_t)n, "%s", ENV_TAIL);
+    assert_true((size_t)n < sizeof(body));
+    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, (size_t)n);
+}
+
+void unit_soap_fixture(vmg_server_req *r, int status, const char *name)
+{
+    size_t len;
+    char *body = unit_fixture("soap", name, &len);
+
+    vmg_server_respond(r, status, "text/xml; charset=utf-8", body, len);
+    free(body);
+}
+
+bool unit_soap_session(vmg_server_req *r, const char *body)
+{
+    if (strstr(body, "<RetrieveServiceContent>")) {
+        unit_soap_fixture(r, 200, "service_content.resp.xml");
+    } else if (strstr(body, "<Login>")) {
+        vmg_server_req_add_header(r, "Set-Cookie", "vmware_soap_session=s1; Path=/");
+        unit_soap_fixture(r, 200, "login.resp.xml");
+    } else if (strstr(body, "<Logout>")) {
+        unit_soap_fixture(r, 200, "logout.resp.xml");
+    } else if (strstr(body, "<CurrentTime>")) {
+        unit_soap_fixture(r, 200, "current_time.resp.xml");
+    } else {
+        return false;
+    }
+    return true;
+}
+
+const char *unit_between(const char *body, const char *a, const char *b, char *buf, size_t size)
+{
+    const char *p = strstr(body, a), *q;
+
+    buf[0] = '\0';
+    if (!p)
+        return buf;
+    p += strlen(a);
+    q = strstr(p, b);
+    if (!q || (size_t)(q - p) >= size)
+        return buf;
+    memcpy(buf, p, (size_t)(q - p));
+    buf[q - p] = '\0';
+    return buf;
+}
+
+void unit_calls_add(struct unit_calls *c, const char *method, const char *detail)
+{
+    if (c->n < UNIT_CALLS_MAX)
+        snprintf(c->at[c->n++], sizeof(c->at[0]), "%s %s", method, detail);
+}
+
+int unit_calls_count(const struct unit_calls *c, const char *what)
+{
+    size_t n = strlen(what);
+    int count = 0;
+
+    for (int i = 0; i < c->n; i++)
+        count += strncmp(c->at[i], what, n) == 0 && (c->at[i][n] == '\0' || c->at[i][n] == ' ');
+    return count;
+}
+
+void unit_calls_dump(const struct unit_calls *c)
+{
+    for (int i = 0; i < c->n; i++)
+        fprintf(stderr, "# call %d: %s\n", i, c->at[i]);
 }
