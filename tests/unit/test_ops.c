@@ -5,7 +5,8 @@
  * operations in flight and the FIFO queue, task success and failure learned
  * from the long poll, tasks added to and removed from the view, a task that
  * ended before it was in the view (reported as it enters, or read by the
- * safety net where a server does not report it), a task the
+ * safety net where a server does not report it: at a long poll that
+ * answers empty, or one that does not answer), a task the
  * view does not find, the collector or the view lost, CreateFolder's
  * DuplicateName, clones with their spec and marks, a missing template,
  * cancelation and close, and what a successful operation did, as the
@@ -73,10 +74,12 @@ struct fake {
     bool lost_tasks;             /* tasks are gone: not found by the view nor read */
     int view_misses;             /* tasks added to the view answered as not found */
     bool initial_at_once;        /* like vcsim: a long poll with no version answers at once */
-    int unauth_tasks;            /* task methods answered NotAuthenticated (a lost session) */
-    int unauth_modifies;         /* ModifyListView answered NotAuthenticated (the session and
-                                    its collector and view lost) */
-    const char *gone_vm;         /* task methods on it: ManagedObjectNotFound */
+    int empty_answers;   /* long polls with nothing to report answered empty at once, as when
+                            their maxWaitSeconds ends */
+    int unauth_tasks;    /* task methods answered NotAuthenticated (a lost session) */
+    int unauth_modifies; /* ModifyListView answered NotAuthenticated (the session and
+                            its collector and view lost) */
+    const char *gone_vm; /* task methods on it: ManagedObjectNotFound */
     vmg_server_req *held_modifies[DESTROY_HELD_MAX];
     int nheld_modifies;
     int pc_faults; /* CreatePropertyCollector fails this many times */
@@ -507,6 +510,14 @@ static void handler(void *data, vmg_server_req *r)
         f->held = r;
         vmg_server_req_on_abort(r, on_abort, f);
         try_wait(f);
+        if (f->held == r && f->empty_answers > 0) {
+            f->empty_answers--;
+            f->held = NULL;
+            unit_soap_reply(r, 200,
+                            "<WaitForUpdatesExResponse xmlns=\"urn:vim25\">"
+                            "</WaitForUpdatesExResponse>");
+            return;
+        }
         if (f->held == r && f->initial_at_once && !strstr(body, "<version>")) {
             f->held = NULL;
             unit_soap_reply(
@@ -783,19 +794,21 @@ static bool is_done1(const struct fake *f)
 
 /* destroy_ended destroys vm-3 through a task that has ended before it
  * joins the view, on a server that reports a task entering the view
- * (quiet false) or not, and checks that it ends in success after exactly
- * reads reads of the task. */
-static void destroy_ended(bool quiet, int reads)
+ * (quiet false) or not, whose first long poll answers empty (empty: its
+ * maxWaitSeconds ended) or waits, and checks that it ends in success after
+ * exactly reads reads of the task. */
+static void destroy_ended(bool quiet, bool empty, int reads)
 {
     struct fake f;
     struct ctx c = {0};
     struct vim_moref vm = vmref(3);
 
-    setup_slow_ms = quiet ? 200 : 0; /* the safety net soon, or not in 10 s */
+    setup_slow_ms = quiet && !empty ? 200 : 0; /* the safety net soon, or not in 10 s */
     setup(&f, 8, 0);
     setup_slow_ms = 0;
     f.instant = true;
     f.quiet_new_filters = quiet;
+    f.empty_answers = empty ? 1 : 0;
     c.f = &f;
     assert_int_equal(vs_ops_destroy(f.ops, &vm, on_done, &c, NULL), 0);
     spin(&f, is_done1);
@@ -810,10 +823,14 @@ static void test_task_ended_before_filter(void **state)
     /* The view's change enters the task into the filter, and the next
      * long poll reports it with its state (vCenter and vcsim alike): no
      * read of the task is needed. */
-    destroy_ended(false, 0);
+    destroy_ended(false, false, 0);
     /* A server that does not report a task entering the view: the long
      * poll stays quiet, and the safety net reads the task. */
-    destroy_ended(true, 1);
+    destroy_ended(true, false, 1);
+    /* The same server, its long poll answering empty (maxWaitSeconds
+     * ended): the quiet answer has the task read at once, before the
+     * safety net's time (not within 10 s here). */
+    destroy_ended(true, true, 1);
 }
 
 /* ends_in_success waits for the one operation started to be tracked, ends
