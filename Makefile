@@ -52,7 +52,7 @@ DRIVER_BINS := $(DRIVER_SRCS:tests/e2e/drivers/%.c=build/e2e/%)
 # whose timing and memory figures they measure).
 DRIVER_BINS += build/e2e/vmgroup-operator-san
 
-.PHONY: all build deps tools demo demo-run demo-local run test unit e2e e2e-cluster fuzz lint format bench clean drivers \
+.PHONY: FORCE all build deps tools demo demo-run demo-local run test unit e2e e2e-cluster fuzz lint format bench clean drivers \
 	deploy undeploy image image-push image-check env-up env-down
 
 all: build
@@ -70,6 +70,20 @@ build/libvmgroup.a: $(OBJS)
 build/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The sources that print VMG_VERSION (the log's "starting" line, --version,
+# the user agents) are compiled again whenever it changes: build/version
+# holds the one they were built with, rewritten only when `git describe`
+# (or VERSION=) says another, so that a build after a commit or a pull
+# names that commit rather than the one its objects were first built at.
+VERSIONED_SRCS := cmd/vmgroup-operator/main.c lib/options.c kube/kube.c controller/manager.c \
+	controller/vcworld.c
+$(VERSIONED_SRCS:%.c=build/obj/%.o) $(VERSIONED_SRCS:%.c=build/san/%.o) \
+	build/e2e/vmgroup-operator-san: build/version
+build/version: FORCE
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = "$(VERSION)" ] || printf '%s\n' "$(VERSION)" >$@
+FORCE:
 
 build/san/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
