@@ -20,9 +20,11 @@
  * that joins the view enters the filter, and the next long poll reports it
  * with its state, even one that ended already (vCenter and vcsim alike).
  * The tasks' states are read only as a safety net, when a long poll ends
- * quiet or has not answered for 30 s. A completed operation costs about
- * two requests: the method and its share of the ModifyListView calls, plus
- * its share of the long polls.
+ * quiet or has not answered for 30 s, or when no long poll has reported a
+ * task for 30 s after it joined the view (a server that does not report
+ * tasks entering it, while others keep the long poll answering). A
+ * completed operation costs about two requests: the method and its share
+ * of the ModifyListView calls, plus its share of the long polls.
  *
  * At most max_inflight operations run at once (default 8); the others
  * wait in a FIFO queue of at most max_queued.
@@ -110,10 +112,11 @@ typedef void (*vs_ops_observer)(void *data, const vs_op *op, enum vs_op_phase ph
                                 const struct vs_op_result *r);
 
 struct vs_ops_config {
-    int max_inflight;       /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
-    size_t max_queued;      /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
-    int task_wait_seconds;  /* maxWaitSeconds of the task long poll; 0: 60 */
-    uint64_t slow_check_ms; /* a long poll unanswered this long: read the tasks' states; 0: 30 s */
+    int max_inflight;          /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
+    size_t max_queued;         /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
+    int task_wait_seconds;     /* maxWaitSeconds of the task long poll; 0: 60 */
+    uint64_t slow_check_ms;    /* a long poll unanswered this long, or a task unreported this long
+                                  after it joined the view: read the tasks' states; 0: 30 s */
     struct vs_mark_keys marks; /* the extraConfig keys of a clone's marks; copied */
 };
 

@@ -88,8 +88,10 @@ struct vs_op {
     bool have_filter;    /* in the tracker's ListView (or being added) */
     unsigned long epoch; /* the tracker epoch it was added in */
     struct task_info ti;
-    bool tdone;     /* the long poll saw the end */
-    uint64_t since; /* the inventory's mark when the operation started */
+    bool tdone;          /* the long poll saw the end */
+    bool treported;      /* a long poll reported the task since it joined the view */
+    uint64_t tracked_ms; /* when it joined, or the safety net last read it (uv_now) */
+    uint64_t since;      /* the inventory's mark when the operation started */
     vs_req *req;
     bool finishing;
     vs_op_cb cb;

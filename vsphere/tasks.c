@@ -255,6 +255,8 @@ static bool send_modify(vs_ops *o)
             op->step = O_FILTER;
             op->epoch = o->epoch;
             op->have_filter = true;
+            op->treported = false;
+            op->tracked_ms = uv_now(o->loop);
             nadd--;
         }
     return true;
@@ -305,7 +307,8 @@ static void on_modify_reply(void *data, const struct vs_reply *r)
      * state, as an object that enters the filter (vCenter and vcsim alike),
      * whether it ended already or not: no read is needed. A server that
      * did not report it is caught by the safety net, a read of every task
-     * followed when the long poll is quiet or slow (check_tracked). An end
+     * followed when the long poll is quiet or slow (check_tracked), or of
+     * a task no answer has reported for as long (check_overdue). An end
      * already seen (a task that was in the view before) is final. */
     for (vs_op *op; (op = first_in(o, O_FILTER)) != NULL;) {
         if (!op->tdone) {
@@ -489,6 +492,7 @@ static int wait_cb(void *arg, const struct vim_object_update *u)
         return 0; /* a task left the view: it ended, and was removed */
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->have_task && strcmp(op->task.value, u->obj.value) == 0) {
+            op->treported = true;
             vs__task_apply(&op->ti, u);
             if (vs__task_ended(&op->ti))
                 op->tdone = true;
@@ -515,8 +519,34 @@ static void on_timer(uv_timer_t *t)
  * long poll. */
 static void check_tracked(vs_ops *o)
 {
-    for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;)
+    for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;) {
+        op->tracked_ms = uv_now(o->loop);
         vs__tracker_check(op, O_CHECK2);
+    }
+}
+
+/* first_overdue: a task followed whose joining the view no long poll has
+ * reported for slow_check_ms, nor a read of the safety net. */
+static vs_op *first_overdue(const vs_ops *o, uint64_t now)
+{
+    for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
+        if (op->step == O_TRACKED && !op->treported && now - op->tracked_ms >= o->slow_check_ms)
+            return op;
+    return NULL;
+}
+
+/* check_overdue reads the overdue tasks (first_overdue): the safety net of
+ * a long poll that other tasks keep answering, on a server that does not
+ * report a task entering the view (vCenter and vcsim do). Each is read
+ * again after another slow_check_ms at the earliest while none reports it. */
+static void check_overdue(vs_ops *o)
+{
+    uint64_t now = uv_now(o->loop);
+
+    for (vs_op *op; (op = first_overdue(o, now)) != NULL;) {
+        op->tracked_ms = now;
+        vs__tracker_check(op, O_CHECK2);
+    }
 }
 
 /* on_slow: the long poll has not answered for SLOW_POLL_CHECK_MS. */
@@ -577,6 +607,8 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
         /* A quiet long poll: a safety net against an end the server did
          * not report. */
         check_tracked(o);
+    } else {
+        check_overdue(o);
     }
     /* Finish what ended; each finish may change the list, so look again. */
     for (;;) {

@@ -6,7 +6,8 @@
  * from the long poll, tasks added to and removed from the view, a task that
  * ended before it was in the view (reported as it enters, or read by the
  * safety net where a server does not report it: at a long poll that
- * answers empty, or one that does not answer), a task the
+ * answers empty, or one that does not answer, or when other tasks keep
+ * the long poll answering), a task the
  * view does not find, the collector or the view lost, CreateFolder's
  * DuplicateName, clones with their spec and marks, a missing template,
  * cancelation and close, and what a successful operation did, as the
@@ -533,6 +534,11 @@ static void handler(void *data, vmg_server_req *r)
 
 /* ---- Set-up ---- */
 
+static void on_guard_nop(uv_timer_t *t)
+{
+    (void)t;
+}
+
 static void on_guard(uv_timer_t *t)
 {
     struct fake *f = t->data;
@@ -831,6 +837,76 @@ static void test_task_ended_before_filter(void **state)
      * ended): the quiet answer has the task read at once, before the
      * safety net's time (not within 10 s here). */
     destroy_ended(true, true, 1);
+}
+
+/* run_for runs the loop for ms milliseconds. */
+static void run_for(struct fake *f, uint64_t ms)
+{
+    uint64_t end = uv_now(&f->loop) + ms;
+    uv_timer_t t;
+
+    uv_timer_init(&f->loop, &t);
+    uv_timer_start(&t, on_guard_nop, ms, 0);
+    while (uv_now(&f->loop) < end)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+/* done_tag: the operation tagged tag has finished. */
+static bool done_tag(const struct fake *f, int tag)
+{
+    for (int i = 0; i < f->ndone; i++)
+        if (f->done[i].tag == tag)
+            return true;
+    return false;
+}
+
+/* A server that does not report a task entering the view, whose long poll
+ * other tasks keep answering (one ends every 100 ms, within the safety
+ * net's 300 ms of the one before, so that the long poll is never slow nor
+ * quiet): the task that ended before it joined the view is read once no
+ * answer has reported it for the safety net's time, while the others
+ * still run, not when they are all done. */
+static void test_unreported_task_read_while_others_answer(void **state)
+{
+    struct fake f;
+    struct ctx c[8];
+    struct vim_moref vm = vmref(20);
+    int ended_before = 0;
+
+    (void)state;
+    setup_slow_ms = 300;
+    setup(&f, 8, 0);
+    setup_slow_ms = 0;
+    f.quiet_new_filters = true;
+    f.instant = true;
+    c[0] = (struct ctx){&f, 0};
+    assert_int_equal(vs_ops_destroy(f.ops, &vm, on_done, &c[0], NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = 0;
+    spin(&f, tracked); /* its task made, ended, and in the view */
+    f.instant = false;
+    for (int i = 1; i < 8; i++)
+        power_on(&f, c, i);
+    want_tasks = 8;
+    want_held_tasks = 0;
+    spin(&f, tracked);
+    for (int i = 1; i < 8 && !done_tag(&f, 0); i++) {
+        run_for(&f, 100);
+        end_task(&f, i, "success", NULL);
+        ended_before = i;
+    }
+    run_for(&f, 50);
+    assert_true(done_tag(&f, 0));
+    assert_true(ended_before < 7); /* before the last one ended */
+    for (int i = 0; i < f.ndone; i++)
+        assert_int_equal(f.done[i].err, 0);
+    assert_string_equal(f.tasks[0].read, "success");
+    /* The others, unreported while they ran, were read too, each at most
+     * once per safety-net time (about 700 ms here), not at every answer. */
+    assert_true(unit_calls_count(&f.calls, "RetrievePropertiesEx task") <= 2 * 8);
+    teardown(&f);
 }
 
 /* ends_in_success waits for the one operation started to be tracked, ends
@@ -1782,6 +1858,7 @@ int main(void)
         cmocka_unit_test(test_task_error),
         cmocka_unit_test(test_task_ended_before_filter),
         cmocka_unit_test(test_quiet_filter_then_end),
+        cmocka_unit_test(test_unreported_task_read_while_others_answer),
         cmocka_unit_test(test_stale_state_after_end),
         cmocka_unit_test(test_slow_long_poll_reads_the_tasks),
         cmocka_unit_test(test_collector_lost),
