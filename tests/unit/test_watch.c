@@ -58,6 +58,7 @@ struct fake {
     /* what the client said */
     struct state_copy states[MAXSTATES];
     int nstates;
+    int removed_42;     /* the cache reported vm-42 removed, of group ns_web */
     bool ever_unsynced; /* after the first synced state */
 };
 
@@ -229,6 +230,15 @@ static void on_state(void *data, const struct vs_inventory_status *st)
         f->states[f->nstates++] = (struct state_copy){st->synced, st->retrying, st->err};
 }
 
+static void on_change(void *data, const struct vs_cache_event *ev)
+{
+    struct fake *f = data;
+
+    if (ev->change == VS_CHANGE_REMOVED && strcmp(ev->obj->ref, "vm-42") == 0 && ev->group &&
+        strcmp(ev->group, "ns_web") == 0)
+        f->removed_42++;
+}
+
 static void on_guard(uv_timer_t *t)
 {
     struct fake *f = t->data;
@@ -264,7 +274,7 @@ static void setup(struct fake *f)
     scfg.call_timeout_ms = 300;
     f->s = vs_session_new(&f->loop, f->vc.http, &scfg, &e, err, sizeof(err));
     assert_non_null(f->s);
-    f->inv = vs_inventory_new(&f->loop, f->s, &cfg, NULL, NULL, &e);
+    f->inv = vs_inventory_new(&f->loop, f->s, &cfg, on_change, f, &e);
     assert_non_null(f->inv);
     vs_inventory_set_state_cb(f->inv, on_state, f);
     uv_timer_init(&f->loop, &f->guard);
@@ -433,9 +443,9 @@ static void test_two_lost_long_polls_unsync(void **state)
     teardown(&f);
 }
 
-/* A long poll lost, then vCenter answers that the collector is gone: the
- * watch is rebuilt (a new collector and filter, a full state), and what
- * vanished meanwhile leaves the cache. */
+/* vCenter answers a long poll that the collector is gone: the watch is
+ * rebuilt (a new collector and filter, a full state), and what vanished
+ * meanwhile leaves the cache and is reported, once, for its group. */
 static void test_collector_gone_rebuilds(void **state)
 {
     struct fake f;
@@ -452,6 +462,7 @@ static void test_collector_gone_rebuilds(void **state)
     assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 2);
     assert_int_equal(unit_calls_count(&f.calls, "WaitForUpdatesEx -"), 2);
     assert_string_equal(power_of(&f, "vm-42"), "");
+    assert_int_equal(f.removed_42, 1);
     assert_string_equal(power_of(&f, "vm-43"), "poweredOn");
     teardown(&f);
 }
@@ -499,6 +510,7 @@ static void test_truncated_rest_retried_keeps_what_tasks_did(void **state)
     spin(&f, held);
     assert_string_equal(f.held_version, "3");
     assert_string_equal(power_of(&f, "vm-42"), ""); /* destroyed stays destroyed */
+    assert_int_equal(f.removed_42, 1);              /* reported once, when assumed */
     assert_string_equal(power_of(&f, "vm-43"), "poweredOff");
     assert_false(f.ever_unsynced);
     teardown(&f);
