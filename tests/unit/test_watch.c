@@ -11,7 +11,8 @@
  * the long poll answers again, on the same collector; a collector gone
  * rebuilds the watch from a full state, whose difference is reported; and
  * while the rest of a truncated UpdateSet is retried, what the operator's
- * own tasks did (a VM destroyed) is not undone by that older rest. */
+ * own tasks did (a VM destroyed, one powered off) is not undone by that
+ * older rest: the destroyed VM stays gone, and the other is read back. */
 #include "tests/unit/unit.h"
 #include "tests/unit/vcenter.h"
 
@@ -49,6 +50,7 @@ struct fake {
     int mute;            /* the next long polls (with a version) never answered */
     bool collector_gone; /* long polls: ManagedObjectNotFound (the collector is gone) */
     bool without_vm42;   /* a full state no longer holds vm-42 */
+    const char *power43; /* what a read of vm-43 says (NULL: poweredOn) */
     /* state */
     int pc_gen; /* the collector is "pc-<gen>" */
     vmg_server_req *held;
@@ -152,6 +154,19 @@ static void handler(void *data, vmg_server_req *r)
                         "<propSet><name>hostFolder</name><val type=\"Folder\" "
                         "xsi:type=\"ManagedObjectReference\">group-4</val></propSet>"
                         "</objects></returnval></RetrievePropertiesExResponse>");
+    } else if (strstr(body, "<RetrievePropertiesEx>") && strstr(body, ">vm-43<")) {
+        unit_calls_add(&f->calls, "RetrievePropertiesEx", "vm-43");
+        unit_soap_reply(
+            r, 200,
+            "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+            "<obj type=\"VirtualMachine\">vm-43</obj>"
+            "<propSet><name>name</name><val xsi:type=\"xsd:string\">web-1</val></propSet>"
+            "<propSet><name>parent</name><val type=\"Folder\" "
+            "xsi:type=\"ManagedObjectReference\">group-41</val></propSet>"
+            "<propSet><name>runtime.powerState</name>"
+            "<val xsi:type=\"VirtualMachinePowerState\">%s</val></propSet>"
+            "</objects></returnval></RetrievePropertiesExResponse>",
+            f->power43 ? f->power43 : "poweredOn");
     } else if (strstr(body, "<CreatePropertyCollector>")) {
         f->pc_gen++;
         unit_calls_add(&f->calls, "CreatePropertyCollector", "");
@@ -270,8 +285,10 @@ static void setup(struct fake *f)
     scfg.password = "secret-pw";
     scfg.insecure = true;
     scfg.keepalive_ms = UINT64_MAX;
-    /* A long poll is given up maxWaitSeconds + this after it was sent. */
-    scfg.call_timeout_ms = 300;
+    /* A long poll is given up maxWaitSeconds + this after it was sent
+     * (and every other call after this: a loaded machine must not time
+     * out the login or the placement). */
+    scfg.call_timeout_ms = 1000;
     f->s = vs_session_new(&f->loop, f->vc.http, &scfg, &e, err, sizeof(err));
     assert_non_null(f->s);
     f->inv = vs_inventory_new(&f->loop, f->s, &cfg, on_change, f, &e);
@@ -332,6 +349,11 @@ static bool unsynced(const struct fake *f)
 static bool synced(const struct fake *f)
 {
     return last_state(f)->synced && !last_state(f)->retrying;
+}
+
+static bool read_43(const struct fake *f)
+{
+    return unit_calls_count(&f->calls, "RetrievePropertiesEx vm-43") > 0 && f->held != NULL;
 }
 
 /* power_of: vm_ref's power state in the cache ("poweredOn"); "" when it is
@@ -503,14 +525,22 @@ static void test_truncated_rest_retried_keeps_what_tasks_did(void **state)
     u.changes = &ch;
     u.n_changes = 1;
     assert_int_equal(vs_inventory_assume(f.inv, &u, mark), 1);
+    f.power43 = "poweredOff"; /* what vCenter says of it from now on */
 
     spin(&f, held);
     assert_string_equal(f.held_version, "2"); /* the rest again */
-    answer(&f, "3", POWER("modify", "vm-42", "poweredOn"), false);
+    answer(&f, "3", POWER("modify", "vm-42", "poweredOn") POWER("modify", "vm-43", "poweredOn"),
+           false);
     spin(&f, held);
     assert_string_equal(f.held_version, "3");
     assert_string_equal(power_of(&f, "vm-42"), ""); /* destroyed stays destroyed */
     assert_int_equal(f.removed_42, 1);              /* reported once, when assumed */
+    /* The rest said vm-43 on, which it may have said before the task: the
+     * assumption holds, and a read of vm-43 decides, sent once the next
+     * long poll has answered (vCenter's stream has had its say). */
+    assert_string_equal(power_of(&f, "vm-43"), "poweredOff");
+    answer(&f, "4", "", false);
+    spin(&f, read_43);
     assert_string_equal(power_of(&f, "vm-43"), "poweredOff");
     assert_false(f.ever_unsynced);
     teardown(&f);
