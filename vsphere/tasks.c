@@ -588,6 +588,7 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     }
     if (r->err == VMG_EFAULT && o->wait_cancelled &&
         strcmp(r->fault->type, "RequestCanceled") == 0) {
+        check_overdue(o);
         vs__tracker_kick(o); /* cancelled to add tasks: the same version next */
         return;
     }
