@@ -307,8 +307,8 @@ static void on_modify_reply(void *data, const struct vs_reply *r)
      * state, as an object that enters the filter (vCenter and vcsim alike),
      * whether it ended already or not: no read is needed. A server that
      * did not report it is caught by the safety net, a read of every task
-     * followed when the long poll is quiet or slow (check_tracked), or of
-     * a task no answer has reported for as long (check_overdue). An end
+     * followed when the long poll is quiet or slow, or of a task no answer
+     * has reported for as long (check_tracked). An end
      * already seen (a task that was in the view before) is final. */
     for (vs_op *op; (op = first_in(o, O_FILTER)) != NULL;) {
         if (!op->tdone) {
@@ -514,36 +514,29 @@ static void on_timer(uv_timer_t *t)
     register_waiting(o);
 }
 
-/* check_tracked reads the state of every task the long poll follows: each
- * read finishes its operation if the task ended, else leaves it to the
- * long poll. */
-static void check_tracked(vs_ops *o)
-{
-    for (vs_op *op; (op = first_in(o, O_TRACKED)) != NULL;) {
-        op->tracked_ms = uv_now(o->loop);
-        vs__tracker_check(op, O_CHECK2);
-    }
-}
-
-/* first_overdue: a task followed whose joining the view no long poll has
- * reported for slow_check_ms, nor a read of the safety net. */
-static vs_op *first_overdue(const vs_ops *o, uint64_t now)
+/* first_due: the first task the long poll follows that is to be read:
+ * any (all), or one that no answer has reported since it joined the view
+ * or was last read, slow_check_ms ago or more. */
+static vs_op *first_due(const vs_ops *o, uint64_t now, bool all)
 {
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
-        if (op->step == O_TRACKED && !op->treported && now - op->tracked_ms >= o->slow_check_ms)
+        if (op->step == O_TRACKED &&
+            (all || (!op->treported && now - op->tracked_ms >= o->slow_check_ms)))
             return op;
     return NULL;
 }
 
-/* check_overdue reads the overdue tasks (first_overdue): the safety net of
- * a long poll that other tasks keep answering, on a server that does not
- * report a task entering the view (vCenter and vcsim do). Each is read
- * again after another slow_check_ms at the earliest while none reports it. */
-static void check_overdue(vs_ops *o)
+/* check_tracked reads the state of the tasks the long poll follows: every
+ * one (all: the long poll is quiet or slow), or the overdue ones (the
+ * long poll answers, kept busy by other tasks, on a server that does not
+ * report a task entering the view; vCenter and vcsim do). Each read
+ * finishes its operation if the task ended, else leaves it to the long
+ * poll, and is the last a task gets for slow_check_ms while unreported. */
+static void check_tracked(vs_ops *o, bool all)
 {
     uint64_t now = uv_now(o->loop);
 
-    for (vs_op *op; (op = first_overdue(o, now)) != NULL;) {
+    for (vs_op *op; (op = first_due(o, now, all)) != NULL;) {
         op->tracked_ms = now;
         vs__tracker_check(op, O_CHECK2);
     }
@@ -558,7 +551,7 @@ static void on_slow(uv_timer_t *t)
         uv_timer_stop(t);
         return;
     }
-    check_tracked(o);
+    check_tracked(o, true);
 }
 
 /* vs__tracker_reset forgets the collector, asking vCenter to destroy it
@@ -588,7 +581,7 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     }
     if (r->err == VMG_EFAULT && o->wait_cancelled &&
         strcmp(r->fault->type, "RequestCanceled") == 0) {
-        check_overdue(o);
+        check_tracked(o, false);
         vs__tracker_kick(o); /* cancelled to add tasks: the same version next */
         return;
     }
@@ -604,13 +597,9 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     o->failures = 0;
     if (e == 1)
         vmg_putf(o->version, sizeof(o->version), "%s", us.version);
-    if (e == 0) {
-        /* A quiet long poll: a safety net against an end the server did
-         * not report. */
-        check_tracked(o);
-    } else {
-        check_overdue(o);
-    }
+    /* The safety net against an end the server did not report: every task
+     * after a quiet long poll, else the overdue ones. */
+    check_tracked(o, e == 0);
     /* Finish what ended; each finish may change the list, so look again. */
     for (;;) {
         vs_op *op = op_first(&o->running);
