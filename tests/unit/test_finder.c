@@ -253,21 +253,12 @@ static void on_guard(uv_timer_t *t)
 
 static int setup(void **state)
 {
-    struct vs_session_config cfg = {0};
     struct fake *f = calloc(1, sizeof(*f));
-    char err[256];
-    int e = 0;
 
     assert_non_null(f);
     assert_int_equal(uv_loop_init(&f->loop), 0);
     unit_vcenter_start(&f->vc, &f->loop, "fake", handler, f, 60000);
-    cfg.host = f->vc.host;
-    cfg.user = "u";
-    cfg.password = "secret-pw";
-    cfg.insecure = true;
-    cfg.keepalive_ms = UINT64_MAX;
-    f->s = vs_session_new(&f->loop, f->vc.http, &cfg, &e, err, sizeof(err));
-    assert_non_null(f->s);
+    f->s = unit_vcenter_session(&f->vc, &f->loop, 0);
     uv_timer_init(&f->loop, &f->guard);
     f->guard.data = f;
     *state = f;
@@ -279,11 +270,7 @@ static int teardown(void **state)
     struct fake *f = *state;
 
     vs_session_close(f->s, NULL, NULL);
-    unit_vcenter_close(&f->vc);
-    uv_close((uv_handle_t *)&f->guard, NULL);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    unit_vcenter_free(&f->vc);
+    unit_vcenter_stop(&f->vc, &f->loop, &f->guard);
     free(f);
     return 0;
 }

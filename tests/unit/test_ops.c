@@ -587,25 +587,17 @@ static uint64_t setup_slow_ms; /* the next setup's slow_check_ms (0: the default
 
 static void setup(struct fake *f, int max_inflight, size_t max_queued)
 {
-    struct vs_session_config cfg = {0};
     struct vs_ops_config ocfg = {.max_inflight = max_inflight,
                                  .max_queued = max_queued,
                                  .slow_check_ms = setup_slow_ms,
                                  .marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY}};
-    char err[256];
     int e = 0;
 
     memset(f, 0, sizeof(*f));
     f->pc_gen = 1;
     assert_int_equal(uv_loop_init(&f->loop), 0);
     unit_vcenter_start(&f->vc, &f->loop, "fake", handler, f, 60000);
-    cfg.host = f->vc.host;
-    cfg.user = "u";
-    cfg.password = "secret-pw";
-    cfg.insecure = true;
-    cfg.keepalive_ms = UINT64_MAX;
-    f->s = vs_session_new(&f->loop, f->vc.http, &cfg, &e, err, sizeof(err));
-    assert_non_null(f->s);
+    f->s = unit_vcenter_session(&f->vc, &f->loop, 0);
     f->ops = vs_ops_new(&f->loop, f->s, NULL, &ocfg, &e);
     assert_non_null(f->ops);
     vs_ops_set_placement(f->ops, &placement);
@@ -618,11 +610,7 @@ static void teardown(struct fake *f)
 {
     vs_ops_close(f->ops, NULL, NULL);
     vs_session_close(f->s, NULL, NULL);
-    unit_vcenter_close(&f->vc);
-    uv_close((uv_handle_t *)&f->guard, NULL);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    unit_vcenter_free(&f->vc);
+    unit_vcenter_stop(&f->vc, &f->loop, &f->guard);
 }
 
 /* spin runs the loop until cond(f) holds, failing after 10 s. */

@@ -264,7 +264,6 @@ static void on_guard(uv_timer_t *t)
 
 static void setup(struct fake *f)
 {
-    struct vs_session_config scfg = {0};
     struct vs_inventory_config cfg = {
         .placement = {.datacenter = "/DC0",
                       .root_folder = "/DC0/vm/vm-operator",
@@ -274,23 +273,15 @@ static void setup(struct fake *f)
         .backoff_min_ms = 20,
         .backoff_max_ms = 40,
     };
-    char err[256];
     int e = 0;
 
     memset(f, 0, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
     unit_vcenter_start(&f->vc, &f->loop, "fake", handler, f, 60000);
-    scfg.host = f->vc.host;
-    scfg.user = "u";
-    scfg.password = "secret-pw";
-    scfg.insecure = true;
-    scfg.keepalive_ms = UINT64_MAX;
-    /* A long poll is given up maxWaitSeconds + this after it was sent
-     * (and every other call after this: a loaded machine must not time
-     * out the login or the placement). */
-    scfg.call_timeout_ms = 1000;
-    f->s = vs_session_new(&f->loop, f->vc.http, &scfg, &e, err, sizeof(err));
-    assert_non_null(f->s);
+    /* Calls time out after 1 s: a long poll maxWaitSeconds + 1 s after it
+     * was sent (a loaded machine must not time out the login or the
+     * placement). */
+    f->s = unit_vcenter_session(&f->vc, &f->loop, 1000);
     f->inv = vs_inventory_new(&f->loop, f->s, &cfg, on_change, f, &e);
     assert_non_null(f->inv);
     vs_inventory_set_state_cb(f->inv, on_state, f);
@@ -303,11 +294,7 @@ static void teardown(struct fake *f)
 {
     vs_inventory_close(f->inv, NULL, NULL);
     vs_session_close(f->s, NULL, NULL);
-    unit_vcenter_close(&f->vc);
-    uv_close((uv_handle_t *)&f->guard, NULL);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    unit_vcenter_free(&f->vc);
+    unit_vcenter_stop(&f->vc, &f->loop, &f->guard);
     for (int i = 0; i < f->calls.n; i++)
         assert_string_not_equal(f->calls.at[i], "unexpected");
 }

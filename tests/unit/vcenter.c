@@ -42,6 +42,33 @@ void unit_vcenter_free(struct unit_vcenter *vc)
     free(vc->key_pem);
 }
 
+vs_session *unit_vcenter_session(struct unit_vcenter *vc, uv_loop_t *loop, uint64_t call_timeout_ms)
+{
+    struct vs_session_config cfg = {0};
+    vs_session *s;
+    char err[256];
+    int e = 0;
+
+    cfg.host = vc->host;
+    cfg.user = "u";
+    cfg.password = "secret-pw";
+    cfg.insecure = true;
+    cfg.keepalive_ms = UINT64_MAX;
+    cfg.call_timeout_ms = call_timeout_ms;
+    s = vs_session_new(loop, vc->http, &cfg, &e, err, sizeof(err));
+    assert_non_null(s);
+    return s;
+}
+
+void unit_vcenter_stop(struct unit_vcenter *vc, uv_loop_t *loop, uv_timer_t *guard)
+{
+    unit_vcenter_close(vc);
+    uv_close((uv_handle_t *)guard, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(loop), 0);
+    unit_vcenter_free(vc);
+}
+
 #define ENV_HEAD                                                                                   \
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?><soapenv:Envelope "                                 \
     "xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" "                                 \

@@ -13,6 +13,7 @@
 
 #include "lib/http.h"
 #include "lib/server.h"
+#include "vsphere/session.h"
 
 struct unit_vcenter {
     vmg_server *srv;
@@ -31,6 +32,16 @@ void unit_vcenter_start(struct unit_vcenter *vc, uv_loop_t *loop, const char *cn
  * unit_vcenter_free. */
 void unit_vcenter_close(struct unit_vcenter *vc);
 void unit_vcenter_free(struct unit_vcenter *vc);
+
+/* unit_vcenter_session makes a session with the fake (user "u", password
+ * "secret-pw", no TLS check, no keepalive; calls time out after
+ * call_timeout_ms, 0: the default); a failure fails the test. */
+vs_session *unit_vcenter_session(struct unit_vcenter *vc, uv_loop_t *loop,
+                                 uint64_t call_timeout_ms);
+/* unit_vcenter_stop closes the client, the server and the test's guard
+ * timer, runs loop until every handle is closed, closes loop and frees vc
+ * (the caller closed its session and what used it first). */
+void unit_vcenter_stop(struct unit_vcenter *vc, uv_loop_t *loop, uv_timer_t *guard);
 
 /* What a fake saw: "Method detail" per request, in order (the first
  * UNIT_CALLS_MAX; text beyond 63 bytes is cut). */
