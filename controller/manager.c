@@ -913,7 +913,7 @@ static int setup(struct mgr *m)
                                    .observe_data = m};
     struct informer_opts io = {0};
     struct wq_options qo = {0};
-    struct rec_options ro = {.max_group_tasks = o->max_group_tasks};
+    struct rec_options ro = {.max_group_tasks = o->max_group_tasks, .vc_grace_ms = o->vc_grace_ms};
     struct rec_world rw = {0};
     struct vcworld_hooks vh = {.changed = vc_changed, .state = vc_state, .data = m};
     struct events_options eo = {0};

@@ -1058,6 +1058,35 @@ static void decide(const reconciler *r, const struct gstate *gs, const struct pa
     res->await_ms = ps->await_ms;
 }
 
+/* hold tells whether the pass (ps) of g is to do nothing because vCenter
+ * is out of use for less than the grace period (rec_options.vc_grace_ms),
+ * and then sets *res to look again when the grace ends; vCenter back in
+ * use looks at every group sooner. A session lost, a watch rebuilt, a
+ * vCenter restarted or a manager restarted is most often over in seconds:
+ * without the grace, each group's status would say PENDING with no VMs
+ * and then what it said before, two writes a group and a false alarm
+ * for whoever watches Ready. Nothing could be done in vCenter meanwhile
+ * anyway. Not held: a group with no status yet (there is nothing to keep,
+ * and the first word is better than none), and what no waiting mends, a
+ * refused login or a placement that names nothing. */
+static bool hold(const reconciler *r, const struct vmgroup *g, const struct pass *ps,
+                 struct rec_result *res)
+{
+    uint64_t down;
+
+    if (ps->vr >= 0 || !r->o.vc_grace_ms || !r->w.vcenter_down_ms ||
+        g->status.phase == VMGROUP_PHASE_NONE || ps->vr == VMG_EAUTH || ps->vr == VMG_ENOTFOUND ||
+        ps->vr == VMG_EAMBIGUOUS || ps->vr == VMG_ECONFIG)
+        return false;
+    down = r->w.vcenter_down_ms(r->w.vcdata);
+    if (down >= r->o.vc_grace_ms)
+        return false;
+    res->outcome = REC_REQUEUE_AFTER;
+    res->after_ms = r->o.vc_grace_ms - down;
+    res->await_ms = ps->await_ms;
+    return true;
+}
+
 /* reconcile plans key once and starts what the plan says; it touches no
  * queue but says in *res what the queue should do with key. */
 static void reconcile(reconciler *r, const char *key, struct rec_result *res)
@@ -1097,6 +1126,12 @@ static void reconcile(reconciler *r, const char *key, struct rec_result *res)
     if (rc < 0) {
         vmg_logf(VMG_LOG_ERROR, LOGGER, g->meta.ns, g->meta.name, "out of memory");
         res->outcome = REC_ERROR;
+        goto out;
+    }
+    if (hold(r, g, &ps, res)) {
+        vmg_log_v(1, LOGGER, g->meta.ns, g->meta.name,
+                  "vCenter out of use (%s): status kept, looking again in %llu ms", ps.vmsg,
+                  (unsigned long long)res->after_ms);
         goto out;
     }
     rc = planner_plan(&ps.in, &p);

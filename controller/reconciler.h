@@ -65,6 +65,10 @@ struct rec_world {
      * VMG_ENOTFOUND, VMG_EAMBIGUOUS and VMG_ECONFIG mean the placement is
      * invalid: the groups show ERROR instead of PENDING. */
     int (*vcenter_ready)(void *data, char *msg, size_t msglen);
+    /* Optional: how long (ms) vCenter has not been usable, since it last
+     * was or since the start; 0 while it is. With it, an outage shorter
+     * than rec_options.vc_grace_ms leaves the groups' status as it is. */
+    uint64_t (*vcenter_down_ms)(void *data);
     /* The VMs in the folder named folder under the root folder. */
     int (*folder)(void *data, const char *folder, struct rec_folder *ret);
     /* "now" in RFC 3339, for condition transitions. */
@@ -126,6 +130,7 @@ struct rec_world {
 struct rec_options {
     int max_group_tasks;       /* vCenter operations in flight per group */
     uint64_t blocked_retry_ms; /* how often a blocked group (e.g. missing template) is retried */
+    uint64_t vc_grace_ms;      /* see hold() in reconciler.c; 0: an outage is said at once */
     uint64_t (*clock)(void *data); /* milliseconds, monotonic; NULL: the system's (tests set it) */
 };
 

@@ -35,6 +35,7 @@ struct vcworld {
     bool rest_warned;
     bool was_synced;
     bool ready;
+    uint64_t down_since; /* uv_now() when it last stopped being ready, or its making */
     char why[640];
 
     struct vs_session_status sst;
@@ -167,6 +168,8 @@ static void update_ready(vcworld *w)
     }
     if (r != w->ready) {
         w->ready = r;
+        if (!r)
+            w->down_since = uv_now(w->loop);
         if (w->hooks.state)
             w->hooks.state(w->hooks.data, r, w->why);
     } else if (!r && w->hooks.state) {
@@ -302,6 +305,7 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
     w->loop = loop;
     w->o = o;
     w->hooks = *hooks;
+    w->down_since = uv_now(loop);
     w->metrics = metrics;
     rc = metrics_setup(w);
     if (rc < 0)
@@ -454,11 +458,28 @@ int vcworld_ready(vcworld *w, char *msg, size_t len)
     return w->sst.err ? w->sst.err : VMG_ETRANSPORT;
 }
 
+uint64_t vcworld_down_ms(vcworld *w)
+{
+    uint64_t now;
+
+    if (!w)
+        return UINT64_MAX;
+    if (w->ready)
+        return 0;
+    now = uv_now(w->loop);
+    return now > w->down_since ? now - w->down_since : 0;
+}
+
 /* ---- the world ---- */
 
 static int w_ready(void *data, char *msg, size_t len)
 {
     return vcworld_ready(data, msg, len);
+}
+
+static uint64_t w_down_ms(void *data)
+{
+    return vcworld_down_ms(data);
 }
 
 static int w_folder(void *data, const char *folder, struct rec_folder *ret)
@@ -767,6 +788,7 @@ void vcworld_fill(vcworld *w, struct rec_world *rw)
 {
     rw->vcdata = w;
     rw->vcenter_ready = w_ready;
+    rw->vcenter_down_ms = w_down_ms;
     rw->folder = w_folder;
     rw->create_folder = w_create_folder;
     rw->destroy_folder = w_destroy_folder;

@@ -44,6 +44,10 @@ int vcworld_start(vcworld *w);
  * cannot be resolved, which only a change of the flags can fix. */
 int vcworld_ready(vcworld *w, char *msg, size_t len);
 
+/* vcworld_down_ms: how long (ms) vCenter has not been ready, since the last
+ * time it was or since w was made; 0 while it is ready. */
+uint64_t vcworld_down_ms(vcworld *w);
+
 /* vcworld_fill sets the vCenter members of *rw (folder, operations,
  * readiness) with data w; the caller sets the Kubernetes ones. */
 void vcworld_fill(vcworld *w, struct rec_world *rw);

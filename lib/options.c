@@ -76,6 +76,9 @@ static const struct flag flags[] = {
      "Datastore for new VMs; default: the template's."},
     {"vc-request-timeout", NULL, K_DURATION, OFF(vc_request_timeout_ms), 0, 0,
      "How long a vCenter request may take; a long poll gets this beyond its own wait."},
+    {"vc-grace-period", NULL, K_DURATION, OFF(vc_grace_ms), 0, 0,
+     "How long vCenter may be out of use (a session lost, vCenter out of reach, the "
+     "watch rebuilt, the manager starting) before the VmGroups' status says so; 0: at once."},
     {"max-vcenter-tasks", NULL, K_INT, OFF(max_vcenter_tasks), 1, 1024,
      "vCenter tasks in flight at once; the rest wait."},
     {"max-group-tasks", NULL, K_INT, OFF(max_group_tasks), 1, 1024,
@@ -104,6 +107,7 @@ void vmg_options_defaults(struct vmg_options *o)
     o->root_folder = "vm-operator";
     o->max_vcenter_tasks = 8;
     o->vc_request_timeout_ms = 2 * 60 * 1000;
+    o->vc_grace_ms = 30 * 1000;
     o->max_group_tasks = 4;
     o->tagging = 1;
 }

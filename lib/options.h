@@ -55,6 +55,7 @@ struct vmg_options {
     const char *datastore;
     int max_vcenter_tasks;
     uint64_t vc_request_timeout_ms;
+    uint64_t vc_grace_ms; /* how long an outage of vCenter keeps the groups' status */
     int max_group_tasks;
     int tagging;
 

@@ -51,6 +51,38 @@ operator_sessions() {
 	[ "$(metric vmgroup_vcenter_logins_total)" -ge 2 ]
 }
 
+@test "faults: a lost session and a restart of the manager leave an up-to-date group's status alone" {
+	local rv logins vcsim
+	apply_vg faults keep 1 1 vm-operator-template 1
+	apply_vg faults poke 1 1 vm-operator-template 0
+	wait_running faults keep 1
+	wait_running faults poke 0
+	rv=$(vg_field faults keep '{.metadata.resourceVersion}')
+	logins=$(metric vmgroup_vcenter_logins_total)
+	# The sessions end; a clone for the other group finds out, the manager
+	# logs in again and rebuilds its watch.
+	for k in $(operator_sessions); do
+		GOVC_PERSIST_SESSION=false govc session.rm "$k" || true
+	done
+	kubectl scale vg poke -n faults --replicas=1
+	wait_running faults poke 1 60
+	[ "$(metric vmgroup_vcenter_logins_total)" -gt "$logins" ]
+	[ "$(vg_field faults keep '{.metadata.resourceVersion}')" = "$rv" ]
+	# A manager restarted while vCenter does not answer for 4 s.
+	stop_manager faults-manager
+	vcsim=$(cat "$ENV_DIR/run/vcsim.pid")
+	kill -STOP "$vcsim"
+	start_manager faults-manager --watch-namespace faults
+	sleep 4
+	kill -CONT "$vcsim"
+	retry 60 curl -sf "$PROBE_URL/readyz"
+	sleep 2
+	# Not one write: no PENDING with no VMs and RUNNING again.
+	[ "$(vg_field faults keep '{.metadata.resourceVersion}')" = "$rv" ]
+	running_now faults keep 1
+	kubectl delete vg keep poke -n faults --timeout=90s
+}
+
 @test "faults: kube-apiserver restarted mid-run: scaling completes" {
 	kubectl scale vg sess -n faults --replicas=5
 	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver

@@ -31,8 +31,10 @@ struct fake {
     char names[16][96];
     size_t n_vms;
     enum plan_folder_state folder;
-    bool truncated; /* the folder holds more VMs than it shows */
-    int ready;      /* 0 or a negative code */
+    bool truncated;   /* the folder holds more VMs than it shows */
+    int ready;        /* 0 or a negative code */
+    uint64_t down_ms; /* how long vCenter has not been usable */
+    char result[32];  /* the last pass's outcome (the reconciled hook) */
     struct call calls[MAXCALLS];
     size_t n_calls;
     char last_status[2048];
@@ -66,6 +68,20 @@ static int f_ready(void *d, char *msg, size_t len)
     else if (F.ready)
         snprintf(msg, len, "Cannot reach vCenter at vc.test: connection refused");
     return F.ready;
+}
+
+static uint64_t f_down_ms(void *d)
+{
+    (void)d;
+    return F.down_ms;
+}
+
+static void f_reconciled(void *d, const char *key, const char *result, double seconds)
+{
+    (void)d;
+    (void)key;
+    (void)seconds;
+    snprintf(F.result, sizeof(F.result), "%s", result);
 }
 
 static int f_folder(void *d, const char *folder, struct rec_folder *ret)
@@ -257,6 +273,7 @@ static uint64_t f_clock(void *d)
 static const struct rec_world world = {
     .get_group = f_get,
     .vcenter_ready = f_ready,
+    .vcenter_down_ms = f_down_ms,
     .folder = f_folder,
     .now = f_now,
     .patch_status = f_patch_status,
@@ -272,6 +289,7 @@ static const struct rec_world world = {
     .reconfigure = f_reconfigure,
     .destroy_vm = f_destroy_vm,
     .reread = f_reread,
+    .reconciled = f_reconciled,
 };
 
 static void set_group(const char *json)
@@ -385,7 +403,8 @@ static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof(*e));
     struct wq_options qo = {.name = "test"};
-    struct rec_options ro = {.max_group_tasks = 4, .blocked_retry_ms = 600000, .clock = f_clock};
+    struct rec_options ro = {
+        .max_group_tasks = 4, .blocked_retry_ms = 600000, .vc_grace_ms = 30000, .clock = f_clock};
 
     memset(&F, 0, sizeof(F));
     F.folder = PLAN_FOLDER_PRESENT;
@@ -854,6 +873,129 @@ static void test_vcenter_down_shows_in_status(void **state)
     assert_non_null(strstr(F.last_status, "connection refused"));
 }
 
+/* written_status feeds the status last written back as the group's, over
+ * resourceVersion rv, as the watch would bring it. */
+static void written_status(const char *rv, int replicas)
+{
+    char json[4096];
+    snprintf(json, sizeof(json),
+             "{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
+             "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-1\","
+             "\"resourceVersion\":\"%s\",\"generation\":1" FIN "},"
+             "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":%d},"
+             "\"status\":%s}",
+             rv, replicas, F.last_status);
+    set_group(json);
+}
+
+/* waiting_ms runs the loop until the key waiting for a deadline is queued,
+ * and returns how long that took (or more than max_ms when it was not). */
+static uint64_t waiting_ms(struct env *e, uint64_t max_ms)
+{
+    struct wq_stats st;
+    uint64_t t0;
+
+    wq_get_stats(e->q, &st);
+    assert_int_equal(st.waiting, 1);
+    assert_int_equal(st.depth, 0);
+    uv_update_time(&e->loop);
+    t0 = uv_now(&e->loop);
+    while (uv_now(&e->loop) - t0 <= max_ms) {
+        wq_get_stats(e->q, &st);
+        if (st.depth == 1)
+            return uv_now(&e->loop) - t0;
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+        uv_sleep(1);
+        uv_update_time(&e->loop);
+    }
+    return max_ms + 1;
+}
+
+/* A short outage of vCenter (a session lost, the watch rebuilt, the
+ * manager restarted) leaves a group's status as it is: nothing is written
+ * or done, and the group is looked at again when the grace ends. Past the
+ * grace, the status says vCenter is out of use; vCenter back, the group is
+ * RUNNING again. */
+static void test_short_vcenter_outage_keeps_the_status(void **state)
+{
+    struct env *e = *state;
+    size_t before, events;
+
+    set_group(GROUP("6", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    complete("status", 0, NULL, NULL);
+    written_status("7", 2);
+    before = F.n_calls;
+    events = F.events;
+
+    F.ready = VMG_ETRANSPORT;
+    F.n_vms = 0; /* the cache is being rebuilt */
+    F.folder = PLAN_FOLDER_UNKNOWN;
+    F.down_ms = 100;
+    pass(e);
+    assert_int_equal(F.n_calls, before);
+    assert_string_equal(F.result, "requeue_after");
+    assert_true(waiting_ms(e, 200) > 200); /* 29.9 s */
+    drain(e);
+    /* Looked at again when the grace ends, not a whole grace later. */
+    F.down_ms = 29950;
+    pass(e);
+    assert_int_equal(F.n_calls, before);
+    assert_true(waiting_ms(e, 5000) <= 1000);
+    assert_int_equal(F.events, events);
+    drain(e);
+
+    /* The grace is over: the status says so. */
+    F.down_ms = 30000;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"PENDING\""));
+    assert_non_null(strstr(F.last_status, "connection refused"));
+    assert_int_equal(count("clone"), 0);
+    complete("status", 0, NULL, NULL);
+    written_status("8", 2);
+
+    /* vCenter is back with the same VMs. */
+    F.ready = 0;
+    F.down_ms = 0;
+    F.folder = PLAN_FOLDER_PRESENT;
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    assert_int_equal(count("status"), 3);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    assert_int_equal(count("clone"), 0);
+}
+
+/* What no waiting mends is said at once, and so is the first word of a
+ * new group: a refused login, a placement naming nothing, no status yet. */
+static void test_what_waiting_does_not_mend_is_said_at_once(void **state)
+{
+    struct env *e = *state;
+
+    F.ready = VMG_ETRANSPORT;
+    F.down_ms = 100;
+    set_group(GROUP("4", FIN, 2, ""));
+    pass(e);
+    assert_int_equal(count("status"), 1);
+    assert_non_null(strstr(F.last_status, "connection refused"));
+    complete("status", 0, NULL, NULL);
+
+    written_status("5", 2);
+    F.ready = VMG_EAUTH;
+    pass(e);
+    assert_int_equal(count("status"), 1); /* the same sentence */
+    assert_string_equal(F.result, "error");
+
+    F.ready = VMG_ENOTFOUND;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"ERROR\""));
+}
+
 /* A folder holding more VMs than a group can manage is seen only in part:
  * a live group does nothing (it could clone over VMs it does not see) and
  * says why; a deleting one goes on removing what it sees. */
@@ -1258,6 +1400,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_placement_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_short_vcenter_outage_keeps_the_status, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_what_waiting_does_not_mend_is_said_at_once, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_folder_beyond_the_limit_blocks_a_live_group, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_computed_during_a_write_is_written_after_it,
