@@ -971,7 +971,7 @@ static int finish(struct ctx *c)
     const struct vmgroup_condition *od, *orr, *nd;
     const struct plan_announced *an = c->in->announced;
     const char *deg_reason, *deg_message;
-    bool was_ready, was_degraded;
+    bool was_ready, was_degraded, keep;
     char selector[VMGROUP_MAX_SELECTOR + 1];
     int r;
 
@@ -981,8 +981,12 @@ static int finish(struct ctx *c)
     if (!message || (c->degraded_reason && !degraded_message))
         return -ENOMEM;
 
+    /* vCenter out of use: the VMs the status names are the last known,
+     * and stay; saying none would say they are gone. */
+    keep = c->in->folder == PLAN_FOLDER_UNKNOWN && old->phase != VMGROUP_PHASE_NONE &&
+           !old->incomplete;
     s->phase = c->phase;
-    s->current_replicas = p->current;
+    s->current_replicas = keep ? old->current_replicas : p->current;
     s->desired_replicas = c->g->meta.deleting ? 0 : c->g->spec.replicas;
     s->observed_generation = c->g->meta.generation;
     s->last_message = message;
@@ -994,9 +998,14 @@ static int finish(struct ctx *c)
     if (!s->selector)
         return -ENOMEM;
     s->incomplete = false;
-    r = status_vms(c);
-    if (r < 0)
+    if (keep) {
+        s->vms_kept = true;
+        s->n_vms = old->n_vms;
+        s->vms_omitted = old->vms_omitted;
+        s->vms_digest = old->vms_digest;
+    } else if ((r = status_vms(c)) < 0) {
         return r;
+    }
     s->n_conditions = 3;
     if (c->phase == VMGROUP_PHASE_RUNNING)
         r = set_condition(c, 0, COND_READY, VMGROUP_COND_TRUE, "AllReplicasRunning", message);

@@ -808,7 +808,7 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, const struct vmgroup_
     cJSON *obj, *list;
     char gen[24];
 
-    if (!s || (s->n_vms && !vms))
+    if (!s || (s->n_vms && !vms && !s->vms_kept))
         return -EINVAL;
     /* cJSON prints numbers beyond int's range with 15 significant digits;
      * the generation is written exactly, as raw text. */
@@ -823,15 +823,18 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, const struct vmgroup_
         !cJSON_AddNumberToObject(obj, "desiredReplicas", s->desired_replicas) ||
         !cJSON_AddStringToObject(obj, "lastMessage", vmg_nz(s->last_message)) ||
         !cJSON_AddStringToObject(obj, "selector", vmg_nz(s->selector)) ||
-        !cJSON_AddRawToObject(obj, "observedGeneration", gen) ||
-        !cJSON_AddNumberToObject(obj, "vmsOmitted", s->vms_omitted))
+        !cJSON_AddRawToObject(obj, "observedGeneration", gen))
         goto fail;
-    list = cJSON_AddArrayToObject(obj, "vms");
-    if (!list)
-        goto fail;
-    for (unsigned i = 0; i < s->n_vms; i++)
-        if (add_vm(list, &vms[i]) < 0)
+    if (!s->vms_kept) {
+        if (!cJSON_AddNumberToObject(obj, "vmsOmitted", s->vms_omitted))
             goto fail;
+        list = cJSON_AddArrayToObject(obj, "vms");
+        if (!list)
+            goto fail;
+        for (unsigned i = 0; i < s->n_vms; i++)
+            if (add_vm(list, &vms[i]) < 0)
+                goto fail;
+    }
     list = cJSON_AddArrayToObject(obj, "conditions");
     if (!list)
         goto fail;

@@ -83,6 +83,25 @@ operator_sessions() {
 	kubectl delete vg keep poke -n faults --timeout=90s
 }
 
+@test "faults: an outage longer than --vc-grace-period is said in status, which keeps the VMs it named" {
+	local vcsim
+	apply_vg faults long 1 1 vm-operator-template 1
+	wait_running faults long 1
+	stop_manager faults-manager
+	vcsim=$(cat "$ENV_DIR/run/vcsim.pid")
+	kill -STOP "$vcsim"
+	start_manager faults-manager --watch-namespace faults --vc-grace-period=2s
+	retry 30 bash -c "[[ \"\$(kubectl get vg long -n faults -o jsonpath='{.status.phase} {.status.lastMessage}')\" == 'PENDING logging in to vCenter' ]]"
+	# The VM is the last known: not gone from the status.
+	[ "$(vg_field faults long '{.status.currentReplicas}')" = 1 ]
+	[ "$(vg_field faults long '{.status.vms[*].name}')" = long-0 ]
+	kill -CONT "$vcsim"
+	wait_running faults long 1 60
+	stop_manager faults-manager
+	start_manager faults-manager --watch-namespace faults
+	kubectl delete vg long -n faults --timeout=90s
+}
+
 @test "faults: kube-apiserver restarted mid-run: scaling completes" {
 	kubectl scale vg sess -n faults --replicas=5
 	"$VMG_TOP/hack/env/restart" "$ENV_DIR" kube-apiserver

@@ -874,17 +874,33 @@ static void test_vcenter_down_shows_in_status(void **state)
 }
 
 /* written_status feeds the status last written back as the group's, over
- * resourceVersion rv, as the watch would bring it. */
+ * resourceVersion rv, as the watch would bring it: merged into the one
+ * stored (a JSON merge patch keeps what it leaves out). */
 static void written_status(const char *rv, int replicas)
 {
-    char json[4096];
+    static char stored[4096];
+    cJSON *st = cJSON_Parse(stored[0] ? stored : "{}"), *patch = cJSON_Parse(F.last_status);
+    char json[8192], *text;
+
+    assert_non_null(st);
+    assert_non_null(patch);
+    for (cJSON *f = patch->child; f; f = f->next) {
+        cJSON_DeleteItemFromObject(st, f->string);
+        assert_true(cJSON_AddItemToObject(st, f->string, cJSON_Duplicate(f, true)));
+    }
+    text = cJSON_PrintUnformatted(st);
+    assert_non_null(text);
+    snprintf(stored, sizeof(stored), "%s", text);
+    free(text);
+    cJSON_Delete(st);
+    cJSON_Delete(patch);
     snprintf(json, sizeof(json),
              "{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-1\","
              "\"resourceVersion\":\"%s\",\"generation\":1" FIN "},"
              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":%d},"
              "\"status\":%s}",
-             rv, replicas, F.last_status);
+             rv, replicas, stored);
     set_group(json);
 }
 
@@ -948,15 +964,24 @@ static void test_short_vcenter_outage_keeps_the_status(void **state)
     assert_int_equal(F.events, events);
     drain(e);
 
-    /* The grace is over: the status says so. */
+    /* The grace is over: the status says so, and keeps the VMs it named,
+     * the last known (the patch leaves status.vms as it is). */
     F.down_ms = 30000;
     pass(e);
     assert_int_equal(count("status"), 2);
     assert_non_null(strstr(F.last_status, "\"phase\":\"PENDING\""));
     assert_non_null(strstr(F.last_status, "connection refused"));
+    assert_non_null(strstr(F.last_status, "\"currentReplicas\":2"));
+    assert_null(strstr(F.last_status, "\"vms"));
     assert_int_equal(count("clone"), 0);
     complete("status", 0, NULL, NULL);
     written_status("8", 2);
+    assert_non_null(strstr(F.g->status.last_message, "connection refused"));
+    assert_int_equal(F.g->status.n_vms, 2);
+    /* Written once: the status stored is the one planned. */
+    pass(e);
+    pass(e);
+    assert_int_equal(count("status"), 2);
 
     /* vCenter is back with the same VMs. */
     F.ready = 0;
