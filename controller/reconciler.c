@@ -798,6 +798,7 @@ struct pass {
     struct plan_vm *vms; /* f's VMs, marked when an operation on them is in flight */
     int *slots;          /* the slots of the clones in flight */
     char vmsg[MSG_MAX];  /* why vCenter cannot be used, or the folder's block */
+    bool vc_down;        /* vcenter_ready said vCenter cannot be used (vr) */
     char now[64];
     int vr;                          /* 0 when vCenter is usable, else why not */
     bool transient_now;              /* the planner is told of a transient failure */
@@ -819,6 +820,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     memset(ps, 0, sizeof(*ps));
     f->state = PLAN_FOLDER_UNKNOWN;
     ps->vr = r->w.vcenter_ready(r->w.vcdata, ps->vmsg, sizeof(ps->vmsg));
+    ps->vc_down = ps->vr < 0;
     if (ps->vr == 0) {
         rc = r->w.folder(r->w.vcdata, gs->folder, f);
         if (rc < 0) {
@@ -995,6 +997,14 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
     return started;
 }
 
+static bool removes_finalizer(const struct plan *p)
+{
+    for (size_t i = 0; i < p->n_actions; i++)
+        if (p->actions[i].kind == PLAN_REMOVE_FINALIZER)
+            return true;
+    return false;
+}
+
 /* act starts the actions of p for the group of gs (object g) at time t:
  * finalizer and status writes, events, vCenter operations. Returns whether
  * p's status is what the API server has or will have (see write_status). */
@@ -1032,8 +1042,15 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
     /* Not with a finalizer write, for the same reason: the status goes
      * with the next pass, on the object that write makes (if any: removing
      * the last finalizer of a deleted group removes it). */
-    if (!p->status_changed)
+    if (!p->status_changed) {
+        /* The object says what the plan says: a write that still waits
+         * for the client's rate limit says something older (e.g. vCenter
+         * out of use, and back meanwhile). Not when the plan removes our
+         * finalizer: it plans no status then (write_finalizer decides). */
+        if (!removes_finalizer(p))
+            drop_status_write(r, gs);
         return true;
+    }
     return !meta_started && write_status(r, gs, g, p);
 }
 
@@ -1063,20 +1080,25 @@ static void decide(const reconciler *r, const struct gstate *gs, const struct pa
  * and then sets *res to look again when the grace ends; vCenter back in
  * use looks at every group sooner. A session lost, a watch rebuilt, a
  * vCenter restarted or a manager restarted is most often over in seconds:
- * without the grace, each group's status would say PENDING with no VMs
- * and then what it said before, two writes a group and a false alarm
- * for whoever watches Ready. Nothing could be done in vCenter meanwhile
- * anyway. Not held: a group with no status yet (there is nothing to keep,
- * and the first word is better than none), and what no waiting mends, a
- * refused login or a placement that names nothing. */
+ * without the grace, each group's status would say PENDING and then what
+ * it said before, two writes a group and a false alarm for whoever
+ * watches Ready. Nothing could be done in vCenter meanwhile anyway.
+ * Not held: what no waiting mends (a refused login, a placement that
+ * names nothing); a group with no status yet (there is nothing to keep,
+ * and the first word is better than none), or whose spec changed since
+ * its status (its owner waits for an answer: an invalid spec, the new
+ * replicas); and a live group without our finalizer, which is added
+ * without vCenter, lest the group be deleted with VMs left behind. */
 static bool hold(const reconciler *r, const struct vmgroup *g, const struct pass *ps,
                  struct rec_result *res)
 {
     uint64_t down;
 
-    if (ps->vr >= 0 || !r->o.vc_grace_ms || !r->w.vcenter_down_ms ||
-        g->status.phase == VMGROUP_PHASE_NONE || ps->vr == VMG_EAUTH || ps->vr == VMG_ENOTFOUND ||
-        ps->vr == VMG_EAMBIGUOUS || ps->vr == VMG_ECONFIG)
+    if (!ps->vc_down || !r->o.vc_grace_ms || !r->w.vcenter_down_ms || ps->vr == VMG_EAUTH ||
+        ps->vr == VMG_ENOTFOUND || ps->vr == VMG_EAMBIGUOUS || ps->vr == VMG_ECONFIG ||
+        g->status.phase == VMGROUP_PHASE_NONE ||
+        g->status.observed_generation != g->meta.generation ||
+        (!g->meta.deleting && !vmgroup_has_finalizer(g, VMGROUP_FINALIZER)))
         return false;
     down = r->w.vcenter_down_ms(r->w.vcdata);
     if (down >= r->o.vc_grace_ms)

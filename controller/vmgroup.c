@@ -819,7 +819,7 @@ int vmgroup_status_to_json(const struct vmgroup_status *s, const struct vmgroup_
     if (s->phase != VMGROUP_PHASE_NONE &&
         !cJSON_AddStringToObject(obj, "phase", vmgroup_phase_name(s->phase)))
         goto fail;
-    if (!cJSON_AddNumberToObject(obj, "currentReplicas", s->current_replicas) ||
+    if ((!s->vms_kept && !cJSON_AddNumberToObject(obj, "currentReplicas", s->current_replicas)) ||
         !cJSON_AddNumberToObject(obj, "desiredReplicas", s->desired_replicas) ||
         !cJSON_AddStringToObject(obj, "lastMessage", vmg_nz(s->last_message)) ||
         !cJSON_AddStringToObject(obj, "selector", vmg_nz(s->selector)) ||

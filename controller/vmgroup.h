@@ -149,8 +149,9 @@ struct vmgroup_status {
      * one, so the controller rewrites it. */
     bool incomplete;
     /* Set by the controller when it does not know the VMs (vCenter out of
-     * use): status.vms and vmsOmitted are not written, and the object's
-     * stay; n_vms, vms_omitted and vms_digest are the object's. */
+     * use): currentReplicas, vms and vmsOmitted are not written, and the
+     * object's stay, together; current_replicas, n_vms, vms_omitted and
+     * vms_digest are the object's. */
     bool vms_kept;
     uint16_t n_vms;
     unsigned n_conditions;
@@ -244,8 +245,8 @@ int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret);
 int vmgroup_selector(const struct vmgroup *g, char *buf, size_t size);
 
 /* vmgroup_status_to_json encodes s as the value of "status": every field is
- * written (phase omitted only when NONE; vms and vmsOmitted when
- * s->vms_kept, and vms is not read then), conditions in order, and vms[0
+ * written (phase omitted only when NONE; currentReplicas, vms and
+ * vmsOmitted when s->vms_kept, and vms is not read then), conditions in order, and vms[0
  * .. s->n_vms) as status.vms with each entry's unknown fields left out.
  * Returns 0 and *ret (free with cJSON_Delete), -EINVAL for a NULL s or a
  * NULL vms when s->n_vms is not 0, or -ENOMEM. */

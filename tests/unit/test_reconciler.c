@@ -31,10 +31,11 @@ struct fake {
     char names[16][96];
     size_t n_vms;
     enum plan_folder_state folder;
-    bool truncated;   /* the folder holds more VMs than it shows */
-    int ready;        /* 0 or a negative code */
-    uint64_t down_ms; /* how long vCenter has not been usable */
-    char result[32];  /* the last pass's outcome (the reconciled hook) */
+    bool truncated;    /* the folder holds more VMs than it shows */
+    int ready;         /* 0 or a negative code */
+    uint64_t down_ms;  /* how long vCenter has not been usable */
+    char result[32];   /* the last pass's outcome (the reconciled hook) */
+    char stored[4096]; /* the status the API server has (written_status) */
     struct call calls[MAXCALLS];
     size_t n_calls;
     char last_status[2048];
@@ -873,13 +874,13 @@ static void test_vcenter_down_shows_in_status(void **state)
     assert_non_null(strstr(F.last_status, "connection refused"));
 }
 
-/* written_status feeds the status last written back as the group's, over
- * resourceVersion rv, as the watch would bring it: merged into the one
- * stored (a JSON merge patch keeps what it leaves out). */
-static void written_status(const char *rv, int replicas)
+/* stored_group feeds the status last written back as the group's, over
+ * resourceVersion rv and generation gen, with our finalizer or not, as the
+ * watch would bring it: merged into the one stored (a JSON merge patch
+ * keeps what it leaves out). */
+static void stored_group(const char *rv, int gen, bool fin, int replicas)
 {
-    static char stored[4096];
-    cJSON *st = cJSON_Parse(stored[0] ? stored : "{}"), *patch = cJSON_Parse(F.last_status);
+    cJSON *st = cJSON_Parse(F.stored[0] ? F.stored : "{}"), *patch = cJSON_Parse(F.last_status);
     char json[8192], *text;
 
     assert_non_null(st);
@@ -890,18 +891,40 @@ static void written_status(const char *rv, int replicas)
     }
     text = cJSON_PrintUnformatted(st);
     assert_non_null(text);
-    snprintf(stored, sizeof(stored), "%s", text);
+    snprintf(F.stored, sizeof(F.stored), "%s", text);
     free(text);
     cJSON_Delete(st);
     cJSON_Delete(patch);
     snprintf(json, sizeof(json),
              "{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-1\","
-             "\"resourceVersion\":\"%s\",\"generation\":1" FIN "},"
+             "\"resourceVersion\":\"%s\",\"generation\":%d%s},"
              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":%d},"
              "\"status\":%s}",
-             rv, replicas, stored);
+             rv, gen, fin ? FIN : "", replicas, F.stored);
     set_group(json);
+}
+
+static void written_status(const char *rv, int replicas)
+{
+    stored_group(rv, 1, true, replicas);
+}
+
+/* running_then_down: the group of 2 VMs is RUNNING, as stored; then
+ * vCenter is out of use since down_ms and the cache is being rebuilt. */
+static void running_then_down(struct env *e, uint64_t down_ms)
+{
+    set_group(GROUP("6", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    complete("status", 0, NULL, NULL);
+    written_status("7", 2);
+    F.ready = VMG_ETRANSPORT;
+    F.n_vms = 0;
+    F.folder = PLAN_FOLDER_UNKNOWN;
+    F.down_ms = down_ms;
 }
 
 /* waiting_ms runs the loop until the key waiting for a deadline is queued,
@@ -937,20 +960,9 @@ static void test_short_vcenter_outage_keeps_the_status(void **state)
     struct env *e = *state;
     size_t before, events;
 
-    set_group(GROUP("6", FIN, 2, ""));
-    add_vm(0, true);
-    add_vm(1, true);
-    pass(e);
-    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
-    complete("status", 0, NULL, NULL);
-    written_status("7", 2);
+    running_then_down(e, 100);
     before = F.n_calls;
     events = F.events;
-
-    F.ready = VMG_ETRANSPORT;
-    F.n_vms = 0; /* the cache is being rebuilt */
-    F.folder = PLAN_FOLDER_UNKNOWN;
-    F.down_ms = 100;
     pass(e);
     assert_int_equal(F.n_calls, before);
     assert_string_equal(F.result, "requeue_after");
@@ -971,12 +983,13 @@ static void test_short_vcenter_outage_keeps_the_status(void **state)
     assert_int_equal(count("status"), 2);
     assert_non_null(strstr(F.last_status, "\"phase\":\"PENDING\""));
     assert_non_null(strstr(F.last_status, "connection refused"));
-    assert_non_null(strstr(F.last_status, "\"currentReplicas\":2"));
+    assert_null(strstr(F.last_status, "\"currentReplicas"));
     assert_null(strstr(F.last_status, "\"vms"));
     assert_int_equal(count("clone"), 0);
     complete("status", 0, NULL, NULL);
     written_status("8", 2);
     assert_non_null(strstr(F.g->status.last_message, "connection refused"));
+    assert_int_equal(F.g->status.current_replicas, 2);
     assert_int_equal(F.g->status.n_vms, 2);
     /* Written once: the status stored is the one planned. */
     pass(e);
@@ -1019,6 +1032,51 @@ static void test_what_waiting_does_not_mend_is_said_at_once(void **state)
     pass(e);
     assert_int_equal(count("status"), 2);
     assert_non_null(strstr(F.last_status, "\"phase\":\"ERROR\""));
+}
+
+/* Within the grace, a group whose owner changed its spec is answered at
+ * once (the new replicas, vCenter out of use), and a live group that lost
+ * our finalizer gets it back (it needs no vCenter). */
+static void test_outage_held_but_for_a_new_spec_or_a_lost_finalizer(void **state)
+{
+    struct env *e = *state;
+
+    running_then_down(e, 100);
+    stored_group("8", 2, true, 3);
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "\"desiredReplicas\":3"));
+    assert_non_null(strstr(F.last_status, "connection refused"));
+    assert_null(strstr(F.last_status, "\"vms"));
+    assert_int_equal(count("clone"), 0);
+    complete("status", 0, NULL, NULL);
+
+    stored_group("9", 2, false, 3);
+    pass(e);
+    assert_int_equal(count("meta"), 1);
+}
+
+/* A status that waits for the client's rate limit and says vCenter is out
+ * of use is dropped when vCenter is back and the object says what the
+ * plan says: no false PENDING goes out after the outage. */
+static void test_outage_status_not_sent_is_dropped_when_vcenter_is_back(void **state)
+{
+    struct env *e = *state;
+
+    running_then_down(e, 30000);
+    F.status_queued = true;
+    pass(e);
+    assert_int_equal(count("status"), 2);
+    assert_non_null(strstr(F.last_status, "connection refused"));
+
+    F.ready = 0;
+    F.down_ms = 0;
+    F.folder = PLAN_FOLDER_PRESENT;
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+    assert_int_equal(F.unwrites, 1);
+    assert_int_equal(count("status"), 2);
 }
 
 /* A folder holding more VMs than a group can manage is seen only in part:
@@ -1429,6 +1487,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_what_waiting_does_not_mend_is_said_at_once, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_outage_held_but_for_a_new_spec_or_a_lost_finalizer,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_outage_status_not_sent_is_dropped_when_vcenter_is_back,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_folder_beyond_the_limit_blocks_a_live_group, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_computed_during_a_write_is_written_after_it,
