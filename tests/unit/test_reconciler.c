@@ -950,6 +950,18 @@ static uint64_t waiting_ms(struct env *e, uint64_t max_ms)
     return max_ms + 1;
 }
 
+/* vcenter_back: vCenter is usable again, with the 2 VMs of
+ * running_then_down; one pass. */
+static void vcenter_back(struct env *e)
+{
+    F.ready = 0;
+    F.down_ms = 0;
+    F.folder = PLAN_FOLDER_PRESENT;
+    add_vm(0, true);
+    add_vm(1, true);
+    pass(e);
+}
+
 /* A short outage of vCenter (a session lost, the watch rebuilt, the
  * manager restarted) leaves a group's status as it is: nothing is written
  * or done, and the group is looked at again when the grace ends. Past the
@@ -997,12 +1009,7 @@ static void test_short_vcenter_outage_keeps_the_status(void **state)
     assert_int_equal(count("status"), 2);
 
     /* vCenter is back with the same VMs. */
-    F.ready = 0;
-    F.down_ms = 0;
-    F.folder = PLAN_FOLDER_PRESENT;
-    add_vm(0, true);
-    add_vm(1, true);
-    pass(e);
+    vcenter_back(e);
     assert_int_equal(count("status"), 3);
     assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
     assert_int_equal(count("clone"), 0);
@@ -1069,12 +1076,7 @@ static void test_outage_status_not_sent_is_dropped_when_vcenter_is_back(void **s
     assert_int_equal(count("status"), 2);
     assert_non_null(strstr(F.last_status, "connection refused"));
 
-    F.ready = 0;
-    F.down_ms = 0;
-    F.folder = PLAN_FOLDER_PRESENT;
-    add_vm(0, true);
-    add_vm(1, true);
-    pass(e);
+    vcenter_back(e);
     assert_int_equal(F.unwrites, 1);
     assert_int_equal(count("status"), 2);
 }
