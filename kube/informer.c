@@ -656,6 +656,18 @@ static void start_failed(struct informer *inf, const char *op, enum next next, i
     wait_then(inf, next, d);
 }
 
+/* ahead puts the request just made (r: what making it returned) before
+ * the writes that wait for the client's rate limit, after those hurried
+ * before it (kube_hurry): every pass plans from the cache, and writers
+ * that hurry theirs (a status's headline, a finalizer) would otherwise
+ * keep a list or a watch waiting for as long as they write. Returns r. */
+static int ahead(struct informer *inf, int r)
+{
+    if (r == 0 && inf->req)
+        (void)kube_hurry(inf->req);
+    return r;
+}
+
 static void start_list(struct informer *inf)
 {
     int r;
@@ -666,7 +678,8 @@ static void start_list(struct informer *inf)
     }
     list_begin(inf);
     inf->state = ST_LISTING;
-    r = kube_list(inf->kc, inf->list_path, inf->page_size, on_page, on_list_done, inf, &inf->req);
+    r = ahead(inf, kube_list(inf->kc, inf->list_path, inf->page_size, on_page, on_list_done, inf,
+                             &inf->req));
     if (r < 0)
         start_failed(inf, "list", NEXT_LIST, r);
 }
@@ -807,8 +820,8 @@ static int open_watch(struct informer *inf, bool stream)
     inf->watch_start_ms = uv_now(inf->loop);
     inf->watch_events = 0;
     memset(&inf->watch_status, 0, sizeof(inf->watch_status));
-    return kube_watch(inf->kc, path, (secs + WATCH_TIMEOUT_MARGIN_S) * 1000u, on_watch_line,
-                      on_watch_done, inf, &inf->req);
+    return ahead(inf, kube_watch(inf->kc, path, (secs + WATCH_TIMEOUT_MARGIN_S) * 1000u,
+                                 on_watch_line, on_watch_done, inf, &inf->req));
 }
 
 static void start_watch(struct informer *inf)

@@ -920,11 +920,12 @@ static void st_watchdog(uv_timer_t *timer)
 /* st_start_ex starts an informer in mode against a server answering with
  * handle; its client gives up a watch silent for watch_stall_ms (0: none),
  * and its on_note closes it on close_on (0: never). */
-static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mode,
-                              unsigned watch_stall_ms, enum informer_note_kind close_on)
+/* st_new is st_start_ex with the client's options co, and the informer
+ * made but not started. */
+static struct st *st_new(srv_handler_fn handle, enum informer_list_mode mode,
+                         const struct kube_client_opts *co, enum informer_note_kind close_on)
 {
     struct st *t = calloc(1, sizeof(*t));
-    struct kube_client_opts co = {.qps = -1, .watch_stall_ms = watch_stall_ms};
     struct informer_opts io = {
         .list_mode = mode,
         .page_size = 2,
@@ -946,11 +947,20 @@ static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mod
     t->cfg = unit_loopback_kcfg(t->dir, t->srv.port, "    token: tok\n");
     t->http = vmg_http_new(&t->loop, &e);
     assert_non_null(t->http);
-    assert_int_equal(kube_client_new(&t->loop, t->http, t->cfg, &co, &t->kc), 0);
+    assert_int_equal(kube_client_new(&t->loop, t->http, t->cfg, co, &t->kc), 0);
     io.handlers.data = t;
     io.note_data = t;
     vmgroup_informer_opts(&io);
     assert_int_equal(informer_new(&t->loop, t->kc, &io, &t->inf), 0);
+    return t;
+}
+
+static struct st *st_start_ex(srv_handler_fn handle, enum informer_list_mode mode,
+                              unsigned watch_stall_ms, enum informer_note_kind close_on)
+{
+    struct kube_client_opts co = {.qps = -1, .watch_stall_ms = watch_stall_ms};
+    struct st *t = st_new(handle, mode, &co, close_on);
+
     assert_int_equal(informer_start(t->inf), 0);
     assert_int_equal(informer_start(t->inf), -EALREADY);
     return t;
@@ -1127,6 +1137,73 @@ static void test_informer_falls_back_to_pages(void **state)
     assert_int_equal(informer_rewatch(t->inf), 0);
     st_run_until_notes(t, 10);
     assert_string_equal(t->notes[9], "watching watch 0 a0 u0 d0 rv=30");
+    st_stop(t, false);
+}
+
+/* A server that takes status writes, lists a page and holds the watch. */
+static void h_writes(struct srv *s, int i, struct sconn *c)
+{
+    static const char *const a[] = {"a"};
+
+    if (strcmp(s->reqs[i].method, "PATCH") == 0) {
+        srv_reply(c, 200, NULL, "{}");
+    } else if (!strstr(s->reqs[i].target, "watch=1")) {
+        list_page_reply(c, "10", NULL, a, 1);
+    } else {
+        srv_stream_start(c);
+        s->held = c;
+    }
+}
+
+static void write_done(void *data, const struct kube_result *res)
+{
+    assert_int_equal(res->err, 0);
+    ((struct st *)data)->step++;
+}
+
+/* hurried_write queues a status write on the informer's client, hurried ahead of
+ * the requests that are not (as the controller does with a headline). */
+static void hurried_write(struct st *t)
+{
+    cJSON *patch = cJSON_Parse("{\"status\":{\"phase\":\"RUNNING\"}}");
+    kube_req *req = NULL;
+
+    assert_int_equal(kube_merge_patch_status(t->kc,
+                                             "/apis/vm.codeconnect.vmworld.com/v1alpha1/"
+                                             "namespaces/n/vmgroups/a",
+                                             patch, write_done, t, &req),
+                     0);
+    assert_int_equal(kube_hurry(req), 0);
+    cJSON_Delete(patch);
+}
+
+/* Writes hurried past the client's rate limit do not keep the informer's
+ * list waiting for as long as they come: it goes after the writes hurried
+ * before it, and before those hurried after it. */
+static void test_informer_not_starved_by_hurried_writes(void **state)
+{
+    struct kube_client_opts co = {.qps = 20, .burst = 1};
+    struct st *t = st_new(h_writes, INFORMER_LIST_PAGED, &co, 0);
+    int list = -1, patches_before = 0;
+
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        hurried_write(t);
+    assert_int_equal(informer_start(t->inf), 0);
+    for (int i = 0; i < 3; i++)
+        hurried_write(t);
+    uv_timer_start(&t->dog, st_watchdog, 10000, 0);
+    while (t->step < 6 || t->nnotes < 3)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    uv_timer_stop(&t->dog);
+    for (int i = 0; i < t->srv.n; i++) {
+        if (strcmp(t->srv.reqs[i].method, "GET") == 0 && !strstr(t->srv.reqs[i].target, "watch=1"))
+            list = i;
+        else if (list < 0 && strcmp(t->srv.reqs[i].method, "PATCH") == 0)
+            patches_before++;
+    }
+    assert_true(list >= 0);
+    assert_int_equal(patches_before, 3);
     st_stop(t, false);
 }
 
@@ -1319,6 +1396,7 @@ int main(void)
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_informer_falls_back_to_pages),
         cmocka_unit_test(test_informer_streams),
+        cmocka_unit_test(test_informer_not_starved_by_hurried_writes),
         cmocka_unit_test(test_informer_restarts_stalled_watch),
         cmocka_unit_test(test_note_closes_on_gone),
         cmocka_unit_test(test_note_closes_on_stream_end),
