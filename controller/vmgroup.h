@@ -245,11 +245,12 @@ int vmgroup_finalizer_patch(const struct vmgroup *g, bool add, cJSON **ret);
 int vmgroup_selector(const struct vmgroup *g, char *buf, size_t size);
 
 /* vmgroup_status_to_json encodes s as the value of "status": every field is
- * written (phase omitted only when NONE; currentReplicas, vms and
- * vmsOmitted when s->vms_kept, and vms is not read then), conditions in order, and vms[0
- * .. s->n_vms) as status.vms with each entry's unknown fields left out.
- * Returns 0 and *ret (free with cJSON_Delete), -EINVAL for a NULL s or a
- * NULL vms when s->n_vms is not 0, or -ENOMEM. */
+ * written (phase omitted only when NONE), conditions in order, and vms[0
+ * .. s->n_vms) as status.vms with each entry's unknown fields left out;
+ * with s->vms_kept, currentReplicas, vmsOmitted and vms are left out (and
+ * vms is not read). Returns 0 and *ret (free with cJSON_Delete), -EINVAL
+ * for a NULL s or a NULL vms when s->n_vms is not 0 and the VMs are not
+ * kept, or -ENOMEM. */
 int vmgroup_status_to_json(const struct vmgroup_status *s, const struct vmgroup_vm *vms,
                            cJSON **ret);
 
