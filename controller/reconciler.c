@@ -997,21 +997,13 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
     return started;
 }
 
-static bool removes_finalizer(const struct plan *p)
-{
-    for (size_t i = 0; i < p->n_actions; i++)
-        if (p->actions[i].kind == PLAN_REMOVE_FINALIZER)
-            return true;
-    return false;
-}
-
 /* act starts the actions of p for the group of gs (object g) at time t:
  * finalizer and status writes, events, vCenter operations. Returns whether
  * p's status is what the API server has or will have (see write_status). */
 static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const struct plan *p,
                 uint64_t t, struct rec_result *res)
 {
-    bool meta_started = false;
+    bool meta_started = false, removing = false;
     int rc;
 
     for (size_t i = 0; i < p->n_actions; i++) {
@@ -1020,6 +1012,7 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
         switch (a->kind) {
         case PLAN_ADD_FINALIZER:
         case PLAN_REMOVE_FINALIZER:
+            removing = removing || a->kind == PLAN_REMOVE_FINALIZER;
             if (write_finalizer(r, gs, g, a, t, res))
                 meta_started = true;
             break;
@@ -1047,7 +1040,7 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
          * for the client's rate limit says something older (e.g. vCenter
          * out of use, and back meanwhile). Not when the plan removes our
          * finalizer: it plans no status then (write_finalizer decides). */
-        if (!removes_finalizer(p))
+        if (!removing)
             drop_status_write(r, gs);
         return true;
     }
