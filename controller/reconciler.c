@@ -806,6 +806,13 @@ struct pass {
     uint64_t await_ms;               /* the next deadline of an awaited operation (0: none) */
 };
 
+/* placement_invalid: vcenter_ready's codes for a placement that names
+ * nothing usable (see struct rec_world), which only new flags mend. */
+static bool placement_invalid(int vr)
+{
+    return vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG;
+}
+
 /* gather reads the caches for the group of gs (object g) at time t and fills
  * ps->in for the planner; ps->vms and ps->slots are the caller's to free,
  * whatever it returns (0, or -ENOMEM). */
@@ -882,7 +889,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
         in->block = PLAN_BLOCK_OTHER;
         in->block_reason = "TooManyVMs";
         in->block_message = ps->vmsg;
-    } else if (ps->vr == VMG_ENOTFOUND || ps->vr == VMG_EAMBIGUOUS || ps->vr == VMG_ECONFIG) {
+    } else if (placement_invalid(ps->vr)) {
         in->block = PLAN_BLOCK_PLACEMENT;
         in->block_reason = NULL;
         in->block_message = ps->vmsg;
@@ -1088,8 +1095,7 @@ static bool hold(const reconciler *r, const struct vmgroup *g, const struct pass
     uint64_t down;
 
     if (!ps->vc_down || !r->o.vc_grace_ms || !r->w.vcenter_down_ms || ps->vr == VMG_EAUTH ||
-        ps->vr == VMG_ENOTFOUND || ps->vr == VMG_EAMBIGUOUS || ps->vr == VMG_ECONFIG ||
-        g->status.phase == VMGROUP_PHASE_NONE ||
+        placement_invalid(ps->vr) || g->status.phase == VMGROUP_PHASE_NONE ||
         g->status.observed_generation != g->meta.generation ||
         (!g->meta.deleting && !vmgroup_has_finalizer(g, VMGROUP_FINALIZER)))
         return false;
