@@ -531,6 +531,26 @@ static void describe(char *buf, size_t size, const char *method, int err,
         vmg_putf(buf, size, "vCenter %s failed: %s", method, vmg_strerror(err));
 }
 
+/* login_refusal says whether a fault answering Login refuses these
+ * credentials (VMG_EAUTH: a person must act), rather than a vCenter that
+ * cannot log anyone in at the moment (a SystemError while its services
+ * start, a RequestCanceled), which is retried as any transient failure. */
+static bool login_refusal(const char *type)
+{
+    static const char *const refusals[] = {
+        "InvalidLogin",             /* wrong user name or password */
+        "PasswordExpired",          /* an InvalidLogin */
+        "InvalidClientCertificate", /* an InvalidLogin */
+        "NoPermission",             /* the user may not log in */
+        "InvalidLocale",            /* never sent by us; a vCenter refusing its default */
+    };
+
+    for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+        if (strcmp(type, refusals[i]) == 0)
+            return true;
+    return false;
+}
+
 static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_result *res, int err,
                             const struct soap_fault *fault, soap_resp *resp)
 {
@@ -577,7 +597,7 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
         login_failed(s, VMG_EAUTH, msg);
         return;
     }
-    if (err == VMG_EFAULT && c->kind == CK_LOGIN) {
+    if (err == VMG_EFAULT && c->kind == CK_LOGIN && login_refusal(fault->type)) {
         vmg_putf(msg, sizeof(msg), "vCenter refused the login for user %s: %s: %s", s->user,
                  fault->type, fault->message);
         login_failed(s, VMG_EAUTH, msg);

@@ -8,8 +8,10 @@
  * SOAP calls through lib/http on the libuv loop, never blocking.
  *
  * Login: at most one login is in flight; calls made meanwhile wait behind
- * it, and are sent once it succeeds. A failed login (a wrong password:
- * VMG_EAUTH; vCenter unreachable: VMG_ETRANSPORT) fails the calls that
+ * it, and are sent once it succeeds. A failed login (the credentials
+ * refused, e.g. a wrong password: VMG_EAUTH; vCenter unreachable:
+ * VMG_ETRANSPORT; another fault, such as a SystemError from a vCenter
+ * still starting: VMG_EFAULT) fails the calls that
  * waited for it and schedules the next try after an exponential backoff
  * (1 s, 2 s, 4 s ... 60 s by default): the session never gives up, and the
  * state callback tells the caller each time, for readiness and status.

@@ -1015,6 +1015,23 @@ static void test_short_vcenter_outage_keeps_the_status(void **state)
     assert_int_equal(count("clone"), 0);
 }
 
+/* A login that failed with a fault other than a refusal (a vCenter still
+ * starting answers SystemError) is held as any outage, as the session
+ * says VMG_EFAULT for it and VMG_EAUTH only for refused credentials. */
+static void test_outage_held_for_a_login_that_failed_otherwise(void **state)
+{
+    struct env *e = *state;
+    size_t before;
+
+    running_then_down(e, 100);
+    F.ready = VMG_EFAULT;
+    before = F.n_calls;
+    pass(e);
+    assert_int_equal(F.n_calls, before);
+    assert_string_equal(F.result, "requeue_after");
+    drain(e);
+}
+
 /* What no waiting mends is said at once, and so is the first word of a
  * new group: a refused login, a placement naming nothing, no status yet. */
 static void test_what_waiting_does_not_mend_is_said_at_once(void **state)
@@ -1486,6 +1503,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_placement_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_short_vcenter_outage_keeps_the_status, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_outage_held_for_a_login_that_failed_otherwise, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_what_waiting_does_not_mend_is_said_at_once, setup,
                                         teardown),

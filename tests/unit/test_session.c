@@ -235,8 +235,9 @@ struct fake {
     char ca_path[64];
     /* behaviour */
     bool wrong_password;
-    bool always_not_auth; /* CurrentTime refused even with the cookie */
-    int session_no;       /* the valid cookie is "sess-<n>" */
+    bool always_not_auth;    /* CurrentTime refused even with the cookie */
+    const char *login_fault; /* Login answered with this fault type, when set */
+    int session_no;          /* the valid cookie is "sess-<n>" */
     /* what the server saw */
     int contents, logins, logouts, current_times, refused;
     char last_action[128];
@@ -263,6 +264,26 @@ static void respond_fixture(vmg_server_req *r, int status, const char *name)
     free(body);
 }
 
+/* respond_login_fault answers with a SOAP fault of the given type, its
+ * message naming the type. */
+static void respond_login_fault(vmg_server_req *r, const char *type)
+{
+    char body[1024];
+    int n = snprintf(body, sizeof(body),
+                     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                     "<soapenv:Envelope "
+                     "xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" "
+                     "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\">"
+                     "<soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode>"
+                     "<faultstring>%s happened</faultstring><detail>"
+                     "<%sFault xmlns=\"urn:vim25\" xsi:type=\"%s\"></%sFault>"
+                     "</detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>",
+                     type, type, type, type);
+
+    assert_true(n > 0 && (size_t)n < sizeof(body));
+    vmg_server_respond(r, 500, "text/xml; charset=utf-8", body, (size_t)n);
+}
+
 static void fake_handler(void *data, vmg_server_req *r)
 {
     struct fake *f = data;
@@ -279,6 +300,10 @@ static void fake_handler(void *data, vmg_server_req *r)
         respond_fixture(r, 200, "service_content.resp.xml");
     } else if (strstr(body, "<Login>")) {
         f->logins++;
+        if (f->login_fault) {
+            respond_login_fault(r, f->login_fault);
+            return;
+        }
         if (f->wrong_password || !strstr(body, "<password>secret-pw</password>")) {
             respond_fixture(r, 500, "fault_invalid_login.resp.xml");
             return;
@@ -538,6 +563,47 @@ static void test_wrong_password_retries(void **state)
     assert_int_equal(f.logouts, 0); /* never logged in */
 }
 
+/* login_fault_gives starts a session whose Login vCenter answers with a
+ * fault of the given type, and checks the error and sentence of the call
+ * that waited for it, and of the session's state. */
+static void login_fault_gives(const char *type, int want_err, const char *want_msg)
+{
+    struct fake f;
+    struct vs_session_config cfg = {0};
+
+    fake_setup(&f);
+    f.login_fault = type;
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], want_err);
+    assert_string_equal(f.reply_msg[0], want_msg);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_BACKOFF);
+    assert_int_equal(f.state_errs[f.nstates - 1], want_err);
+    assert_string_equal(f.last_msg, want_msg);
+    fake_teardown(&f);
+}
+
+/* Only the faults that refuse the credentials are VMG_EAUTH, which the
+ * controller says at once and a person must mend; a vCenter failing a
+ * login for another reason (a SystemError while its services start) is a
+ * transient failure, which a short outage's grace holds. */
+static void test_login_faults_that_refuse_and_that_pass(void **state)
+{
+    (void)state;
+    login_fault_gives("PasswordExpired", VMG_EAUTH,
+                      "vCenter refused the login for user vcuser@vsphere.local: "
+                      "PasswordExpired: PasswordExpired happened");
+    login_fault_gives("NoPermission", VMG_EAUTH,
+                      "vCenter refused the login for user vcuser@vsphere.local: "
+                      "NoPermission: NoPermission happened");
+    login_fault_gives("SystemError", VMG_EFAULT,
+                      "vCenter Login failed: SystemError: SystemError happened");
+    login_fault_gives("RequestCanceled", VMG_EFAULT,
+                      "vCenter Login failed: RequestCanceled: RequestCanceled happened");
+}
+
 /* A rotated password (vs_session_set_password) is used at once by a
  * session waiting to retry a failed login, not after its backoff. */
 static void test_new_password_logs_in_at_once(void **state)
@@ -792,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_backoff_schedule),
         cmocka_unit_test(test_login_and_cookie),
         cmocka_unit_test(test_wrong_password_retries),
+        cmocka_unit_test(test_login_faults_that_refuse_and_that_pass),
         cmocka_unit_test(test_new_password_logs_in_at_once),
         cmocka_unit_test(test_relogin_after_not_authenticated),
         cmocka_unit_test(test_not_authenticated_twice_fails),
