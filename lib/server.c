@@ -736,14 +736,18 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
         struct conn *c = lq_entry(p, struct conn, link);
         if (c == except || (host && strcmp(c->host, host) != 0))
             continue;
+        /* Ties (the same millisecond of the loop's clock, as a burst
+         * read in one turn has) go to the one accepted first: the list
+         * holds the newest first. */
         if (evictable(c)) {
-            if (!best || c->idle_since < best->idle_since)
+            if (!best || c->idle_since < best->idle_since ||
+                (c->idle_since == best->idle_since && c->seq < best->seq))
                 best = c;
             continue;
         }
         switch (incomplete(c, &since)) {
         case 1:
-            if (!partial || since < oldest) {
+            if (!partial || since < oldest || (since == oldest && c->seq < partial->seq)) {
                 partial = c;
                 oldest = since;
             }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,10 +78,15 @@ struct fx {
     /* The server's stats when the client signalled, and when it closed. */
     struct vmg_server_stats at_signal;
     struct vmg_server_stats stats;
-    /* With sample set, the loop looks at the stats every 5 ms. */
+    /* With sample set, the loop looks at the stats every 5 ms: it counts
+     * its looks and keeps the connections open, for the client to wait on,
+     * and stops the server's loop for stall_ms when the client sets it. */
     int sample;
     uv_timer_t sampler;
     size_t max_paused;
+    atomic_uint samples;
+    atomic_size_t sampled_conns;
+    atomic_int stall_ms;
     /* tls_reloaded calls: their count, the last status and message. */
     int reloads;
     int reload_failures;
@@ -264,6 +270,12 @@ static void on_sample(uv_timer_t *t)
     vmg_server_get_stats(f->srv, &st);
     if (st.paused > f->max_paused)
         f->max_paused = st.paused;
+    atomic_store(&f->sampled_conns, st.connections);
+    atomic_fetch_add(&f->samples, 1);
+    if (atomic_load(&f->stall_ms) > 0) {
+        usleep((useconds_t)atomic_load(&f->stall_ms) * 1000);
+        atomic_store(&f->stall_ms, 0);
+    }
 }
 
 static void on_signal(uv_async_t *a)
@@ -496,6 +508,28 @@ static struct result *raw_response(struct fx *f, int fd, struct rawbuf *rb)
     }
     r->ms = (double)(now_ms() - t0);
     return r;
+}
+
+/* wait_served blocks until the server has n connections open and its loop
+ * has turned twice more since it had, so that what the client sent on them
+ * before the call has been read; 0, or -1 after 10 s. Needs f->sample. */
+static int wait_served(struct fx *f, size_t n)
+{
+    long t0 = now_ms();
+    unsigned seen;
+
+    while (atomic_load(&f->sampled_conns) != n)
+        if (now_ms() - t0 > 10000)
+            return -1;
+        else
+            usleep(1000);
+    seen = atomic_load(&f->samples);
+    while (atomic_load(&f->samples) - seen < 2)
+        if (now_ms() - t0 > 10000)
+            return -1;
+        else
+            usleep(1000);
+    return 0;
 }
 
 /* wait_closed blocks until the server closes fd; returns the milliseconds
@@ -1349,7 +1383,7 @@ static void client_partial(struct fx *f)
             usleep(2 * 1000); /* an order of arrival */
         }
     f->flags[0] = n;
-    usleep(200 * 1000); /* the server has read them */
+    f->flags[3] = wait_served(f, 32) == 0; /* the server has read them */
     /* The server is full: a newcomer takes the oldest incomplete one's
      * place (127.0.0.2's first). */
     fd = raw_connect_from(f->port, "127.0.0.5", 0);
@@ -1377,14 +1411,67 @@ static void test_evict_partial_requests(void **state)
     f.opts.max_conns = 32;
     f.opts.max_conns_per_peer = 8;
     f.opts.request_timeout_ms = 30000; /* not what frees the slots here */
+    f.sample = 1;
     fx_run(&f, client_partial);
     assert_int_equal(f.flags[0], 32);
+    assert_true(f.flags[3]);
     assert_int_equal(f.r[0].status, 200);
     assert_true(f.flags[1]);
     assert_int_equal(f.r[1].status, 200);
     assert_true(f.flags[2]);
     assert_int_equal(f.stats.evicted, 2);
     assert_int_equal(f.stats.refused, 0);
+}
+
+/* client_partial_burst: the server's loop stops while 8 connections from
+ * one address each send the start of a request, so that it reads them all
+ * in one turn, at one time of its clock; at the peer's cap, a complete
+ * request takes the place of the first of them. */
+static void client_partial_burst(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *head = "GET /hello HTTP/1.1\r\n";
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fds[8], n = 0, fd;
+
+    atomic_store(&f->stall_ms, 300);
+    while (atomic_load(&f->stall_ms) > 0 && atomic_load(&f->samples) == 0)
+        usleep(1000);
+    usleep(20 * 1000); /* the loop is in its stall */
+    for (int i = 0; i < 8; i++) {
+        fd = raw_connect_from(f->port, "127.0.0.2", 0);
+        if (fd < 0)
+            continue;
+        send_all(fd, head, strlen(head));
+        fds[n++] = fd;
+    }
+    f->flags[0] = n;
+    f->flags[3] = wait_served(f, 8) == 0;
+    fd = raw_connect_from(f->port, "127.0.0.2", 0);
+    send_all(fd, req, strlen(req));
+    raw_response(f, fd, &rb);
+    close(fd);
+    f->flags[1] = wait_closed(fds[0]) >= 0;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+static void test_evict_partial_burst_oldest_first(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.max_conns = 32;
+    f.opts.max_conns_per_peer = 8;
+    f.opts.request_timeout_ms = 30000;
+    f.sample = 1;
+    fx_run(&f, client_partial_burst);
+    assert_int_equal(f.flags[0], 8);
+    assert_true(f.flags[3]);
+    assert_int_equal(f.r[0].status, 200);
+    assert_true(f.flags[1]);
+    assert_int_equal(f.stats.evicted, 1);
 }
 
 /* client_partial_before_silent: at a peer's cap, a connection that has sent
@@ -1939,6 +2026,7 @@ int main(void)
         cmocka_unit_test(test_evict_not_reading),
         cmocka_unit_test(test_per_peer_cap),
         cmocka_unit_test(test_evict_partial_requests),
+        cmocka_unit_test(test_evict_partial_burst_oldest_first),
         cmocka_unit_test(test_evict_partial_before_silent),
         cmocka_unit_test(test_evict_burst_keeps_probe),
         cmocka_unit_test(test_header_deadline),
