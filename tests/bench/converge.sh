@@ -36,7 +36,8 @@
 # many writes and how much of vcsim's CPU that took is printed too, and
 # vcsim's count of changes to managed objects per VM created.
 # Then vcsim's count of SOAP requests by method per VM created and destroyed
-# (hack/env/go/vcsim/main.go counts them), for govc and for the operator.
+# (hack/env/go/vcsim/main.go counts them), for govc and for the operator,
+# and the operator's RetrievePropertiesEx per VM created by what each read.
 # CONVERGE_PROFILE=DIR saves a CPU profile of vcsim during each operator
 # convergence (DIR/vcsim-GROUPS.pprof; `go tool pprof -top` reads it).
 #
@@ -88,6 +89,9 @@ methods() { curl -sf "$VCSIM_DEBUG_URL/debug/soap-methods"; }
 # updates: vcsim's count of changes to managed objects so far, "kind/Type
 # count" lines: each one makes every pending long poll re-collect its filters.
 updates() { curl -sf "$VCSIM_DEBUG_URL/debug/updates"; }
+# reads: vcsim's count of RetrievePropertiesEx so far by what each reads,
+# "Type:path,... count" lines.
+reads() { curl -sf "$VCSIM_DEBUG_URL/debug/soap-reads"; }
 # per_vm BEFORE AFTER VMS: the requests between two counts, per VM.
 per_vm() {
 	awk -v n="$3" 'FNR == NR { a[$1] = $2; next } { d = $2 - a[$1]; if (d > 0) s[$1] = d }
@@ -224,7 +228,7 @@ alive() {
 # 2-core machine while they were measured, and whose period added up to a
 # quarter of a second to each figure (`kubectl wait --all`, which waits
 # for one object after the other, took longer still). Sets vg_at,
-# vg_ticks (vcsim's CPU ticks), vg_methods and vg_updates then, or when
+# vg_ticks (vcsim's CPU ticks), vg_methods, vg_updates and vg_reads then, or when
 # it gave up.
 follow_vg() {
 	local mode=$1 type name state n w rc dead= end=$(($(date +%s) + timeout))
@@ -274,6 +278,7 @@ follow_end() { # the figures at this instant; the watch stopped
 	vg_ticks=$(ticks "$(vcsim_pid)")
 	vg_methods=$(methods)
 	vg_updates=$(updates)
+	vg_reads=$(reads)
 	[ -z "$vg_watch" ] || kill "$vg_watch" 2>/dev/null
 	vg_watch=
 }
@@ -288,7 +293,7 @@ none_left() { [ -z "$(kubectl get vg -n "$ns" -o name)" ]; }
 # operator GROUPS IDLE: the manager converges and deletes; sets o_run o_del
 # o_cpu o_rss o_mcpu o_writes o_vc.
 operator() {
-	local vms=$(($1 * replicas)) mport pport t0 t1 t2 t3 k0 k1 m0 m1 mi m2 w0 v0 u0 u1 vm0 prof=
+	local vms=$(($1 * replicas)) mport pport t0 t1 t2 t3 k0 k1 m0 m1 mi m2 w0 v0 u0 u1 r0 r1 vm0 prof=
 	ncase=$((ncase + 1))
 	groups=$1 ns=converge-$1-$$-$ncase
 	mport=$((20000 + RANDOM % 6000))
@@ -302,6 +307,7 @@ operator() {
 	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$pport/readyz" >/dev/null && break; sleep 0.2; done
 	m0=$(methods)
 	u0=$(updates)
+	r0=$(reads)
 	k0=$(ticks "$(vcsim_pid)")
 	if [ -n "${CONVERGE_PROFILE:-}" ] && [ "$2" -gt 0 ]; then
 		mkdir -p "$CONVERGE_PROFILE"
@@ -322,6 +328,7 @@ operator() {
 	k1=$vg_ticks
 	m1=$vg_methods
 	u1=$vg_updates
+	r1=$vg_reads
 	o_writes=- o_vc=- o_vc_by=- o_settle=- o_settle_w=- o_tail=-
 	if [ "$2" -gt 0 ]; then
 		# What the convergence left to do goes first: the writes still
@@ -360,6 +367,7 @@ operator() {
 	detail="$detail  operator $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
   operator $vms VMs, per VM destroyed: $(per_vm "$mi" "$m2" "$vms")
   operator $vms VMs, vcsim's changes per VM created: $(per_vm "$u0" "$u1" "$vms")
+  operator $vms VMs, RetrievePropertiesEx per VM created, by what it read: $(per_vm "$r0" "$r1" "$vms")
   operator $vms VMs, vCenter requests in the idle window: ${o_vc_by:-}
 "
 	[ -z "$prof" ] || detail="$detail  vcsim CPU profile: $prof

@@ -6,8 +6,10 @@
 // For the benchmarks: -task-delays and -method-delays make tasks and calls
 // take time as on a real vCenter, and -debug-addr serves Go's pprof
 // (/debug/pprof/) and the count of SOAP requests by method
-// (/debug/soap-methods) on a plain HTTP listener, and the count of changes
-// to managed objects by kind and type (/debug/updates).
+// (/debug/soap-methods) on a plain HTTP listener, the count of
+// RetrievePropertiesEx requests by what they read (/debug/soap-reads, e.g.
+// "VirtualMachine:guest.net"), and the count of changes to managed objects
+// by kind and type (/debug/updates).
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,8 +105,31 @@ func (c *counts) serve(w http.ResponseWriter, _ *http.Request) {
 
 type methods struct {
 	counts
+	reads  counts // RetrievePropertiesEx by what it reads
 	delay  map[string]int
 	jitter float64
+}
+
+var (
+	reType = regexp.MustCompile(`<(?:\w+:)?type>([^<]*)</`)
+	rePath = regexp.MustCompile(`<(?:\w+:)?pathSet>([^<]*)</`)
+	reAll  = regexp.MustCompile(`<(?:\w+:)?all>true</`)
+)
+
+// readOf says what a RetrievePropertiesEx reads: the types of its property
+// specs and their paths ("*" for all), e.g. "VirtualMachine:guest.net".
+func readOf(body []byte) string {
+	var types, paths []string
+	for _, m := range reType.FindAllSubmatch(body, -1) {
+		types = append(types, string(m[1]))
+	}
+	for _, m := range rePath.FindAllSubmatch(body, -1) {
+		paths = append(paths, string(m[1]))
+	}
+	if reAll.Match(body) {
+		paths = append(paths, "*")
+	}
+	return strings.Join(types, "+") + ":" + strings.Join(paths, ",")
 }
 
 // methodOf finds the first element inside the SOAP Body: the method's name.
@@ -138,6 +164,9 @@ func (m *methods) wrap(next http.HandlerFunc) http.HandlerFunc {
 		}
 		name := methodOf(body)
 		m.inc(name)
+		if name == "RetrievePropertiesEx" {
+			m.reads.inc(readOf(body))
+		}
 		if d := m.delay[name]; d > 0 {
 			d += int(rand.NormFloat64() * m.jitter * float64(d))
 			time.Sleep(time.Duration(max(d, 0)) * time.Millisecond)
@@ -194,10 +223,11 @@ func main() {
 	methodDelays := flag.String("method-delays", "", "Method=ms,...: how long each call of "+
 		"these methods takes before it is served")
 	jitter := flag.Float64("delay-jitter", 0, "the delays' coefficient of variation (stddev/mean)")
-	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/, /debug/soap-methods and /debug/updates here (plain HTTP)")
+	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/, /debug/soap-methods, /debug/soap-reads and /debug/updates here (plain HTTP)")
 	flag.Parse()
 
-	mc := &methods{counts: counts{count: map[string]int64{}}, jitter: *jitter}
+	mc := &methods{counts: counts{count: map[string]int64{}},
+		reads: counts{count: map[string]int64{}}, jitter: *jitter}
 	var err error
 	if mc.delay, err = parseDelays(*methodDelays); err != nil {
 		log.Fatalf("vcsim: -method-delays: %v", err)
@@ -259,6 +289,7 @@ func main() {
 		dm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		dm.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		dm.HandleFunc("/debug/soap-methods", mc.serve)
+		dm.HandleFunc("/debug/soap-reads", mc.reads.serve)
 		uc := &updates{counts{count: map[string]int64{}}}
 		model.Map().AddHandler(uc)
 		dm.HandleFunc("/debug/updates", uc.serve)
