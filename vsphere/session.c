@@ -375,11 +375,17 @@ static void flush_waiting(vs_session *s)
 }
 
 /* fail_waiting fails every call that waited for a login that failed; calls
- * their callbacks make wait for the next one. */
+ * their callbacks make wait for the next one. A fault answering the login
+ * is not the call's own: VMG_EFAULT promises the caller a fault to read,
+ * and a login's RequestCanceled must not read as the call's, so the call
+ * gets VMG_ETRANSPORT ("not logged in", as when no session exists), with
+ * the login's sentence. */
 static void fail_waiting(vs_session *s, int err, const char *msg)
 {
     struct lq q, *l;
 
+    if (err == VMG_EFAULT)
+        err = VMG_ETRANSPORT;
     q_take_all(&s->waiting, &q);
     while ((l = lq_pop_head(&q)) != NULL)
         finish_err(lq_entry(l, vs_req, link), err, msg);
@@ -531,18 +537,19 @@ static void describe(char *buf, size_t size, const char *method, int err,
         vmg_putf(buf, size, "vCenter %s failed: %s", method, vmg_strerror(err));
 }
 
-/* login_refusal says whether a fault answering Login refuses these
- * credentials (VMG_EAUTH: a person must act), rather than a vCenter that
- * cannot log anyone in at the moment (a SystemError while its services
- * start, a RequestCanceled), which is retried as any transient failure. */
+/* login_refusal says whether a fault answering Login (other than
+ * InvalidLogin itself) refuses these credentials (VMG_EAUTH: a person
+ * must act), rather than a vCenter that cannot log anyone in at the
+ * moment (a SystemError while its services start, a RequestCanceled),
+ * which is retried as any transient failure. InvalidLocale, Login's other
+ * documented fault, is not a refusal of the credentials (the operator
+ * sends no locale); it is logged as vCenter's and retried. */
 static bool login_refusal(const char *type)
 {
     static const char *const refusals[] = {
-        "InvalidLogin",             /* wrong user name or password */
-        "PasswordExpired",          /* an InvalidLogin */
+        "PasswordExpired",          /* an InvalidLogin (handled before) */
         "InvalidClientCertificate", /* an InvalidLogin */
-        "NoPermission",             /* the user may not log in */
-        "InvalidLocale",            /* never sent by us; a vCenter refusing its default */
+        "NoPermission",             /* not in Login's documented faults, and no waiting mends it */
     };
 
     for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)

@@ -11,7 +11,8 @@
  * it, and are sent once it succeeds. A failed login (the credentials
  * refused, e.g. a wrong password: VMG_EAUTH; vCenter unreachable:
  * VMG_ETRANSPORT; another fault, such as a SystemError from a vCenter
- * still starting: VMG_EFAULT) fails the calls that
+ * still starting: VMG_EFAULT in the state, VMG_ETRANSPORT for the calls,
+ * whose fault it is not) fails the calls that
  * waited for it and schedules the next try after an exponential backoff
  * (1 s, 2 s, 4 s ... 60 s by default): the session never gives up, and the
  * state callback tells the caller each time, for readiness and status.

@@ -1016,8 +1016,10 @@ static void test_short_vcenter_outage_keeps_the_status(void **state)
 }
 
 /* A login that failed with a fault other than a refusal (a vCenter still
- * starting answers SystemError) is held as any outage, as the session
- * says VMG_EFAULT for it and VMG_EAUTH only for refused credentials. */
+ * starting answers SystemError) is held as any outage: the session says
+ * VMG_EFAULT for it and VMG_EAUTH only for refused credentials, which
+ * vcworld passes on (the reconciler's side of it; e2e 55-faults has the
+ * whole chain against vcsim). */
 static void test_outage_held_for_a_login_that_failed_otherwise(void **state)
 {
     struct env *e = *state;

@@ -440,6 +440,9 @@ static void on_reply(void *data, const struct vs_reply *r)
         } else {
             assert_true(strlen(r->message) > 0);
             assert_null(r->resp);
+            /* VMG_EFAULT promises a fault to read (callers read its type). */
+            if (r->err == VMG_EFAULT)
+                assert_non_null(r->fault);
         }
     }
     f->replies++;
@@ -564,10 +567,12 @@ static void test_wrong_password_retries(void **state)
 }
 
 /* login_fault_gives starts a session whose Login vCenter answers with a
- * fault of the given type, and checks the error and sentence of the call
- * that waited for it, and of the session's state. */
+ * fault of the given type, and checks the error and sentence of the
+ * session's state and of the call that waited for it (VMG_ETRANSPORT for a
+ * VMG_EFAULT state: the login's fault is not the call's). */
 static void login_fault_gives(const char *type, int want_err, const char *want_msg)
 {
+    int call_err = want_err == VMG_EFAULT ? VMG_ETRANSPORT : want_err;
     struct fake f;
     struct vs_session_config cfg = {0};
 
@@ -577,7 +582,8 @@ static void login_fault_gives(const char *type, int want_err, const char *want_m
     fake_session(&f, &cfg);
     call_time(&f);
     run_until(&f, &f.replies);
-    assert_int_equal(f.reply_err[0], want_err);
+    assert_int_equal(f.reply_err[0], call_err);
+    assert_string_equal(f.reply_fault[0], "");
     assert_string_equal(f.reply_msg[0], want_msg);
     assert_int_equal(vs_session_state(f.s), VS_STATE_BACKOFF);
     assert_int_equal(f.state_errs[f.nstates - 1], want_err);
@@ -602,6 +608,8 @@ static void test_login_faults_that_refuse_and_that_pass(void **state)
                       "vCenter Login failed: SystemError: SystemError happened");
     login_fault_gives("RequestCanceled", VMG_EFAULT,
                       "vCenter Login failed: RequestCanceled: RequestCanceled happened");
+    login_fault_gives("InvalidLocale", VMG_EFAULT,
+                      "vCenter Login failed: InvalidLocale: InvalidLocale happened");
 }
 
 /* A rotated password (vs_session_set_password) is used at once by a
