@@ -723,7 +723,9 @@ static int incomplete(const struct conn *c, uint64_t *since)
  * its own members give way, not a probe accepted just before it that has
  * yet to send its request, while silent connections that hold their slots
  * still give way oldest first. A connection whose request is with the
- * handler never gives way. */
+ * handler never gives way. Ties of idle or partial ones (the same
+ * millisecond of the loop's clock, as a burst read in one turn has) go to
+ * the one accepted first; the list holds the newest first. */
 static struct conn *oldest_idle(vmg_server *s, const char *host, const struct conn *except)
 {
     struct conn *best = NULL, *partial = NULL, *silent_old = NULL, *silent_new = NULL;
@@ -736,9 +738,6 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
         struct conn *c = lq_entry(p, struct conn, link);
         if (c == except || (host && strcmp(c->host, host) != 0))
             continue;
-        /* Ties (the same millisecond of the loop's clock, as a burst
-         * read in one turn has) go to the one accepted first: the list
-         * holds the newest first. */
         if (evictable(c)) {
             if (!best || c->idle_since < best->idle_since ||
                 (c->idle_since == best->idle_since && c->seq < best->seq))

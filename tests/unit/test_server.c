@@ -79,14 +79,16 @@ struct fx {
     struct vmg_server_stats at_signal;
     struct vmg_server_stats stats;
     /* With sample set, the loop looks at the stats every 5 ms: it counts
-     * its looks and keeps the connections open, for the client to wait on,
-     * and stops the server's loop for stall_ms when the client sets it. */
+     * its looks and records how many connections are open, for the client
+     * to wait on, and stops the server's loop for stall_ms when the client
+     * sets it (stalling while it does). */
     int sample;
     uv_timer_t sampler;
     size_t max_paused;
     atomic_uint samples;
     atomic_size_t sampled_conns;
     atomic_int stall_ms;
+    atomic_int stalling;
     /* tls_reloaded calls: their count, the last status and message. */
     int reloads;
     int reload_failures;
@@ -273,8 +275,10 @@ static void on_sample(uv_timer_t *t)
     atomic_store(&f->sampled_conns, st.connections);
     atomic_fetch_add(&f->samples, 1);
     if (atomic_load(&f->stall_ms) > 0) {
+        atomic_store(&f->stalling, 1);
         usleep((useconds_t)atomic_load(&f->stall_ms) * 1000);
         atomic_store(&f->stall_ms, 0);
+        atomic_store(&f->stalling, 0);
     }
 }
 
@@ -1433,11 +1437,12 @@ static void client_partial_burst(struct fx *f)
     const char *head = "GET /hello HTTP/1.1\r\n";
     const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     int fds[8], n = 0, fd;
+    long t0 = now_ms();
 
     atomic_store(&f->stall_ms, 300);
-    while (atomic_load(&f->stall_ms) > 0 && atomic_load(&f->samples) == 0)
+    while (!atomic_load(&f->stalling) && now_ms() - t0 < 10000)
         usleep(1000);
-    usleep(20 * 1000); /* the loop is in its stall */
+    f->flags[2] = atomic_load(&f->stalling); /* the loop is in its stall */
     for (int i = 0; i < 8; i++) {
         fd = raw_connect_from(f->port, "127.0.0.2", 0);
         if (fd < 0)
@@ -1467,6 +1472,7 @@ static void test_evict_partial_burst_oldest_first(void **state)
     f.opts.request_timeout_ms = 30000;
     f.sample = 1;
     fx_run(&f, client_partial_burst);
+    assert_true(f.flags[2]);
     assert_int_equal(f.flags[0], 8);
     assert_true(f.flags[3]);
     assert_int_equal(f.r[0].status, 200);
