@@ -298,7 +298,7 @@ static void on_reply(void *data, const struct vs_reply *r)
     int e;
 
     f->req = NULL;
-    if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
+    if (vs_reply_fault_is(r, "ManagedObjectNotFound")) {
         end(f, VMG_ENOTFOUND, r->message);
         return;
     }

@@ -354,8 +354,7 @@ static void on_refresh(void *data, const struct vs_reply *r)
         vim_decode_retrieve_result(r->resp, refresh_cb, inv, token, sizeof(token)) >= 0) {
         read = true;
         gone = !inv->refresh_seen;
-    } else if (r->err == VMG_EFAULT && r->fault &&
-               strcmp(r->fault->type, "ManagedObjectNotFound") == 0)
+    } else if (vs_reply_fault_is(r, "ManagedObjectNotFound"))
         gone = true;
     if (gone) {
         /* Gone from vCenter: normally the watch says so too, but a read is

@@ -273,12 +273,12 @@ static void finish_err(vs_op *op, int err, const char *fault_type, const char *m
 static void fail_call(vs_op *op, const struct vs_reply *rep)
 {
     char msg[MSG_MAX];
-    bool monf = rep->err == VMG_EFAULT && strcmp(rep->fault->type, "ManagedObjectNotFound") == 0;
+    bool monf = vs_reply_fault_is(rep, "ManagedObjectNotFound");
 
     vmg_putf(msg, sizeof(msg), "%s %s: %s", vs_op_kind_name(op->kind), vs_op_target(op),
              rep->message);
-    finish_err(op, monf ? VMG_ENOTFOUND : rep->err, rep->err == VMG_EFAULT ? rep->fault->type : "",
-               msg);
+    finish_err(op, monf ? VMG_ENOTFOUND : rep->err,
+               rep->err == VMG_EFAULT && rep->fault ? rep->fault->type : "", msg);
 }
 
 static void on_op_reply(void *data, const struct vs_reply *r);
@@ -562,7 +562,7 @@ static void on_template_checked(vs_op *op, const struct vs_reply *r)
     char token[512], msg[MSG_MAX];
     int e;
 
-    if (r->err && !(r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0)) {
+    if (r->err && !vs_reply_fault_is(r, "ManagedObjectNotFound")) {
         fail_call(op, r);
         return;
     }
@@ -769,8 +769,7 @@ static void on_op_reply(void *data, const struct vs_reply *r)
         return;
     }
     case O_CALL:
-        if (r->err == VMG_EFAULT && op->kind == VS_OP_CREATE_FOLDER &&
-            strcmp(r->fault->type, "DuplicateName") == 0 && sc) {
+        if (op->kind == VS_OP_CREATE_FOLDER && vs_reply_fault_is(r, "DuplicateName") && sc) {
             e = vs_build_find_child(&sc->search_index, &op->target, op->name, &buf, &len);
             if (e == 0)
                 e = vs__op_send(op, O_FIND_CHILD, "FindChild", buf, len);
@@ -778,8 +777,8 @@ static void on_op_reply(void *data, const struct vs_reply *r)
                 send_failed(op, e, "FindChild");
             return;
         }
-        if (r->err == VMG_EFAULT && op->kind == VS_OP_CLONE && !op->retried &&
-            strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
+        if (op->kind == VS_OP_CLONE && !op->retried &&
+            vs_reply_fault_is(r, "ManagedObjectNotFound")) {
             /* The cached template may be gone (replaced): look it up again. */
             op->retried = true;
             forget_template(o, op->template_name);
@@ -826,7 +825,7 @@ static void on_op_reply(void *data, const struct vs_reply *r)
         return;
     case O_CHECK1:
     case O_CHECK2:
-        if (r->err == VMG_EFAULT && strcmp(r->fault->type, "ManagedObjectNotFound") == 0) {
+        if (vs_reply_fault_is(r, "ManagedObjectNotFound")) {
             finish_unknown(op, r); /* the task is gone: vCenter restarted */
             return;
         }

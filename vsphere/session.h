@@ -40,10 +40,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "lib/err.h"
 #include "lib/http.h"
 #include "vsphere/soap.h"
 #include "vsphere/vim.h"
@@ -115,6 +117,13 @@ struct vs_reply {
     const soap_resp *resp;          /* when err is 0, else NULL */
     long status;                    /* HTTP status, 0 if none */
 };
+
+/* vs_reply_fault_is says whether the call failed with a fault of type
+ * (VMG_EFAULT), without reading a fault that is not there. */
+static inline bool vs_reply_fault_is(const struct vs_reply *r, const char *type)
+{
+    return r->err == VMG_EFAULT && r->fault && strcmp(r->fault->type, type) == 0;
+}
 
 typedef void (*vs_call_cb)(void *data, const struct vs_reply *reply);
 

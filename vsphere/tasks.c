@@ -579,8 +579,7 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
         vs__tracker_kick(o); /* a long poll of a dropped collector */
         return;
     }
-    if (r->err == VMG_EFAULT && o->wait_cancelled &&
-        strcmp(r->fault->type, "RequestCanceled") == 0) {
+    if (o->wait_cancelled && vs_reply_fault_is(r, "RequestCanceled")) {
         check_tracked(o, false);
         vs__tracker_kick(o); /* cancelled to add tasks: the same version next */
         return;
