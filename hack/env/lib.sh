@@ -151,7 +151,9 @@ start_kube_apiserver() {
 # VCSIM_TASK_DELAYS and VCSIM_METHOD_DELAYS ("CloneVM_Task=5000,..."
 # milliseconds per task or per call), VCSIM_DELAY_JITTER (stddev/mean).
 # VCSIM_DEBUG_PORT (chosen at up) serves pprof and the count of requests by
-# method on 127.0.0.1 (hack/env/go/vcsim/main.go).
+# method on 127.0.0.1 (hack/env/go/vcsim/main.go). While the file
+# DIR/vcsim/login-fault exists, the operator's Logins are answered with the
+# SOAP fault it names (tests/e2e/55-faults.bats).
 start_vcsim() {
 	local load=() opt=()
 	load_ports
@@ -168,7 +170,7 @@ start_vcsim() {
 	launch vcsim env TMPDIR="$D/vcsim/tmp" "$(tool vcsim)" -l "$VCSIM_HOST:$VCSIM_PORT" \
 		-username "$(cat "$D/vcsim/user")" -password-file "$D/vcsim/password" \
 		-tlscert "$D/pki/vcsim.crt" -tlskey "$D/pki/vcsim.key" \
-		-url-file "$D/vcsim/url" "${load[@]}" "${opt[@]}"
+		-url-file "$D/vcsim/url" -login-fault-file "$D/vcsim/login-fault" "${load[@]}" "${opt[@]}"
 	wait_for vcsim 30 test -s "$D/vcsim/url"
 }
 

@@ -25,8 +25,10 @@ setup() {
 }
 
 teardown() {
-	# A test that stopped vcsim and failed must not leave it stopped.
+	# A test that stopped vcsim and failed must not leave it stopped, nor
+	# failing the operator's logins.
 	kill -CONT "$(cat "$ENV_DIR/run/vcsim.pid")" 2>/dev/null || true
+	rm -f "$ENV_DIR/vcsim/login-fault"
 	# Nor the manager with flags of its own.
 	if [ -f "$ENV_DIR/run/faults-manager.flags" ]; then
 		stop_manager faults-manager
@@ -48,6 +50,17 @@ operator_sessions() {
 		jq -r '(.sessionList // .SessionList // [])[] | select(((.userAgent // .UserAgent) // "") | test("vmgroup-operator")) | (.key // .Key)'
 }
 
+# keep_and_poke KEEP POKE: a group KEEP RUNNING with 1 VM, whose status is
+# to stay as it is, and a group POKE RUNNING with none, to scale so that
+# the manager calls vCenter; the writes of their convergence are out.
+keep_and_poke() {
+	apply_vg faults "$1" 1 1 vm-operator-template 1
+	apply_vg faults "$2" 1 1 vm-operator-template 0
+	wait_running faults "$1" 1
+	wait_running faults "$2" 0
+	sleep 2
+}
+
 @test "faults: vCenter sessions terminated mid-run: the operator logs in again and goes on" {
 	apply_vg faults sess 1 1 vm-operator-template 1
 	wait_running faults sess 1
@@ -66,11 +79,7 @@ operator_sessions() {
 
 @test "faults: a lost session and a restart of the manager leave an up-to-date group's status alone" {
 	local rv logins vcsim
-	apply_vg faults keep 1 1 vm-operator-template 1
-	apply_vg faults poke 1 1 vm-operator-template 0
-	wait_running faults keep 1
-	wait_running faults poke 0
-	sleep 2 # the writes of the convergence are out
+	keep_and_poke keep poke
 	rv=$(vg_field faults keep '{.metadata.resourceVersion}')
 	logins=$(metric vmgroup_vcenter_logins_total)
 	# The sessions end; a clone for the other group finds out, the manager
@@ -111,6 +120,39 @@ operator_sessions() {
 	kill -CONT "$vcsim"
 	wait_running faults long 1 60
 	kubectl delete vg long -n faults --timeout=90s
+}
+
+@test "faults: a login answered with a SystemError (a vCenter starting) is retried and held by the grace, not taken for a refused password" {
+	local rv pid lines log="$ENV_DIR/logs/faults-manager.log"
+	restart_manager --vc-grace-period=5m
+	keep_and_poke sysk sysp
+	rv=$(vg_field faults sysk '{.metadata.resourceVersion}')
+	pid=$(cat "$ENV_DIR/run/faults-manager.pid")
+	lines=$(wc -l <"$log")
+	# vcsim answers the operator's logins with a SystemError from now on;
+	# its sessions end, and a clone for the other group finds out: the
+	# calls that waited for the login fail, the manager retries.
+	echo SystemError >"$ENV_DIR/vcsim/login-fault"
+	for k in $(operator_sessions); do
+		GOVC_PERSIST_SESSION=false govc session.rm "$k" || true
+	done
+	kubectl scale vg sysp -n faults --replicas=1
+	retry 30 bash -c "tail -n +$((lines + 1)) '$log' | grep -q 'vCenter Login failed: SystemError'"
+	retry 10 bash -c "! curl -sf '$PROBE_URL/readyz' >/dev/null"
+	# Neither group says the login was refused (a wrong password is said
+	# at once, grace or not).
+	sleep 2
+	refute grep -q refused <<<"$(vg_field faults sysp '{.status.lastMessage}')"
+	refute grep -q refused <<<"$(vg_field faults sysk '{.status.lastMessage}')"
+	kill -0 "$pid"
+	[ "$(vg_field faults sysk '{.metadata.resourceVersion}')" = "$rv" ]
+	rm -f "$ENV_DIR/vcsim/login-fault"
+	wait_running faults sysp 1 120
+	kill -0 "$pid"
+	# The up-to-date group was left alone all along.
+	[ "$(vg_field faults sysk '{.metadata.resourceVersion}')" = "$rv" ]
+	refute grep -q "refused the login" <(tail -n +$((lines + 1)) "$log")
+	kubectl delete vg sysk sysp -n faults --timeout=90s
 }
 
 @test "faults: kube-apiserver restarted mid-run: scaling completes" {

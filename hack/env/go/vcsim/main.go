@@ -3,6 +3,9 @@
 // fixed user whose password is read from a file, so that a wrong password is
 // refused. With -load it starts from an inventory saved by `govc object.save`.
 //
+// For the fault tests: -login-fault-file answers the operator's Logins
+// with a SOAP fault (a vCenter still starting answers SystemError).
+//
 // For the benchmarks: -task-delays and -method-delays make tasks and calls
 // take time as on a real vCenter, and -debug-addr serves Go's pprof
 // (/debug/pprof/) and the count of SOAP requests by method
@@ -105,9 +108,35 @@ func (c *counts) serve(w http.ResponseWriter, _ *http.Request) {
 
 type methods struct {
 	counts
-	reads  counts // RetrievePropertiesEx by what it reads
-	delay  map[string]int
-	jitter float64
+	reads      counts // RetrievePropertiesEx by what it reads
+	delay      map[string]int
+	jitter     float64
+	loginFault string // a file naming the fault the operator's Logins get
+}
+
+// faultOfLogin is the fault type that loginFault names while it exists,
+// for a Login of the operator (its User-Agent names it); "" otherwise.
+func (m *methods) faultOfLogin(r *http.Request) string {
+	if m.loginFault == "" || !strings.Contains(r.UserAgent(), "vmgroup-operator") {
+		return ""
+	}
+	b, err := os.ReadFile(m.loginFault)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// writeFault answers with a SOAP fault of the given type, as vCenter does.
+func writeFault(w http.ResponseWriter, typ string) {
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	w.WriteHeader(http.StatusInternalServerError)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+
+		`<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" `+
+		`xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault>`+
+		`<faultcode>ServerFaultCode</faultcode><faultstring>%s (vcsim -login-fault-file)</faultstring>`+
+		`<detail><%sFault xmlns="urn:vim25" xsi:type="%s"></%sFault></detail>`+
+		`</soapenv:Fault></soapenv:Body></soapenv:Envelope>`, typ, typ, typ, typ)
 }
 
 var (
@@ -167,6 +196,12 @@ func (m *methods) wrap(next http.HandlerFunc) http.HandlerFunc {
 		if name == "RetrievePropertiesEx" {
 			m.reads.inc(readOf(body))
 		}
+		if name == "Login" {
+			if f := m.faultOfLogin(r); f != "" {
+				writeFault(w, f)
+				return
+			}
+		}
 		if d := m.delay[name]; d > 0 {
 			d += int(rand.NormFloat64() * m.jitter * float64(d))
 			time.Sleep(time.Duration(max(d, 0)) * time.Millisecond)
@@ -223,11 +258,13 @@ func main() {
 	methodDelays := flag.String("method-delays", "", "Method=ms,...: how long each call of "+
 		"these methods takes before it is served")
 	jitter := flag.Float64("delay-jitter", 0, "the delays' coefficient of variation (stddev/mean)")
+	loginFault := flag.String("login-fault-file", "", "while this file exists, the operator's "+
+		"Logins (User-Agent vmgroup-operator) are answered with the SOAP fault it names, e.g. SystemError")
 	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/, /debug/soap-methods, /debug/soap-reads and /debug/updates here (plain HTTP)")
 	flag.Parse()
 
 	mc := &methods{counts: counts{count: map[string]int64{}},
-		reads: counts{count: map[string]int64{}}, jitter: *jitter}
+		reads: counts{count: map[string]int64{}}, jitter: *jitter, loginFault: *loginFault}
 	var err error
 	if mc.delay, err = parseDelays(*methodDelays); err != nil {
 		log.Fatalf("vcsim: -method-delays: %v", err)
