@@ -108,7 +108,8 @@ typedef void (*vs_state_cb)(void *data, const struct vs_session_status *st);
 /* The outcome of one call, valid during the callback only. */
 struct vs_reply {
     /* 0; VMG_EFAULT (fault says which); VMG_EAUTH (the login this call
-     * waited for was refused), VMG_ETRANSPORT, VMG_EHTTP (an HTTP error
+     * waited for was refused), VMG_ETRANSPORT (vCenter unreachable, or the
+     * login this call waited for failed otherwise), VMG_EHTTP (an HTTP error
      * without a SOAP fault), VMG_EPARSE, VMG_ETOOBIG, VMG_ECANCELED,
      * -ENOMEM. */
     int err;
