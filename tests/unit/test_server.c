@@ -1365,24 +1365,48 @@ static void test_per_peer_cap(void **state)
     assert_int_equal(f.stats.evicted, 1);
 }
 
+/* partial_from opens a connection from src and sends the start of a
+ * request on it; the fd, or -1. */
+static int partial_from(struct fx *f, const char *src)
+{
+    const char *head = "GET /hello HTTP/1.1\r\n";
+    int fd = raw_connect_from(f->port, src, 0);
+
+    if (fd >= 0)
+        send_all(fd, head, strlen(head));
+    return fd;
+}
+
+/* newcomer_evicts sends a complete request on a new connection from src,
+ * reads its answer (the next f->r), and says whether the server closed
+ * victim to let it in. */
+static int newcomer_evicts(struct fx *f, const char *src, int victim)
+{
+    static struct rawbuf rb;
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = raw_connect_from(f->port, src, 0);
+
+    rb.len = 0;
+    send_all(fd, req, strlen(req));
+    raw_response(f, fd, &rb);
+    close(fd);
+    return wait_closed(victim) >= 0;
+}
+
 /* client_partial: 32 connections from four addresses each send the start
  * of a request and stop (a lockout attempt); complete requests on new
  * connections are answered all the same, from a fifth address (the server
  * is full) and from one of the four (at its cap). */
 static void client_partial(struct fx *f)
 {
-    static struct rawbuf rb;
     static const char *const src[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.1"};
-    const char *head = "GET /hello HTTP/1.1\r\n";
-    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     int fds[32], n = 0, fd;
 
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 8; j++) {
-            fd = raw_connect_from(f->port, src[i], 0);
+            fd = partial_from(f, src[i]);
             if (fd < 0)
                 continue;
-            send_all(fd, head, strlen(head));
             fds[n++] = fd;
             usleep(2 * 1000); /* an order of arrival */
         }
@@ -1390,18 +1414,9 @@ static void client_partial(struct fx *f)
     f->flags[3] = wait_served(f, 32) == 0; /* the server has read them */
     /* The server is full: a newcomer takes the oldest incomplete one's
      * place (127.0.0.2's first). */
-    fd = raw_connect_from(f->port, "127.0.0.5", 0);
-    send_all(fd, req, strlen(req));
-    raw_response(f, fd, &rb);
-    close(fd);
-    f->flags[1] = wait_closed(fds[0]) >= 0;
+    f->flags[1] = newcomer_evicts(f, "127.0.0.5", fds[0]);
     /* 127.0.0.1 is at its cap: its own oldest incomplete one gives way. */
-    rb.len = 0;
-    fd = raw_connect_from(f->port, "127.0.0.1", 0);
-    send_all(fd, req, strlen(req));
-    raw_response(f, fd, &rb);
-    close(fd);
-    f->flags[2] = wait_closed(fds[24]) >= 0;
+    f->flags[2] = newcomer_evicts(f, "127.0.0.1", fds[24]);
     for (int i = 0; i < n; i++)
         close(fds[i]);
 }
@@ -1433,9 +1448,6 @@ static void test_evict_partial_requests(void **state)
  * request takes the place of the first of them. */
 static void client_partial_burst(struct fx *f)
 {
-    static struct rawbuf rb;
-    const char *head = "GET /hello HTTP/1.1\r\n";
-    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     int fds[8], n = 0, fd;
     long t0 = now_ms();
 
@@ -1444,19 +1456,13 @@ static void client_partial_burst(struct fx *f)
         usleep(1000);
     f->flags[2] = atomic_load(&f->stalling); /* the loop is in its stall */
     for (int i = 0; i < 8; i++) {
-        fd = raw_connect_from(f->port, "127.0.0.2", 0);
-        if (fd < 0)
-            continue;
-        send_all(fd, head, strlen(head));
-        fds[n++] = fd;
+        fd = partial_from(f, "127.0.0.2");
+        if (fd >= 0)
+            fds[n++] = fd;
     }
     f->flags[0] = n;
     f->flags[3] = wait_served(f, 8) == 0;
-    fd = raw_connect_from(f->port, "127.0.0.2", 0);
-    send_all(fd, req, strlen(req));
-    raw_response(f, fd, &rb);
-    close(fd);
-    f->flags[1] = wait_closed(fds[0]) >= 0;
+    f->flags[1] = newcomer_evicts(f, "127.0.0.2", fds[0]);
     for (int i = 0; i < n; i++)
         close(fds[i]);
 }
