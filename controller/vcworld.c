@@ -50,6 +50,7 @@ struct vcworld {
 
     vmg_metrics *metrics;
     struct vmg_metric *m_requests, *m_logins, *m_tasks, *m_task_seconds;
+    struct vmg_metric *m_ready, *m_outages;
 
     /* VC_PASS_FILE, watched: a rotated secret is logged in with at once. */
     uv_fs_poll_t pass_poll;
@@ -168,8 +169,13 @@ static void update_ready(vcworld *w)
     }
     if (r != w->ready) {
         w->ready = r;
-        if (!r)
+        if (!r) {
             w->down_since = uv_now(w->loop);
+            /* Counted even when the grace hides it from every group: a
+             * flapping vCenter shows here, and in the log, alone. */
+            if (w->m_outages)
+                vmg_counter_inc(w->m_outages, (const char *[]){NULL});
+        }
         if (w->hooks.state)
             w->hooks.state(w->hooks.data, r, w->why);
     } else if (!r && w->hooks.state) {
@@ -263,6 +269,12 @@ static double tasks_inflight(void *data)
     return w->ops ? (double)vs_ops_inflight(w->ops) : 0;
 }
 
+static double vcenter_ready(void *data)
+{
+    char why[8];
+    return vcworld_ready(data, why, sizeof(why)) == 0 ? 1 : 0;
+}
+
 static int metrics_setup(vcworld *w)
 {
     static const char *const req[] = {"method", "result"};
@@ -281,10 +293,20 @@ static int metrics_setup(vcworld *w)
     w->m_task_seconds = vmg_histogram_new(w->metrics, "vmgroup_vcenter_task_duration_seconds",
                                           "Time from queuing a vCenter operation to its end",
                                           buckets, sizeof(buckets) / sizeof(buckets[0]), 1, kind);
-    if (!w->m_requests || !w->m_logins || !w->m_tasks || !w->m_task_seconds)
+    w->m_ready = vmg_gauge_new(w->metrics, "vmgroup_vcenter_ready",
+                               "1 while the vCenter session is up and its inventory read "
+                               "(the vcenter check of /readyz), else 0",
+                               0, NULL);
+    w->m_outages =
+        vmg_counter_new(w->metrics, "vmgroup_vcenter_outages_total",
+                        "Times vCenter stopped being ready, held by the grace or not", 0, NULL);
+    if (!w->m_requests || !w->m_logins || !w->m_tasks || !w->m_task_seconds || !w->m_ready ||
+        !w->m_outages)
         return -ENOMEM;
     vmg_counter_add(w->m_logins, 0, none);
+    vmg_counter_add(w->m_outages, 0, none);
     vmg_metric_set_fn(w->m_tasks, none, tasks_inflight, w);
+    vmg_metric_set_fn(w->m_ready, none, vcenter_ready, w);
     return 0;
 }
 

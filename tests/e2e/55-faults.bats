@@ -123,9 +123,10 @@ keep_and_poke() {
 }
 
 @test "faults: a login answered with a SystemError (a vCenter starting) is retried and held by the grace, not taken for a refused password" {
-	local rv pid lines log="$ENV_DIR/logs/faults-manager.log"
+	local rv pid lines outages log="$ENV_DIR/logs/faults-manager.log"
 	restart_manager --vc-grace-period=5m
 	keep_and_poke sysk sysp
+	outages=$(metric vmgroup_vcenter_outages_total)
 	rv=$(vg_field faults sysk '{.metadata.resourceVersion}')
 	pid=$(cat "$ENV_DIR/run/faults-manager.pid")
 	lines=$(wc -l <"$log")
@@ -139,6 +140,9 @@ keep_and_poke() {
 	kubectl scale vg sysp -n faults --replicas=1
 	retry 30 bash -c "tail -n +$((lines + 1)) '$log' | grep -q 'vCenter Login failed: SystemError'"
 	retry 10 bash -c "! curl -sf '$PROBE_URL/readyz' >/dev/null"
+	# The grace hides the outage from the groups; the metrics show it.
+	vcenter_ready_is 0
+	[ "$(metric vmgroup_vcenter_outages_total)" -gt "$outages" ]
 	# Neither group says the login was refused (a wrong password is said
 	# at once, grace or not).
 	sleep 2
@@ -149,6 +153,7 @@ keep_and_poke() {
 	rm -f "$ENV_DIR/vcsim/login-fault"
 	wait_running faults sysp 1 120
 	kill -0 "$pid"
+	vcenter_ready_is 1
 	# The up-to-date group was left alone all along.
 	[ "$(vg_field faults sysk '{.metadata.resourceVersion}')" = "$rv" ]
 	refute grep -q "refused the login" <(tail -n +$((lines + 1)) "$log")
@@ -170,16 +175,31 @@ keep_and_poke() {
 	retry 30 bash -c "[ \"\$(GOVC_PERSIST_SESSION=false govc object.collect -s $(folder_of faults sess)/sess-0 runtime.powerState)\" = poweredOn ]"
 }
 
-@test "faults: /readyz turns unready while vCenter is down, and ready again" {
+@test "faults: /readyz and vmgroup_vcenter_ready turn unready while vCenter is down, and ready again; the outage is counted" {
+	local outages
 	retry 10 curl -sf "$PROBE_URL/readyz"
+	vcenter_ready_is 1
+	outages=$(metric vmgroup_vcenter_outages_total)
 	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim stop
 	retry 30 bash -c "! curl -sf '$PROBE_URL/readyz' >/dev/null"
 	run curl -s "$PROBE_URL/readyz"
 	[[ "$output" == *"not ready"* ]]
+	vcenter_ready_is 0
+	[ "$(metric vmgroup_vcenter_outages_total)" -eq $((outages + 1)) ]
 	"$VMG_TOP/hack/env/restart" "$ENV_DIR" vcsim start
 	retry 60 curl -sf "$PROBE_URL/readyz"
+	vcenter_ready_is 1
+	# One outage, however many logins it took to end it.
+	[ "$(metric vmgroup_vcenter_outages_total)" -eq $((outages + 1)) ]
 	wait_running faults sess 2 60
 	kubectl delete vg sess -n faults --timeout=90s
+}
+
+# vcenter_ready_is V: vmgroup_vcenter_ready is served, and is V.
+vcenter_ready_is() {
+	run curl -sf "$METRICS_URL"
+	[ "$status" -eq 0 ]
+	grep -qx "vmgroup_vcenter_ready $1" <<<"$output"
 }
 
 # watch_max NS NAME FILE: samples the group's VM count every 0.2 s into FILE.
