@@ -2,7 +2,8 @@
 # Shipping it: the kustomize deploy renders and the API server accepts it;
 # the manager runs with nothing but the rendered RBAC; /metrics answers
 # 401, 403 and 200 the kube-rbac-proxy way and passes promtool; a real
-# Prometheus scrapes it; secrets stay out of logs and metrics.
+# Prometheus scrapes it and evaluates the shipped alerts, which pass
+# promtool's unit tests; secrets stay out of logs and metrics.
 
 load helpers
 load manager
@@ -58,6 +59,26 @@ EOF
 	grep -q 'runAsNonRoot: true' "$BATS_FILE_TMPDIR/rendered.yaml"
 	grep -q -- '- --leader-elect' "$BATS_FILE_TMPDIR/rendered.yaml"
 	kubectl kustomize "$VMG_TOP/config/prometheus" | grep -q 'kind: ServiceMonitor'
+}
+
+# alert_rules FILE: the spec of config/prometheus's PrometheusRule, as
+# kustomize renders it, written to FILE as the Prometheus rule file it is.
+alert_rules() {
+	kubectl kustomize "$VMG_TOP/config/prometheus" |
+		awk '/^kind: PrometheusRule$/ { r = 1 } /^---$/ { r = 0; s = 0 } r && s { print } r && /^spec:$/ { s = 1 }' |
+		sed 's/^  //' >"$1"
+}
+
+@test "deploy: the shipped alerts are valid rules and fire as their unit tests say (promtool)" {
+	alert_rules "$BATS_TEST_TMPDIR/alerts.rules.yml"
+	run promtool check rules "$BATS_TEST_TMPDIR/alerts.rules.yml"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"SUCCESS: 2 rules found"* ]]
+	cp "$VMG_TOP/tests/e2e/alerts_test.yml" "$BATS_TEST_TMPDIR/"
+	run promtool test rules "$BATS_TEST_TMPDIR/alerts_test.yml"
+	echo "$output"
+	[ "$status" -eq 0 ]
 }
 
 @test "deploy: with only the rendered RBAC, the manager runs a create/scale/delete lifecycle without a forbidden request" {
@@ -131,12 +152,16 @@ EOF
 	echo "$sport" >"$BATS_FILE_TMPDIR/secure.port"
 }
 
-@test "deploy: a real Prometheus scrapes the endpoint with a bearer token and reports the target up" {
+@test "deploy: a real Prometheus scrapes the endpoint with a bearer token, reports the target up and evaluates the shipped alerts" {
 	sport=$(cat "$BATS_FILE_TMPDIR/secure.port")
 	pick_port pport
+	alert_rules "$BATS_FILE_TMPDIR/alerts.rules.yml"
 	cat >"$BATS_FILE_TMPDIR/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $BATS_FILE_TMPDIR/alerts.rules.yml
 scrape_configs:
   - job_name: vmgroup-operator
     scheme: https
@@ -159,6 +184,11 @@ EOF
 	retry 20 bash -c "[ \"\$(curl -sfG --data-urlencode 'query=up{job=\"vmgroup-operator\"}' http://127.0.0.1:$pport/api/v1/query | jq -r '.data.result[0].value[1]')\" = 1 ]"
 	run up_value
 	[ "$output" = 1 ]
+	# Both alerts are evaluated against the manager's series without error,
+	# and neither fires: vCenter is in use and has not gone away.
+	retry 20 bash -c "curl -sf http://127.0.0.1:$pport/api/v1/rules | jq -e '[.data.groups[].rules[] | select(.health == \"ok\" and .state == \"inactive\" and (.lastEvaluation | startswith(\"0001\") | not))] | length == 2' >/dev/null"
+	run curl -sfG --data-urlencode 'query=vmgroup_vcenter_ready' "http://127.0.0.1:$pport/api/v1/query"
+	[ "$(jq -r '.data.result[0].value[1]' <<<"$output")" = 1 ]
 }
 
 @test "deploy: secrets never appear in logs or metrics" {
