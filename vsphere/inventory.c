@@ -750,6 +750,17 @@ static void on_i_reply(void *data, const struct vs_reply *r)
         return;
     if (r->err) {
         bool transport = r->err == VMG_ETRANSPORT || r->err == VMG_EHTTP;
+        if (step == I_WAIT && r->err == VMG_EFAULT && inv->have_pc &&
+            inv->gen != vs_session_generation(inv->s)) {
+            /* The session was renewed while the long poll was out: its
+             * collector went with the old session, and the long poll the
+             * session sent again names it no more. As when an answer finds
+             * the session renewed (on_wait), the watch is rebuilt and its
+             * cache served meanwhile: a lost session is one outage, not a
+             * second one after the login. */
+            rebuild(inv);
+            return;
+        }
         if (step == I_WAIT && r->err == VMG_EFAULT)
             vmg_putf(msg, sizeof(msg), "the inventory watch stopped (%s); rebuilding it",
                      r->message);

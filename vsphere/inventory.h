@@ -45,7 +45,10 @@
  * synced / not synced with the reason, for readiness. A synced watch
  * stays synced through one transport failure of its long poll, which is
  * retried with the same version (nothing is lost) while the cache is
- * served; only a second failure in a row makes it unsynced.
+ * served; only a second failure in a row makes it unsynced. A lost
+ * session does not make it unsynced either: the rebuild on the new
+ * session serves the cache meanwhile, whether an answer or the fault of
+ * the old collector tells it of the new session.
  */
 #ifndef VMG_VS_INVENTORY_H
 #define VMG_VS_INVENTORY_H

@@ -62,8 +62,10 @@ keep_and_poke() {
 }
 
 @test "faults: vCenter sessions terminated mid-run: the operator logs in again and goes on" {
+	local outages
 	apply_vg faults sess 1 1 vm-operator-template 1
 	wait_running faults sess 1
+	outages=$(metric vmgroup_vcenter_outages_total)
 	keys=$(operator_sessions)
 	[ -n "$keys" ]
 	removed=0
@@ -75,6 +77,10 @@ keep_and_poke() {
 	kubectl scale vg sess -n faults --replicas=3
 	wait_running faults sess 3 60
 	[ "$(metric vmgroup_vcenter_logins_total)" -ge 2 ]
+	# One outage: the login. The watch is rebuilt on the new session with
+	# its cache served, not lost a second time once logged in.
+	retry 10 vcenter_ready_is 1
+	[ "$(metric vmgroup_vcenter_outages_total)" -eq $((outages + 1)) ]
 }
 
 @test "faults: a lost session and a restart of the manager leave an up-to-date group's status alone" {

@@ -9,7 +9,9 @@
  * (retrying, the cache served) and is sent again with the same version, so
  * no group's status flips; lost twice in a row, the watch is unsynced until
  * the long poll answers again, on the same collector; a collector gone
- * rebuilds the watch from a full state, whose difference is reported; and
+ * rebuilds the watch from a full state, whose difference is reported; a
+ * session vCenter ended under a long poll rebuilds it with no unsynced
+ * state between (the login was the whole outage); and
  * while the rest of a truncated UpdateSet is retried, what the operator's
  * own tasks did (a VM destroyed, one powered off) is not undone by that
  * older rest: the destroyed VM stays gone, and the other is read back. */
@@ -476,6 +478,33 @@ static void test_collector_gone_rebuilds(void **state)
     teardown(&f);
 }
 
+/* vCenter ends the session while a long poll is out (NotAuthenticated): the
+ * session logs in again and sends the long poll once more, which names the
+ * old session's collector (ManagedObjectNotFound). The watch is rebuilt on
+ * the new session from a full state, and stays synced throughout, as when
+ * an answer finds the session renewed: the outage was the login alone. */
+static void test_session_renewed_rebuilds_without_unsyncing(void **state)
+{
+    struct fake f;
+
+    (void)state;
+    setup(&f);
+    start(&f);
+    f.collector_gone = true;
+    unit_soap_fixture(f.held, 500, "fault_not_authenticated.resp.xml");
+    f.held = NULL;
+    spin(&f, held);
+    assert_true(synced(&f));
+    assert_false(f.ever_unsynced);
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 2);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 2);
+    assert_int_equal(unit_calls_count(&f.calls, "WaitForUpdatesEx -"), 2);
+    /* The old collector went with the old session: not destroyed. */
+    assert_int_equal(unit_calls_count(&f.calls, "DestroyPropertyCollector"), 0);
+    assert_string_equal(power_of(&f, "vm-42"), "poweredOn");
+    teardown(&f);
+}
+
 /* The rest of a truncated UpdateSet is lost and retried; meanwhile a task
  * of the operator destroys vm-42 and another powers vm-43 off. The rest,
  * when it comes, may be older than both (it was computed with the set's
@@ -540,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_one_lost_long_poll_is_retried),
         cmocka_unit_test(test_two_lost_long_polls_unsync),
         cmocka_unit_test(test_collector_gone_rebuilds),
+        cmocka_unit_test(test_session_renewed_rebuilds_without_unsyncing),
         cmocka_unit_test(test_truncated_rest_retried_keeps_what_tasks_did),
     };
 
