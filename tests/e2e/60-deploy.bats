@@ -187,6 +187,12 @@ EOF
 	# Both alerts are evaluated against the manager's series without error,
 	# and neither fires: vCenter is in use and has not gone away.
 	retry 20 bash -c "curl -sf http://127.0.0.1:$pport/api/v1/rules | jq -e '[.data.groups[].rules[] | select(.health == \"ok\" and .state == \"inactive\" and (.lastEvaluation | startswith(\"0001\") | not))] | length == 2' >/dev/null"
+	# The series the rules read are the manager's, each once.
+	for q in vmgroup_vcenter_ready vmgroup_vcenter_outages_total leader_election_master_status; do
+		run curl -sfG --data-urlencode "query=$q" "http://127.0.0.1:$pport/api/v1/query"
+		[ "$status" -eq 0 ]
+		[ "$(jq '.data.result | length' <<<"$output")" = 1 ]
+	done
 	run curl -sfG --data-urlencode 'query=vmgroup_vcenter_ready' "http://127.0.0.1:$pport/api/v1/query"
 	[ "$(jq -r '.data.result[0].value[1]' <<<"$output")" = 1 ]
 }
