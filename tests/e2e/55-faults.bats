@@ -62,10 +62,11 @@ keep_and_poke() {
 }
 
 @test "faults: vCenter sessions terminated mid-run: the operator logs in again and goes on" {
-	local outages
+	local outages logins
 	apply_vg faults sess 1 1 vm-operator-template 1
 	wait_running faults sess 1
 	outages=$(metric vmgroup_vcenter_outages_total)
+	logins=$(metric vmgroup_vcenter_logins_total)
 	keys=$(operator_sessions)
 	[ -n "$keys" ]
 	removed=0
@@ -74,6 +75,11 @@ keep_and_poke() {
 		GOVC_PERSIST_SESSION=false govc session.rm "$k" && removed=$((removed + 1)) || true
 	done
 	[ "$removed" -ge 1 ]
+	# A change the watch sees and the operator leaves alone: the long poll
+	# answers, the next one is refused (NotAuthenticated), and sent again
+	# after the login it names the ended session's collector.
+	GOVC_PERSIST_SESSION=false govc folder.create /DC0/vm/vm-operator/not-a-group >/dev/null
+	retry 30 bash -c "curl -sf '$METRICS_URL' | awk '\$1 == \"vmgroup_vcenter_logins_total\" && \$2 > $logins' | grep -q ."
 	kubectl scale vg sess -n faults --replicas=3
 	wait_running faults sess 3 60
 	[ "$(metric vmgroup_vcenter_logins_total)" -ge 2 ]
@@ -81,6 +87,7 @@ keep_and_poke() {
 	# its cache served, not lost a second time once logged in.
 	retry 10 vcenter_ready_is 1
 	[ "$(metric vmgroup_vcenter_outages_total)" -eq $((outages + 1)) ]
+	GOVC_PERSIST_SESSION=false govc object.destroy /DC0/vm/vm-operator/not-a-group
 }
 
 @test "faults: a lost session and a restart of the manager leave an up-to-date group's status alone" {
@@ -159,7 +166,7 @@ keep_and_poke() {
 	rm -f "$ENV_DIR/vcsim/login-fault"
 	wait_running faults sysp 1 120
 	kill -0 "$pid"
-	vcenter_ready_is 1
+	retry 10 vcenter_ready_is 1
 	# The up-to-date group was left alone all along.
 	[ "$(vg_field faults sysk '{.metadata.resourceVersion}')" = "$rv" ]
 	refute grep -q "refused the login" <(tail -n +$((lines + 1)) "$log")
