@@ -750,14 +750,16 @@ static void on_i_reply(void *data, const struct vs_reply *r)
         return;
     if (r->err) {
         bool transport = r->err == VMG_ETRANSPORT || r->err == VMG_EHTTP;
-        if (step == I_WAIT && r->err == VMG_EFAULT && inv->have_pc &&
-            inv->gen != vs_session_generation(inv->s)) {
+        if (step == I_WAIT && vs_reply_fault_is(r, "ManagedObjectNotFound") && inv->have_pc &&
+            !inv->resyncing && inv->gen != vs_session_generation(inv->s)) {
             /* The session was renewed while the long poll was out: its
              * collector went with the old session, and the long poll the
              * session sent again names it no more. As when an answer finds
              * the session renewed (on_wait), the watch is rebuilt and its
              * cache served meanwhile: a lost session is one outage, not a
-             * second one after the login. */
+             * second one after the login. Only a watch whose last build
+             * was whole: sessions lost faster than a build ends go by
+             * fail(), unsynced and with its backoff. */
             rebuild(inv);
             return;
         }

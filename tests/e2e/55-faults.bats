@@ -78,6 +78,7 @@ keep_and_poke() {
 	# A change the watch sees and the operator leaves alone: the long poll
 	# answers, the next one is refused (NotAuthenticated), and sent again
 	# after the login it names the ended session's collector.
+	GOVC_PERSIST_SESSION=false govc object.destroy /DC0/vm/vm-operator/not-a-group 2>/dev/null || true
 	GOVC_PERSIST_SESSION=false govc folder.create /DC0/vm/vm-operator/not-a-group >/dev/null
 	retry 30 bash -c "curl -sf '$METRICS_URL' | awk '\$1 == \"vmgroup_vcenter_logins_total\" && \$2 > $logins' | grep -q ."
 	kubectl scale vg sess -n faults --replicas=3

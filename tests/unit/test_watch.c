@@ -491,17 +491,24 @@ static void test_session_renewed_rebuilds_without_unsyncing(void **state)
     setup(&f);
     start(&f);
     f.collector_gone = true;
+    f.without_vm42 = true; /* destroyed meanwhile: the full state says so */
     unit_soap_fixture(f.held, 500, "fault_not_authenticated.resp.xml");
     f.held = NULL;
     spin(&f, held);
     assert_true(synced(&f));
     assert_false(f.ever_unsynced);
+    assert_int_equal(vs_session_generation(f.s), 2); /* logged in again */
+    /* The long poll refused, sent again on the new session, and the new
+     * watch's (held). */
+    assert_int_equal(unit_calls_count(&f.calls, "WaitForUpdatesEx 1"), 3);
     assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 2);
     assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 2);
     assert_int_equal(unit_calls_count(&f.calls, "WaitForUpdatesEx -"), 2);
     /* The old collector went with the old session: not destroyed. */
     assert_int_equal(unit_calls_count(&f.calls, "DestroyPropertyCollector"), 0);
-    assert_string_equal(power_of(&f, "vm-42"), "poweredOn");
+    assert_string_equal(power_of(&f, "vm-42"), "");
+    assert_int_equal(f.removed_42, 1);
+    assert_string_equal(power_of(&f, "vm-43"), "poweredOn");
     teardown(&f);
 }
 
