@@ -80,7 +80,7 @@ keep_and_poke() {
 	# after the login it names the ended session's collector.
 	GOVC_PERSIST_SESSION=false govc object.destroy /DC0/vm/vm-operator/not-a-group 2>/dev/null || true
 	GOVC_PERSIST_SESSION=false govc folder.create /DC0/vm/vm-operator/not-a-group >/dev/null
-	retry 30 bash -c "curl -sf '$METRICS_URL' | awk '\$1 == \"vmgroup_vcenter_logins_total\" && \$2 > $logins' | grep -q ."
+	retry 30 metric_above vmgroup_vcenter_logins_total "$logins"
 	kubectl scale vg sess -n faults --replicas=3
 	wait_running faults sess 3 60
 	[ "$(metric vmgroup_vcenter_logins_total)" -ge 2 ]

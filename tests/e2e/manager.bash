@@ -101,6 +101,11 @@ metric() {
 	curl -sf "$METRICS_URL" | awk -v m="$1" '$1 == m { print $2; found=1 } END { if (!found) print 0 }'
 }
 
+# metric_above NAME N: the metric's value is above N (for retry).
+metric_above() {
+	[ "$(metric "$1")" -gt "$2" ]
+}
+
 # apply_vg NS NAME CPU MEMORY TEMPLATE REPLICAS
 apply_vg() {
 	kubectl apply -f - <<EOF
