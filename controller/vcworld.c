@@ -209,7 +209,8 @@ static void on_session_state(void *data, const struct vs_session_status *st)
 static void on_inventory_state(void *data, const struct vs_inventory_status *st)
 {
     vcworld *w = data;
-    bool was_synced = w->was_synced, was_retrying = w->ist.retrying;
+    bool was_synced = w->was_synced, was_retrying = w->ist.retrying,
+         was_rebuilding = w->ist.rebuilding;
 
     w->ist = *st;
     snprintf(w->ist_msg, sizeof(w->ist_msg), "%s", st->message ? st->message : "");
@@ -222,6 +223,13 @@ static void on_inventory_state(void *data, const struct vs_inventory_status *st)
                  w->ist_msg, (unsigned long long)st->retry_in_ms);
     } else if (st->synced && was_synced && was_retrying) {
         vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "inventory: the long poll answered again");
+    } else if (st->synced && st->rebuilding && !was_rebuilding) {
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
+                 "inventory: %s; rebuilding the watch, the last state served meanwhile",
+                 w->ist_msg);
+    } else if (st->synced && was_synced && was_rebuilding && !st->rebuilding) {
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "inventory: watch rebuilt (%zu objects)",
+                 st->objects);
     } else if (st->synced && !was_synced) {
         const struct vs_placement *p = vs_inventory_placement(w->inv);
         if (p)

@@ -82,6 +82,12 @@ struct vs_inventory {
     char last_msg[MSG_MAX];
     uint64_t retry_in_ms;
     unsigned long rebuilds;
+    /* Synced, and rebuilding the watch with the cache served meanwhile
+     * (rebuild_synced): rebuild_msg says why. renewals counts the
+     * rebuilds for a lost collector since the last whole build (renewed). */
+    bool rebuilding;
+    char rebuild_msg[MSG_MAX];
+    unsigned renewals;
     bool overflow;
     bool lost_dispute; /* one could not be queued: rebuild at the next answer */
     /* Objects read again one at a time: VMs whose configuration changed
@@ -112,11 +118,16 @@ struct vs_inventory {
 
 static void notify(vs_inventory *inv)
 {
+    const char *msg = inv->retrying     ? inv->last_msg
+                      : inv->rebuilding ? inv->rebuild_msg
+                      : inv->synced     ? ""
+                                        : inv->last_msg;
     struct vs_inventory_status st = {
         .synced = inv->synced,
         .retrying = inv->retrying,
+        .rebuilding = inv->rebuilding,
         .err = inv->synced && !inv->retrying ? 0 : inv->last_err,
-        .message = inv->synced && !inv->retrying ? "" : inv->last_msg,
+        .message = msg,
         .failures = inv->failures,
         .retry_in_ms = inv->retry_in_ms,
         .rebuilds = inv->rebuilds,
@@ -492,8 +503,10 @@ static void fail(vs_inventory *inv, int err, const char *msg, bool transport)
                               inv->backoff_max_ms);
     inv->retry_in_ms = delay;
     inv->retrying = inv->retry_wait && inv->synced && !inv->retrying;
-    if (!inv->retrying)
+    if (!inv->retrying) {
         inv->synced = false;
+        inv->rebuilding = false;
+    }
     inv->step = I_BACKOFF;
     uv_timer_start(&inv->timer, on_timer, delay, 0);
     notify(inv);
@@ -583,6 +596,7 @@ static void rebuild(vs_inventory *inv)
          * meanwhile (a new session): a full state follows, not synced. */
         inv->retrying = false;
         inv->synced = false;
+        inv->rebuilding = false;
         notify(inv);
     }
     if (!vs_session_content(inv->s)) {
@@ -598,6 +612,39 @@ static void rebuild(vs_inventory *inv)
         return;
     }
     start_resolve(inv);
+}
+
+/* rebuild_synced rebuilds a synced watch and serves its cache meanwhile:
+ * the state callback hears that it is rebuilding and why, and hears again
+ * once the new full state has come. (A watch retrying its long poll has
+ * lost it already: rebuild makes it unsynced.) */
+static void rebuild_synced(vs_inventory *inv, const char *why)
+{
+    if (inv->synced && !inv->retrying) {
+        inv->rebuilding = true;
+        vmg_putf(inv->rebuild_msg, sizeof(inv->rebuild_msg), "%s", why);
+        notify(inv);
+        if (inv->closing)
+            return;
+    }
+    rebuild(inv);
+}
+
+/* renewed says whether the fault r answered to a CreateFilter or a long
+ * poll means only that the session was renewed meanwhile: the collector
+ * went with the old session, and the call the session sent again after
+ * its login names it no more (ManagedObjectNotFound). A synced watch then
+ * rebuilds on the new session with its cache served, as when an answer
+ * finds the session renewed (on_wait): a lost session is one outage, not
+ * a second one after the login. At most VS_INV_RENEWALS_MAX times before
+ * a whole build: sessions lost faster than a build ends go by fail(),
+ * unsynced and with its backoff. */
+#define VS_INV_RENEWALS_MAX 2
+static bool renewed(const vs_inventory *inv, enum istep step, const struct vs_reply *r)
+{
+    return (step == I_WAIT || step == I_FILTER) && inv->have_pc && inv->synced && !inv->retrying &&
+           inv->renewals < VS_INV_RENEWALS_MAX && inv->gen != vs_session_generation(inv->s) &&
+           vs_reply_fault_is(r, "ManagedObjectNotFound");
 }
 
 static void start_resolve(vs_inventory *inv)
@@ -675,7 +722,7 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
 static void on_wait(vs_inventory *inv, const struct vs_reply *r)
 {
     struct vim_update_set us;
-    bool was_synced = inv->synced, was_retrying = inv->retrying;
+    bool was_synced = inv->synced, was_retrying = inv->retrying, was_rebuilding = inv->rebuilding;
     int e;
 
     e = vim_decode_update_set(r->resp, apply_cb, inv, &us);
@@ -707,6 +754,8 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         inv->resyncing = false;
         vs_cache_end_resync(inv->cache);
         inv->synced = true;
+        inv->rebuilding = false;
+        inv->renewals = 0;
     } else if (!inv->resyncing) {
         vs_cache_commit(inv->cache);
         inv->synced = true;
@@ -721,15 +770,18 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         inv->retry_in_ms = 0;
         inv->retrying = false;
     }
-    if (inv->synced && (!was_synced || was_retrying))
+    if (inv->synced && (!was_synced || was_retrying || (was_rebuilding && !inv->rebuilding)))
         notify(inv);
     if (inv->closing)
         return;
     refresh_next(inv);
-    if (inv->gen != vs_session_generation(inv->s) || inv->lost_dispute) {
-        /* The session was renewed: the collector is gone with the old one;
-         * or a dispute could not be queued. */
-        rebuild(inv);
+    if (inv->gen != vs_session_generation(inv->s)) {
+        /* The session was renewed: the collector is gone with the old one. */
+        rebuild_synced(inv, "the vCenter session was renewed");
+        return;
+    }
+    if (inv->lost_dispute) {
+        rebuild_synced(inv, "a VM whose state was in dispute could not be queued for a read");
         return;
     }
     send_wait(inv);
@@ -750,17 +802,9 @@ static void on_i_reply(void *data, const struct vs_reply *r)
         return;
     if (r->err) {
         bool transport = r->err == VMG_ETRANSPORT || r->err == VMG_EHTTP;
-        if (step == I_WAIT && vs_reply_fault_is(r, "ManagedObjectNotFound") && inv->have_pc &&
-            !inv->resyncing && inv->gen != vs_session_generation(inv->s)) {
-            /* The session was renewed while the long poll was out: its
-             * collector went with the old session, and the long poll the
-             * session sent again names it no more. As when an answer finds
-             * the session renewed (on_wait), the watch is rebuilt and its
-             * cache served meanwhile: a lost session is one outage, not a
-             * second one after the login. Only a watch whose last build
-             * was whole: sessions lost faster than a build ends go by
-             * fail(), unsynced and with its backoff. */
-            rebuild(inv);
+        if (renewed(inv, step, r)) {
+            inv->renewals++;
+            rebuild_synced(inv, "the vCenter session was renewed");
             return;
         }
         if (step == I_WAIT && r->err == VMG_EFAULT)

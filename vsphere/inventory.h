@@ -48,7 +48,9 @@
  * served; only a second failure in a row makes it unsynced. A lost
  * session does not make it unsynced either: the rebuild on the new
  * session serves the cache meanwhile, whether an answer or the fault of
- * the old collector tells it of the new session.
+ * the old collector (to the long poll or to the rebuild's CreateFilter)
+ * tells it of the new session, and the state callback reports the
+ * rebuild's start (rebuilding) and end.
  */
 #ifndef VMG_VS_INVENTORY_H
 #define VMG_VS_INVENTORY_H
@@ -124,6 +126,10 @@ struct vs_inventory_status {
      * tried once more with the same version after retry_in_ms, the cache
      * served meanwhile; a second failure makes the watch unsynced. */
     bool retrying;
+    /* Synced, and the watch is being rebuilt (message says why: a renewed
+     * session, say), its cache served meanwhile; reported again, not
+     * rebuilding, once the new full state has come. */
+    bool rebuilding;
     int err;              /* why not, when not (0 while starting) */
     const char *message;  /* "" or one sentence */
     unsigned failures;    /* in a row */

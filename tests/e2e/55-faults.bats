@@ -62,9 +62,10 @@ keep_and_poke() {
 }
 
 @test "faults: vCenter sessions terminated mid-run: the operator logs in again and goes on" {
-	local outages logins
+	local outages logins logmark log="$ENV_DIR/logs/faults-manager.log"
 	apply_vg faults sess 1 1 vm-operator-template 1
 	wait_running faults sess 1
+	logmark=$(wc -l <"$log")
 	outages=$(metric vmgroup_vcenter_outages_total)
 	logins=$(metric vmgroup_vcenter_logins_total)
 	keys=$(operator_sessions)
@@ -88,6 +89,9 @@ keep_and_poke() {
 	# its cache served, not lost a second time once logged in.
 	retry 10 vcenter_ready_is 1
 	[ "$(metric vmgroup_vcenter_outages_total)" -eq $((outages + 1)) ]
+	# The log says why the watch was rebuilt, and that it was.
+	tail -n +$((logmark + 1)) "$log" | grep -q 'inventory: the vCenter session was renewed; rebuilding the watch'
+	tail -n +$((logmark + 1)) "$log" | grep -q 'inventory: watch rebuilt ([0-9]* objects)'
 	GOVC_PERSIST_SESSION=false govc object.destroy /DC0/vm/vm-operator/not-a-group
 }
 

@@ -11,7 +11,9 @@
  * the long poll answers again, on the same collector; a collector gone
  * rebuilds the watch from a full state, whose difference is reported; a
  * session vCenter ended under a long poll rebuilds it with no unsynced
- * state between (the login was the whole outage); and
+ * state between (the login was the whole outage), and says so, once more
+ * when the session ends again under the rebuild's CreateFilter, while
+ * sessions lost faster than a rebuild ends unsync it; and
  * while the rest of a truncated UpdateSet is retried, what the operator's
  * own tasks did (a VM destroyed, one powered off) is not undone by that
  * older rest: the destroyed VM stays gone, and the other is read back. */
@@ -36,8 +38,9 @@
 /* ---- The fake vCenter ---- */
 
 struct state_copy {
-    bool synced, retrying;
+    bool synced, retrying, rebuilding;
     int err;
+    char message[128];
 };
 
 struct fake {
@@ -51,6 +54,11 @@ struct fake {
     /* behaviour */
     int mute;            /* the next long polls (with a version) never answered */
     bool collector_gone; /* long polls: ManagedObjectNotFound (the collector is gone) */
+    /* The next filter_lost CreateFilter calls find the session ended
+     * (NotAuthenticated), and each one's re-send after the login the old
+     * session's collector gone (ManagedObjectNotFound). */
+    int filter_lost;
+    bool filter_resent;
     bool without_vm42;   /* a full state no longer holds vm-42 */
     const char *power43; /* what a read of vm-43 says (NULL: poweredOn) */
     /* state */
@@ -108,6 +116,17 @@ static void full_state(struct fake *f, vmg_server_req *r)
         "<filterSet><filter type=\"PropertyFilter\">filter-%d</filter>%s%s%s</filterSet>"
         "</returnval></WaitForUpdatesExResponse>",
         f->pc_gen, folder, f->without_vm42 ? "" : web0, web1);
+}
+
+/* collector_gone answers that the collector f made last is gone. */
+static void collector_gone(const struct fake *f, vmg_server_req *r)
+{
+    unit_soap_reply(r, 500,
+                    "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>gone"
+                    "</faultstring><detail><ManagedObjectNotFoundFault xmlns=\"urn:vim25\" "
+                    "xsi:type=\"ManagedObjectNotFound\"><obj type=\"PropertyCollector\">pc-%d"
+                    "</obj></ManagedObjectNotFoundFault></detail></soapenv:Fault>",
+                    f->pc_gen);
 }
 
 static void on_abort(void *data, vmg_server_req *r)
@@ -184,6 +203,17 @@ static void handler(void *data, vmg_server_req *r)
                         "</DestroyPropertyCollectorResponse>");
     } else if (strstr(body, "<CreateFilter>")) {
         unit_calls_add(&f->calls, "CreateFilter", "");
+        if (f->filter_resent) {
+            f->filter_resent = false;
+            collector_gone(f, r);
+            return;
+        }
+        if (f->filter_lost > 0) {
+            f->filter_lost--;
+            f->filter_resent = true;
+            unit_soap_fixture(r, 500, "fault_not_authenticated.resp.xml");
+            return;
+        }
         unit_soap_reply(
             r, 200,
             "<CreateFilterResponse xmlns=\"urn:vim25\"><returnval type=\"PropertyFilter\">"
@@ -193,12 +223,7 @@ static void handler(void *data, vmg_server_req *r)
         unit_between(body, "<version>", "</version>", a, sizeof(a));
         unit_calls_add(&f->calls, "WaitForUpdatesEx", a[0] ? a : "-");
         if (f->collector_gone) {
-            unit_soap_reply(
-                r, 500,
-                "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>gone"
-                "</faultstring><detail><ManagedObjectNotFoundFault xmlns=\"urn:vim25\" "
-                "xsi:type=\"ManagedObjectNotFound\"><obj type=\"PropertyCollector\">pc-1</obj>"
-                "</ManagedObjectNotFoundFault></detail></soapenv:Fault>");
+            collector_gone(f, r);
             f->collector_gone = false;
             return;
         }
@@ -243,8 +268,11 @@ static void on_state(void *data, const struct vs_inventory_status *st)
     for (int i = 0; i < f->nstates; i++)
         if (f->states[i].synced && !st->synced)
             f->ever_unsynced = true;
-    if (f->nstates < MAXSTATES)
-        f->states[f->nstates++] = (struct state_copy){st->synced, st->retrying, st->err};
+    if (f->nstates < MAXSTATES) {
+        struct state_copy *c = &f->states[f->nstates++];
+        *c = (struct state_copy){st->synced, st->retrying, st->rebuilding, st->err, ""};
+        snprintf(c->message, sizeof(c->message), "%s", st->message ? st->message : "");
+    }
 }
 
 static void on_change(void *data, const struct vs_cache_event *ev)
@@ -343,6 +371,19 @@ static bool synced(const struct fake *f)
 static bool read_43(const struct fake *f)
 {
     return unit_calls_count(&f->calls, "RetrievePropertiesEx vm-43") > 0 && f->held != NULL;
+}
+
+/* rebuilds_said counts the states that started saying a synced rebuild
+ * for why. */
+static int rebuilds_said(const struct fake *f, const char *why)
+{
+    int n = 0;
+
+    for (int i = 0; i < f->nstates; i++)
+        if (f->states[i].synced && f->states[i].rebuilding &&
+            strcmp(f->states[i].message, why) == 0 && (i == 0 || !f->states[i - 1].rebuilding))
+            n++;
+    return n;
 }
 
 /* power_of: vm_ref's power state in the cache ("poweredOn"); "" when it is
@@ -509,6 +550,65 @@ static void test_session_renewed_rebuilds_without_unsyncing(void **state)
     assert_string_equal(power_of(&f, "vm-42"), "");
     assert_int_equal(f.removed_42, 1);
     assert_string_equal(power_of(&f, "vm-43"), "poweredOn");
+    /* The state said the rebuild and why, then its end. */
+    assert_int_equal(rebuilds_said(&f, "the vCenter session was renewed"), 1);
+    assert_false(last_state(&f)->rebuilding);
+    assert_string_equal(last_state(&f)->message, "");
+    teardown(&f);
+}
+
+/* The session is lost again while the rebuild's CreateFilter is out: sent
+ * again after the login, it names the collector of the session before.
+ * The watch rebuilds once more on the newest session, still synced: two
+ * renewals in a row cost no unsynced state. */
+static void test_session_renewed_during_rebuild_stays_synced(void **state)
+{
+    struct fake f;
+
+    (void)state;
+    setup(&f);
+    start(&f);
+    f.collector_gone = true;
+    f.filter_lost = 1;
+    unit_soap_fixture(f.held, 500, "fault_not_authenticated.resp.xml");
+    f.held = NULL;
+    spin(&f, held);
+    assert_true(synced(&f));
+    assert_false(f.ever_unsynced);
+    assert_int_equal(vs_session_generation(f.s), 3);
+    /* The first build's; the rebuild's, lost and sent again; the second
+     * rebuild's. */
+    assert_int_equal(unit_calls_count(&f.calls, "CreatePropertyCollector"), 3);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 4);
+    assert_int_equal(unit_calls_count(&f.calls, "WaitForUpdatesEx -"), 2);
+    assert_string_equal(f.held_version, "1");
+    assert_int_equal(rebuilds_said(&f, "the vCenter session was renewed"), 1);
+    assert_false(last_state(&f)->rebuilding);
+    teardown(&f);
+}
+
+/* Sessions lost faster than a rebuild can end: after the second renewal
+ * in one rebuild the watch is unsynced (its cache could grow stale while
+ * rebuilds never end), and comes back after the backoff. */
+static void test_sessions_lost_faster_than_a_build_unsync(void **state)
+{
+    struct fake f;
+
+    (void)state;
+    setup(&f);
+    start(&f);
+    f.collector_gone = true;
+    f.filter_lost = 2;
+    unit_soap_fixture(f.held, 500, "fault_not_authenticated.resp.xml");
+    f.held = NULL;
+    spin(&f, unsynced);
+    assert_true(f.ever_unsynced);
+    assert_int_equal(last_state(&f)->err, VMG_EFAULT);
+    assert_false(last_state(&f)->rebuilding);
+    spin(&f, held);
+    assert_true(synced(&f));
+    assert_int_equal(vs_session_generation(f.s), 4);
+    assert_int_equal(unit_calls_count(&f.calls, "CreateFilter"), 6);
     teardown(&f);
 }
 
@@ -577,6 +677,8 @@ int main(void)
         cmocka_unit_test(test_two_lost_long_polls_unsync),
         cmocka_unit_test(test_collector_gone_rebuilds),
         cmocka_unit_test(test_session_renewed_rebuilds_without_unsyncing),
+        cmocka_unit_test(test_session_renewed_during_rebuild_stays_synced),
+        cmocka_unit_test(test_sessions_lost_faster_than_a_build_unsync),
         cmocka_unit_test(test_truncated_rest_retried_keeps_what_tasks_did),
     };
 
