@@ -1616,12 +1616,18 @@ static void test_header_deadline(void **state)
 
 /* flood sends pipelined requests on fd and never reads the answers, until
  * the server stops taking bytes for a second. Returns the bytes sent. */
-static size_t flood(int fd)
+/* flood sends pipelined requests on fd until the server has read none for
+ * 1 s (30 s at most, or until a send fails) and returns the bytes sent;
+ * *how is 0 when it stopped for no progress, -1 at the 30 s cap, or the
+ * errno of the send that failed. */
+static size_t flood(int fd, int *how)
 {
     static char reqs[64 * 1024];
     const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     size_t n1 = strlen(one), n = 0, pos = 0, sent = 0;
     long t0 = now_ms(), progress = t0;
+
+    *how = -1;
 
     while (n + n1 <= sizeof(reqs)) {
         memcpy(reqs + n, one, n1);
@@ -1636,9 +1642,12 @@ static size_t flood(int fd)
         } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             usleep(5 * 1000);
         } else {
-            break;
+            *how = k < 0 ? errno : 0;
+            return sent;
         }
     }
+    if (now_ms() - progress >= 1000)
+        *how = 0;
     return sent;
 }
 
@@ -1647,16 +1656,20 @@ static void client_flood(struct fx *f)
     const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     size_t n1 = strlen(one);
     int fd = raw_connect_from(f->port, NULL, 4096);
-    long blocked;
+    long t0 = now_ms(), blocked;
 
-    f->flags[0] = (int)(flood(fd) / 1024);
+    f->flags[0] = (int)(flood(fd, &f->flags[2]) / 1024);
     blocked = now_ms();
+    f->flags[3] = (int)(blocked - t0);
     /* Meanwhile another connection is served. */
     get(f, "/hello");
     /* The flood is closed for not reading, at the drain timeout: sending
-     * fails (the server reset it). */
+     * fails (the server reset it). flags[4] counts the sends the server
+     * still took meanwhile, for the failure's message. */
     for (;;) {
         ssize_t k = send(fd, one, n1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0)
+            f->flags[4]++;
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
             f->flags[1] = 1;
             break;
@@ -1683,8 +1696,12 @@ static void test_pipelined_flood_bounded(void **state)
     f.opts.request_timeout_ms = 2000;
     f.opts.max_requests = 1000 * 1000; /* not retired before it is drained */
     fx_run(&f, client_flood);
-    fprintf(stderr, "# flood: %d KiB sent, %d requests handled, peak %zu bytes buffered\n",
-            f.flags[0], f.requests, f.stats.peak_buffered);
+    fprintf(stderr,
+            "# flood: %d KiB sent in %d ms (ended by %s %d), %d requests handled, peak %zu "
+            "bytes buffered; then %d sends taken, closed %s after %.0f ms; %zu drained\n",
+            f.flags[0], f.flags[3], f.flags[2] == 0 ? "no progress" : "cap/errno", f.flags[2],
+            f.requests, f.stats.peak_buffered, f.flags[4], f.flags[1] ? "yes" : "no", f.r[1].ms,
+            (size_t)f.stats.drained);
     /* The reading of the flood stopped ... */
     assert_true(f.max_paused >= 1);
     /* ... with at most an input buffer (headers + body + two reads), the
@@ -1766,10 +1783,10 @@ static void client_evict_flood(struct fx *f)
 {
     static struct rawbuf rb;
     const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
-    int a = raw_connect_from(f->port, NULL, 4096), b;
+    int a = raw_connect_from(f->port, NULL, 4096), b, how;
 
     /* The only slot is held by a client that does not read its answers ... */
-    f->flags[0] = (int)(flood(a) / 1024);
+    f->flags[0] = (int)(flood(a, &how) / 1024);
     /* ... and gives way to a new one. */
     b = raw_connect(f->port);
     send_all(b, req, strlen(req));
