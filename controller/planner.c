@@ -982,9 +982,11 @@ static int finish(struct ctx *c)
         return -ENOMEM;
 
     /* vCenter out of use: the VMs the status names are the last known,
-     * and stay; saying none would say they are gone. */
+     * and stay; saying none would say they are gone. So from a status that
+     * lacks other fields (another tool's, an older operator's) too, when
+     * its replicas and VMs were read whole. */
     keep = c->in->folder == PLAN_FOLDER_UNKNOWN && old->phase != VMGROUP_PHASE_NONE &&
-           !old->incomplete;
+           old->vms_readable;
     s->phase = c->phase;
     s->current_replicas = keep ? old->current_replicas : p->current;
     s->desired_replicas = c->g->meta.deleting ? 0 : c->g->spec.replicas;

@@ -458,7 +458,7 @@ static void parse_status(const cJSON *status, struct vmgroup_status *s)
     s->incomplete = true;
     if (!cJSON_IsObject(status))
         return;
-    bool ok = true;
+    bool ok = true, vms_ok = true;
     if (status_string(status, "phase", 16, &phase) && strcmp(phase, "PENDING") == 0)
         s->phase = VMGROUP_PHASE_PENDING;
     else if (phase && strcmp(phase, "RUNNING") == 0)
@@ -471,7 +471,7 @@ static void parse_status(const cJSON *status, struct vmgroup_status *s)
                    INT32_MAX, &v) == 0)
         s->current_replicas = (int32_t)v;
     else
-        ok = false;
+        ok = vms_ok = false;
     if (as_integer(cJSON_GetObjectItemCaseSensitive(status, "desiredReplicas"), INT32_MIN,
                    INT32_MAX, &v) == 0)
         s->desired_replicas = (int32_t)v;
@@ -504,8 +504,9 @@ static void parse_status(const cJSON *status, struct vmgroup_status *s)
         ok = false;
     }
     if (!parse_vms(status, s))
-        ok = false;
+        ok = vms_ok = false;
     s->incomplete = !ok;
+    s->vms_readable = vms_ok;
 }
 
 /* Packing: the draft's string fields, listed, then copied into the block

@@ -148,6 +148,9 @@ struct vmgroup_status {
      * bounds, too many conditions). Such a status never equals a complete
      * one, so the controller rewrites it. */
     bool incomplete;
+    /* The stored currentReplicas, and vms and vmsOmitted when there, were
+     * read whole: what vms_kept may keep, even from an incomplete status. */
+    bool vms_readable;
     /* Set by the controller when it does not know the VMs (vCenter out of
      * use): currentReplicas, vms and vmsOmitted are not written, and the
      * object's stay, together; current_replicas, n_vms, vms_omitted and

@@ -1052,6 +1052,48 @@ static void test_status_vms(void **state)
     cJSON_Delete(st);
 }
 
+/* vCenter out of use: the VMs and replicas a stored status names stay (the
+ * status written leaves them out), also when the status lacks fields of
+ * its own (written by another tool, or an older operator), as long as its
+ * replicas and VMs read whole; not when they do not. */
+static void test_outage_keeps_vms_of_incomplete_status(void **state)
+{
+    static const struct tcase running = {.replicas = 2, .vms = {{"web-0"}, {"web-1"}}};
+    static const struct tcase down = {.replicas = 2, .folder = F_UNKNOWN};
+    struct plan *p = plan_guests(&running, NULL, NULL);
+    cJSON *st = status_json(p), *js, *broken;
+
+    (void)state;
+    plan_free(p);
+    cJSON_DeleteItemFromObject(st, "conditions");
+    p = plan_guests(&down, st, NULL);
+    assert_true(p->status.vms_kept);
+    assert_int_equal(p->status.current_replicas, 2);
+    assert_int_equal(p->status.n_vms, 2);
+    assert_true(p->status_changed); /* the conditions are written */
+    js = status_json(p);
+    assert_null(cJSON_GetObjectItem(js, "currentReplicas"));
+    assert_null(cJSON_GetObjectItem(js, "vms"));
+    assert_non_null(cJSON_GetObjectItem(js, "conditions"));
+    cJSON_Delete(js);
+    plan_free(p);
+
+    /* A VM entry that cannot be read: the VMs are not known, not kept. */
+    broken = cJSON_Duplicate(st, true);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(broken, "vms"), cJSON_CreateNumber(7));
+    p = plan_guests(&down, broken, NULL);
+    assert_false(p->status.vms_kept);
+    assert_int_equal(p->status.current_replicas, 0);
+    plan_free(p);
+    cJSON_Delete(broken);
+    /* Nor without currentReplicas. */
+    cJSON_DeleteItemFromObject(st, "currentReplicas");
+    p = plan_guests(&down, st, NULL);
+    assert_false(p->status.vms_kept);
+    plan_free(p);
+    cJSON_Delete(st);
+}
+
 /* What vCenter shows is written as valid UTF-8, broken bytes as '?', so
  * that what the API server stores compares equal: written once. */
 static void test_status_vms_utf8(void **state)
@@ -1660,6 +1702,7 @@ int main(void)
         cmocka_unit_test(test_quiet_in_sync),
         cmocka_unit_test(test_selector),
         cmocka_unit_test(test_status_vms),
+        cmocka_unit_test(test_outage_keeps_vms_of_incomplete_status),
         cmocka_unit_test(test_status_vms_utf8),
         cmocka_unit_test(test_status_vms_bound),
         cmocka_unit_test(test_transition_times),
