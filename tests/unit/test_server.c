@@ -87,6 +87,7 @@ struct fx {
     size_t max_paused;
     atomic_uint samples;
     atomic_size_t sampled_conns;
+    atomic_size_t sampled_paused; /* connections not read, at the last look */
     atomic_int stall_ms;
     atomic_int stalling;
     /* tls_reloaded calls: their count, the last status and message. */
@@ -273,6 +274,7 @@ static void on_sample(uv_timer_t *t)
     if (st.paused > f->max_paused)
         f->max_paused = st.paused;
     atomic_store(&f->sampled_conns, st.connections);
+    atomic_store(&f->sampled_paused, st.paused);
     atomic_fetch_add(&f->samples, 1);
     if (atomic_load(&f->stall_ms) > 0) {
         atomic_store(&f->stalling, 1);
@@ -1614,51 +1616,81 @@ static void test_header_deadline(void **state)
     assert_int_equal(f.r[1].status, 201);
 }
 
-/* flood sends pipelined requests on fd and never reads the answers, until
- * the server stops taking bytes for a second. Returns the bytes sent. */
 /* flood sends pipelined requests on fd until the server has read none for
  * 1 s (30 s at most, or until a send fails) and returns the bytes sent;
- * *how is 0 when it stopped for no progress, -1 at the 30 s cap, or the
- * errno of the send that failed. */
-static size_t flood(int fd, int *how)
+ * *how is 0 when it stopped for no progress, -1 at the cap, -2 when the
+ * kernel held the flood back, or the errno of the send that failed.
+ *
+ * With f (whose loop samples the stats), no progress for 3 s while the
+ * server reads every connection is the kernel's doing, not the server's:
+ * now and then, with 4 MB queued in the client's socket, the flood stops
+ * on loopback while the server, having read all that arrived, reads on
+ * with nothing buffered and no answer unsent, for more than a minute
+ * (seen about once in 40 runs with four of them at once). */
+static size_t flood(struct fx *f, int fd, int *how)
 {
     static char reqs[64 * 1024];
     const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     size_t n1 = strlen(one), n = 0, pos = 0, sent = 0;
     long t0 = now_ms(), progress = t0;
 
-    *how = -1;
-
     while (n + n1 <= sizeof(reqs)) {
         memcpy(reqs + n, one, n1);
         n += n1;
     }
-    while (now_ms() - progress < 1000 && now_ms() - t0 < 30000) {
+    for (;;) {
         ssize_t k = send(fd, reqs + pos, n - pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+        long now = now_ms();
+        int reading;
+
         if (k > 0) {
             sent += (size_t)k;
             pos = (pos + (size_t)k) % n;
-            progress = now_ms();
+            progress = now;
         } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            reading = f && atomic_load(&f->sampled_paused) == 0;
+            if (!reading && now - progress >= 1000) {
+                *how = 0;
+                return sent;
+            }
+            if (reading && now - progress >= 3000) {
+                *how = -2;
+                return sent;
+            }
             usleep(5 * 1000);
         } else {
             *how = k < 0 ? errno : 0;
             return sent;
         }
+        if (now - t0 >= 30000) {
+            *how = -1;
+            return sent;
+        }
     }
-    if (now_ms() - progress >= 1000)
-        *how = 0;
-    return sent;
 }
 
+/* client_flood floods a connection that never reads its answers, on a new
+ * connection when the kernel held the flood back (twice at most; flags[5]
+ * counts them), has another connection served, and waits for the server
+ * to reset the flood's. */
 static void client_flood(struct fx *f)
 {
     const char *one = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
     size_t n1 = strlen(one);
-    int fd = raw_connect_from(f->port, NULL, 4096);
-    long t0 = now_ms(), blocked;
+    int fd = -1;
+    long t0, blocked;
 
-    f->flags[0] = (int)(flood(fd, &f->flags[2]) / 1024);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (fd >= 0) {
+            close(fd);
+            f->flags[5]++;
+        }
+        fd = raw_connect_from(f->port, NULL, 4096);
+        t0 = now_ms();
+        f->flags[0] = (int)(flood(f, fd, &f->flags[2]) / 1024);
+        if (f->flags[2] != -2)
+            break;
+    }
     blocked = now_ms();
     f->flags[3] = (int)(blocked - t0);
     /* Meanwhile another connection is served. */
@@ -1697,11 +1729,12 @@ static void test_pipelined_flood_bounded(void **state)
     f.opts.max_requests = 1000 * 1000; /* not retired before it is drained */
     fx_run(&f, client_flood);
     fprintf(stderr,
-            "# flood: %d KiB sent in %d ms (ended by %s %d), %d requests handled, peak %zu "
-            "bytes buffered; then %d sends taken, closed %s after %.0f ms; %zu drained\n",
-            f.flags[0], f.flags[3], f.flags[2] == 0 ? "no progress" : "cap/errno", f.flags[2],
-            f.requests, f.stats.peak_buffered, f.flags[4], f.flags[1] ? "yes" : "no", f.r[1].ms,
-            (size_t)f.stats.drained);
+            "# flood: %d KiB sent in %d ms (ended by %s %d; %d floods held back by the "
+            "kernel before), %d requests handled, peak %zu bytes buffered; then %d sends "
+            "taken, closed %s after %.0f ms; %zu drained\n",
+            f.flags[0], f.flags[3], f.flags[2] == 0 ? "no progress" : "cap/kernel/errno",
+            f.flags[2], f.flags[5], f.requests, f.stats.peak_buffered, f.flags[4],
+            f.flags[1] ? "yes" : "no", f.r[1].ms, (size_t)f.stats.drained);
     /* The reading of the flood stopped ... */
     assert_true(f.max_paused >= 1);
     /* ... with at most an input buffer (headers + body + two reads), the
@@ -1786,7 +1819,7 @@ static void client_evict_flood(struct fx *f)
     int a = raw_connect_from(f->port, NULL, 4096), b, how;
 
     /* The only slot is held by a client that does not read its answers ... */
-    f->flags[0] = (int)(flood(a, &how) / 1024);
+    f->flags[0] = (int)(flood(NULL, a, &how) / 1024);
     /* ... and gives way to a new one. */
     b = raw_connect(f->port);
     send_all(b, req, strlen(req));
