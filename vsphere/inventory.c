@@ -640,6 +640,8 @@ static void rebuild_synced(vs_inventory *inv, const char *why)
  * a whole build: sessions lost faster than a build ends go by fail(),
  * unsynced and with its backoff. */
 #define VS_INV_RENEWALS_MAX 2
+/* What a rebuild for a renewed session says, from either path. */
+static const char RENEWED[] = "the vCenter session was renewed";
 static bool renewed(const vs_inventory *inv, enum istep step, const struct vs_reply *r)
 {
     return (step == I_WAIT || step == I_FILTER) && inv->have_pc && inv->synced && !inv->retrying &&
@@ -777,7 +779,7 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
     refresh_next(inv);
     if (inv->gen != vs_session_generation(inv->s)) {
         /* The session was renewed: the collector is gone with the old one. */
-        rebuild_synced(inv, "the vCenter session was renewed");
+        rebuild_synced(inv, RENEWED);
         return;
     }
     if (inv->lost_dispute) {
@@ -804,7 +806,7 @@ static void on_i_reply(void *data, const struct vs_reply *r)
         bool transport = r->err == VMG_ETRANSPORT || r->err == VMG_EHTTP;
         if (renewed(inv, step, r)) {
             inv->renewals++;
-            rebuild_synced(inv, "the vCenter session was renewed");
+            rebuild_synced(inv, RENEWED);
             return;
         }
         if (step == I_WAIT && r->err == VMG_EFAULT)

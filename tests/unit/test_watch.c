@@ -395,6 +395,18 @@ static const char *power_of(const struct fake *f, const char *vm_ref)
     return o ? o->power_state : "";
 }
 
+/* end_session: vCenter ends the session under the held long poll, which is
+ * refused (NotAuthenticated); sent again after the login, it names the
+ * ended session's collector (ManagedObjectNotFound). The next filter_lost
+ * CreateFilter calls meet the same. */
+static void end_session(struct fake *f, int filter_lost)
+{
+    f->collector_gone = true;
+    f->filter_lost = filter_lost;
+    unit_soap_fixture(f->held, 500, "fault_not_authenticated.resp.xml");
+    f->held = NULL;
+}
+
 /* start runs the watch to its first held long poll, after the full state. */
 static void start(struct fake *f)
 {
@@ -531,10 +543,8 @@ static void test_session_renewed_rebuilds_without_unsyncing(void **state)
     (void)state;
     setup(&f);
     start(&f);
-    f.collector_gone = true;
     f.without_vm42 = true; /* destroyed meanwhile: the full state says so */
-    unit_soap_fixture(f.held, 500, "fault_not_authenticated.resp.xml");
-    f.held = NULL;
+    end_session(&f, 0);
     spin(&f, held);
     assert_true(synced(&f));
     assert_false(f.ever_unsynced);
@@ -568,10 +578,7 @@ static void test_session_renewed_during_rebuild_stays_synced(void **state)
     (void)state;
     setup(&f);
     start(&f);
-    f.collector_gone = true;
-    f.filter_lost = 1;
-    unit_soap_fixture(f.held, 500, "fault_not_authenticated.resp.xml");
-    f.held = NULL;
+    end_session(&f, 1);
     spin(&f, held);
     assert_true(synced(&f));
     assert_false(f.ever_unsynced);
@@ -597,10 +604,7 @@ static void test_sessions_lost_faster_than_a_build_unsync(void **state)
     (void)state;
     setup(&f);
     start(&f);
-    f.collector_gone = true;
-    f.filter_lost = 2;
-    unit_soap_fixture(f.held, 500, "fault_not_authenticated.resp.xml");
-    f.held = NULL;
+    end_session(&f, 2);
     spin(&f, unsynced);
     assert_true(f.ever_unsynced);
     assert_int_equal(last_state(&f)->err, VMG_EFAULT);
