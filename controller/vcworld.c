@@ -127,6 +127,15 @@ bool vcworld_testing_names_vcenter(const char *msg, const char *user, const char
 }
 #endif
 
+/* login_trouble says, in words fit for tenants, why the session's last
+ * login failed (the session in backoff). */
+static const char *login_trouble(const vcworld *w)
+{
+    return w->sst.err == VMG_EAUTH        ? "vCenter refused the operator's login"
+           : w->sst.err == VMG_ETRANSPORT ? "vCenter cannot be reached"
+                                          : "vCenter login failed";
+}
+
 /* update_ready decides readiness and the sentence that says why not. The
  * sentence reaches groups' status and events, which tenants read: it
  * never quotes the session's or a transport's error, which name vCenter's
@@ -141,9 +150,7 @@ static void update_ready(vcworld *w)
             /* The session's own words for a wrong password (it names the
              * user before them) are kept: they say what to fix. */
             snprintf(w->why, sizeof(w->why), "%s%s; see the operator's log (retrying in %llu s)",
-                     w->sst.err == VMG_EAUTH        ? "vCenter refused the operator's login"
-                     : w->sst.err == VMG_ETRANSPORT ? "vCenter cannot be reached"
-                                                    : "vCenter login failed",
+                     login_trouble(w),
                      w->sst.err == VMG_EAUTH && strstr(w->sst_msg, BAD_PASSWORD) ? ": " BAD_PASSWORD
                                                                                  : "",
                      (unsigned long long)(w->sst.retry_in_ms / 1000));
@@ -591,6 +598,19 @@ static void tag_done(void *data, const struct vs_rest_result *res)
     free(c);
 }
 
+/* waited_for_login says whether an operation failed because the login its
+ * call waited for failed: the session fails those calls once in backoff
+ * (it tells vcworld first), with the login's error, a fault's as
+ * VMG_ETRANSPORT. New calls wait while the session is not ready; a call
+ * sent before, failing with that error during the backoff, is said the
+ * same way, as the group's readiness says it too. */
+static bool waited_for_login(const vcworld *w, int err, const char *fault)
+{
+    if (fault || w->sst.state != VS_STATE_BACKOFF)
+        return false;
+    return err == (w->sst.err == VMG_EFAULT ? VMG_ETRANSPORT : w->sst.err);
+}
+
 /* tenant_msg is what an operation's failure says to the group (status,
  * events): vCenter's own answers (a fault, an object not found) as they
  * are; a failure of the session or the transport, whose message names
@@ -605,7 +625,8 @@ static const char *tenant_msg(const struct opctx *c, int err, const char *fault,
         return msg;
     vmg_logf(VMG_LOG_WARN, LOGGER, c->ns[0] ? c->ns : NULL, c->name[0] ? c->name : NULL,
              "a vCenter operation failed: %s", msg && *msg ? msg : vmg_strerror(err));
-    snprintf(buf, size, "%s; see the operator's log", vmg_strerror(err));
+    snprintf(buf, size, "%s; see the operator's log",
+             waited_for_login(c->w, err, fault) ? login_trouble(c->w) : vmg_strerror(err));
     return buf;
 }
 

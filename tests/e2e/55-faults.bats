@@ -158,6 +158,10 @@ keep_and_poke() {
 	kubectl scale vg sysp -n faults --replicas=1
 	retry 30 bash -c "tail -n +$((lines + 1)) '$log' | grep -q 'vCenter Login failed: SystemError'"
 	retry 10 bash -c "! curl -sf '$PROBE_URL/readyz' >/dev/null"
+	# The clone that waited for the login says, in the words a group's
+	# status would show, that the login failed, not that a connection did.
+	retry 30 bash -c "tail -n +$((lines + 1)) '$log' | grep -q \"creating VM sysp-0: vCenter login failed; see the operator's log\""
+	refute grep -q "connection failed" <(tail -n +$((lines + 1)) "$log")
 	# The grace hides the outage from the groups; the metrics show it.
 	vcenter_ready_is 0
 	[ "$(metric vmgroup_vcenter_outages_total)" -gt "$outages" ]
