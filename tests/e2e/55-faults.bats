@@ -161,7 +161,7 @@ keep_and_poke() {
 	# The clone that waited for the login says, in the words a group's
 	# status would show, that the login failed, not that a connection did.
 	retry 30 bash -c "tail -n +$((lines + 1)) '$log' | grep -q \"creating VM sysp-0: vCenter login failed; see the operator's log\""
-	refute grep -q "connection failed" <(tail -n +$((lines + 1)) "$log")
+	refute grep -q "creating VM sysp-0: connection failed" <(tail -n +$((lines + 1)) "$log")
 	# The grace hides the outage from the groups; the metrics show it.
 	vcenter_ready_is 0
 	[ "$(metric vmgroup_vcenter_outages_total)" -gt "$outages" ]
