@@ -600,15 +600,13 @@ static void tag_done(void *data, const struct vs_rest_result *res)
 
 /* waited_for_login says whether an operation failed because the login its
  * call waited for failed: the session fails those calls once in backoff
- * (it tells vcworld first), with the login's error, a fault's as
- * VMG_ETRANSPORT. New calls wait while the session is not ready; a call
- * sent before, failing with that error during the backoff, is said the
- * same way, as the group's readiness says it too. */
+ * (it tells vcworld first), with vs_waited_err() of the login's error. New
+ * calls wait while the session is not ready; a call sent before, failing
+ * with that error during the backoff, is said the same way, as the
+ * group's readiness says it too. */
 static bool waited_for_login(const vcworld *w, int err, const char *fault)
 {
-    if (fault || w->sst.state != VS_STATE_BACKOFF)
-        return false;
-    return err == (w->sst.err == VMG_EFAULT ? VMG_ETRANSPORT : w->sst.err);
+    return !fault && w->sst.state == VS_STATE_BACKOFF && err == vs_waited_err(w->sst.err);
 }
 
 /* tenant_msg is what an operation's failure says to the group (status,

@@ -374,18 +374,15 @@ static void flush_waiting(vs_session *s)
     }
 }
 
-/* fail_waiting fails every call that waited for a login that failed; calls
- * their callbacks make wait for the next one. A fault answering the login
- * is not the call's own: VMG_EFAULT promises the caller a fault to read,
- * and a login's RequestCanceled must not read as the call's, so the call
- * gets VMG_ETRANSPORT ("not logged in", as when no session exists), with
- * the login's sentence. */
+/* fail_waiting fails every call that waited for a login that failed, with
+ * vs_waited_err(err) and the login's sentence (a login's RequestCanceled
+ * must not read as the call's); calls their callbacks make wait for the
+ * next one. */
 static void fail_waiting(vs_session *s, int err, const char *msg)
 {
     struct lq q, *l;
 
-    if (err == VMG_EFAULT)
-        err = VMG_ETRANSPORT;
+    err = vs_waited_err(err);
     q_take_all(&s->waiting, &q);
     while ((l = lq_pop_head(&q)) != NULL)
         finish_err(lq_entry(l, vs_req, link), err, msg);

@@ -119,6 +119,15 @@ struct vs_reply {
     long status;                    /* HTTP status, 0 if none */
 };
 
+/* vs_waited_err is the error the calls waiting for a login get when it
+ * failed with login_err: a fault answering the login is not the call's own
+ * (VMG_EFAULT promises the caller a fault to read), so it is
+ * VMG_ETRANSPORT ("not logged in", as when no session exists). */
+static inline int vs_waited_err(int login_err)
+{
+    return login_err == VMG_EFAULT ? VMG_ETRANSPORT : login_err;
+}
+
 /* vs_reply_fault_is says whether the call failed with a fault of type
  * (VMG_EFAULT), without reading a fault that is not there. */
 static inline bool vs_reply_fault_is(const struct vs_reply *r, const char *type)
