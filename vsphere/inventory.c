@@ -515,10 +515,10 @@ static void fail(vs_inventory *inv, int err, const char *msg, bool transport)
 static int i_send(vs_inventory *inv, enum istep step, const char *method, char *buf, size_t len,
                   bool long_poll)
 {
-    struct vs_call_opts o = {.max_response = VS_CALL_MAX_RESPONSE_LARGE};
+    struct vs_call_opts o = long_poll
+                                ? vs_long_poll_opts(inv->s, inv->max_wait)
+                                : (struct vs_call_opts){.max_response = VS_CALL_MAX_RESPONSE_LARGE};
 
-    if (long_poll)
-        o.timeout_ms = (uint64_t)inv->max_wait * 1000 + vs_session_call_timeout_ms(inv->s);
     inv->step = step;
     return vs_call(inv->s, method, buf, len, &o, on_i_reply, inv, &inv->req);
 }

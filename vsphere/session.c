@@ -3,9 +3,17 @@
  *
  * Every request is a struct vs_call, user calls as well as the session's
  * own (RetrieveServiceContent and Login while logging in, CurrentTime to
- * keep alive, Logout when closing). A call is either waiting (for a login)
- * or active (its transfer is in flight); the session keeps both lists, so
- * that closing can end them all.
+ * keep alive or to see whether vCenter still answers under a long poll,
+ * Logout when closing). A call is either waiting (for a login) or active
+ * (its transfer is in flight); the session keeps both lists, so that
+ * closing can end them all.
+ *
+ * Patience (vs_call_opts.patience_ms): a patient call's transfer may run
+ * for patience_ms; the session's patience timer wakes at its due time (its
+ * timeout_ms after it was sent), marks it probing and sends one CurrentTime
+ * (CK_PROBE) for all the calls probing. Any answer of vCenter's (a fault
+ * too) gives each of them another call timeout; no answer gives them up,
+ * as a call without patience is at its timeout (VMG_ETRANSPORT).
  */
 #include "vsphere/session.h"
 
@@ -40,6 +48,7 @@ enum call_kind {
     CK_LOGIN,     /* Login */
     CK_KEEPALIVE, /* CurrentTime */
     CK_LOGOUT,    /* Logout, while closing */
+    CK_PROBE,     /* CurrentTime: is vCenter alive under a patient call? */
 };
 
 enum call_list { CL_NONE, CL_WAITING, CL_ACTIVE };
@@ -54,6 +63,11 @@ struct vs_req {
     size_t len;
     size_t max_response;
     uint64_t timeout_ms;
+    uint64_t patience_ms; /* 0: none; else see "Patience" above */
+    uint64_t sent;        /* loop ms: when it was last sent */
+    uint64_t due;         /* loop ms: a patient call's next probe */
+    bool probing;         /* waits for the answer of a probe */
+    bool gave_up;         /* canceled for a probe that vCenter did not answer */
     vs_call_cb cb;
     void *data;
     vmg_http_xfer *xfer;
@@ -103,6 +117,9 @@ struct vs_session {
 
     uv_timer_t backoff_timer;
     uv_timer_t keepalive_timer;
+    uv_timer_t patience_timer;
+    vs_req *probe;       /* the CurrentTime in flight for patient calls */
+    char probe_msg[384]; /* why the last probe failed */
     int open_handles;
     void (*closed)(void *data);
     void *closed_data;
@@ -268,7 +285,11 @@ static int apply_tls(const vs_session *s, CURL *easy)
     return 0;
 }
 
-/* send_call starts c's transfer and puts it on the active list. */
+static void arm_patience(vs_session *s);
+
+/* send_call starts c's transfer and puts it on the active list. A patient
+ * call's transfer may take its patience; its first probe is due after its
+ * timeout. */
 static int send_call(vs_session *s, vs_req *c)
 {
     CURL *easy = NULL;
@@ -276,6 +297,7 @@ static int send_call(vs_session *s, vs_req *c)
     char hdr[160];
     const char *action = s->have_content ? s->action : "urn:vim25/" BOOTSTRAP_VERSION;
     uint64_t timeout = c->timeout_ms ? c->timeout_ms : s->call_timeout_ms;
+    uint64_t limit = c->patience_ms > timeout ? c->patience_ms : timeout;
     int r;
 
     vmg_http_headers_free(c->hdrs);
@@ -306,7 +328,7 @@ static int send_call(vs_session *s, vs_req *c)
         curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms) !=
             CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)limit) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK) {
@@ -327,7 +349,12 @@ static int send_call(vs_session *s, vs_req *c)
         return r;
     c->gen = s->gen;
     q_push(&s->active, c, CL_ACTIVE);
-    s->last_activity = uv_now(s->loop);
+    s->last_activity = c->sent = uv_now(s->loop);
+    if (limit > timeout) {
+        c->due = c->sent + timeout;
+        c->probing = false;
+        arm_patience(s);
+    }
     return 0;
 }
 
@@ -647,6 +674,111 @@ static void arm_keepalive(vs_session *s)
     uv_timer_start(&s->keepalive_timer, on_keepalive, due > now ? due - now : s->keepalive_ms, 0);
 }
 
+/* ---- Patience ---- */
+
+static void on_patience(uv_timer_t *t);
+
+/* first_probing is the first active call waiting for a probe's answer. */
+static vs_req *first_probing(vs_session *s)
+{
+    struct lq *l;
+
+    lq_foreach(l, &s->active.head)
+    {
+        vs_req *c = lq_entry(l, vs_req, link);
+        if (c->probing)
+            return c;
+    }
+    return NULL;
+}
+
+/* arm_patience sets the patience timer to the first due time of the
+ * patient calls not probing yet, or stops it when there is none. */
+static void arm_patience(vs_session *s)
+{
+    uint64_t now = uv_now(s->loop), first = UINT64_MAX;
+    struct lq *l;
+
+    if (s->closing)
+        return;
+    lq_foreach(l, &s->active.head)
+    {
+        vs_req *c = lq_entry(l, vs_req, link);
+        if (c->patience_ms && !c->probing && c->due < first)
+            first = c->due;
+    }
+    if (first == UINT64_MAX)
+        uv_timer_stop(&s->patience_timer);
+    else
+        uv_timer_start(&s->patience_timer, on_patience, first > now ? first - now : 0, 0);
+}
+
+/* probe_answered ends the wait of every call probing: vCenter answered
+ * (alive), and each gets another call timeout; or it did not, and each is
+ * given up (on_done finishes it with VMG_ETRANSPORT, s->probe_msg saying
+ * why). */
+static void probe_answered(vs_session *s, bool alive)
+{
+    uint64_t now = uv_now(s->loop);
+    vs_req *c;
+
+    while ((c = first_probing(s)) != NULL) {
+        c->probing = false;
+        if (alive) {
+            c->due = now + s->call_timeout_ms;
+            continue;
+        }
+        c->gave_up = true;
+        vmg_http_cancel(c->xfer); /* on_done runs now and finishes c */
+    }
+    arm_patience(s);
+}
+
+/* on_patience: patient calls are due. Each waits for one CurrentTime's
+ * answer, sent now unless one is in flight already (its answer, later
+ * than now, tells as much). */
+static void on_patience(uv_timer_t *t)
+{
+    vs_session *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    bool due = false;
+    char *buf = NULL;
+    size_t len = 0;
+    struct lq *l;
+    vs_req *p;
+    int r;
+
+    if (s->closing)
+        return;
+    lq_foreach(l, &s->active.head)
+    {
+        vs_req *c = lq_entry(l, vs_req, link);
+        if (c->patience_ms && !c->probing && c->due <= now) {
+            c->probing = true;
+            due = true;
+        }
+    }
+    if (!due || s->probe) {
+        arm_patience(s);
+        return;
+    }
+    r = vim_req_current_time(&buf, &len);
+    p = r == 0 ? call_new(s, CK_PROBE, "CurrentTime", buf, len, LOGIN_MAX_RESPONSE,
+                          s->call_timeout_ms < VS_PROBE_TIMEOUT_MS ? s->call_timeout_ms
+                                                                   : VS_PROBE_TIMEOUT_MS)
+               : NULL;
+    r = r < 0 ? r : p ? send_call(s, p) : -ENOMEM;
+    if (r < 0) {
+        call_free(p);
+        vmg_putf(s->probe_msg, sizeof(s->probe_msg), "could not send it: %s", vmg_strerror(r));
+        probe_answered(s, false);
+        return;
+    }
+    s->probe = p;
+    s->stats.probes++;
+    arm_patience(s);
+}
+
 /* ---- Completion ---- */
 
 static void close_step(vs_session *s);
@@ -662,11 +794,19 @@ static void on_done(void *data, const struct vmg_http_result *res)
     vs_session *s = c->s;
     struct soap_fault fault;
     soap_resp *resp = NULL;
-    char msg[768];
+    char msg[768], why[512];
+    const char *errmsg = res->errmsg;
     int err = res->err;
 
     c->xfer = NULL;
     unlink_call(c);
+    if (c->gave_up) {
+        /* Canceled by probe_answered: vCenter answers neither. */
+        err = VMG_ETRANSPORT;
+        vmg_putf(why, sizeof(why), "no answer in %llu s, nor to a CurrentTime then (%s)",
+                 (unsigned long long)((uv_now(s->loop) - c->sent) / 1000), s->probe_msg);
+        errmsg = why;
+    }
     s->last_activity = uv_now(s->loop);
     s->stats.requests++;
     memset(&fault, 0, sizeof(fault));
@@ -700,6 +840,23 @@ static void on_done(void *data, const struct vmg_http_result *res)
         s->logout_inflight = false;
         close_step(s);
         break;
+    case CK_PROBE:
+        s->probe = NULL;
+        if (err == VMG_ECANCELED || s->closing) {
+            call_free(c);
+            break;
+        }
+        /* A fault is an answer: vCenter is alive (and, as for a
+         * keep-alive, NotAuthenticated means a new login). */
+        if (is_fault(&fault, err, "NotAuthenticated") && s->state == VS_STATE_READY &&
+            c->gen == s->gen)
+            start_login(s);
+        if (err != 0 && err != VMG_EFAULT)
+            describe(s->probe_msg, sizeof(s->probe_msg), c->method, err, &fault, res->status,
+                     errmsg);
+        call_free(c);
+        probe_answered(s, err == 0 || err == VMG_EFAULT);
+        break;
     case CK_USER:
         if (is_fault(&fault, err, "NotAuthenticated") && !c->retried && !s->closing) {
             /* Log in again (unless a newer login already happened) and
@@ -725,7 +882,7 @@ static void on_done(void *data, const struct vmg_http_result *res)
                 r.message = "";
                 r.resp = resp;
             } else {
-                describe(msg, sizeof(msg), c->method, err, &fault, res->status, res->errmsg);
+                describe(msg, sizeof(msg), c->method, err, &fault, res->status, errmsg);
                 r.message = msg;
                 if (err == VMG_EFAULT)
                     r.fault = &fault;
@@ -816,9 +973,11 @@ vs_session *vs_session_new(uv_loop_t *loop, vmg_http *http, const struct vs_sess
     /* uv_timer_init cannot fail: it only fills in the handle. */
     uv_timer_init(loop, &s->backoff_timer);
     uv_timer_init(loop, &s->keepalive_timer);
-    s->open_handles = 2;
+    uv_timer_init(loop, &s->patience_timer);
+    s->open_handles = 3;
     s->backoff_timer.data = s;
     s->keepalive_timer.data = s;
+    s->patience_timer.data = s;
     s->last_activity = uv_now(loop);
     return s;
 fail:
@@ -887,6 +1046,7 @@ int vs_call(vs_session *s, const char *method, char *buf, size_t len,
         return -ENOMEM;
     c->cb = cb;
     c->data = data;
+    c->patience_ms = opts ? opts->patience_ms : 0;
     if (s->state == VS_STATE_READY) {
         r = send_call(s, c);
         if (r < 0) {
@@ -923,6 +1083,16 @@ const struct vim_service_content *vs_session_content(const vs_session *s)
 uint64_t vs_session_call_timeout_ms(const vs_session *s)
 {
     return s ? s->call_timeout_ms : VS_DEFAULT_CALL_TIMEOUT_MS;
+}
+
+struct vs_call_opts vs_long_poll_opts(const vs_session *s, int max_wait_seconds)
+{
+    uint64_t call = vs_session_call_timeout_ms(s);
+    uint64_t wait = max_wait_seconds > 0 ? (uint64_t)max_wait_seconds * 1000 : 0;
+
+    return (struct vs_call_opts){.max_response = VS_CALL_MAX_RESPONSE_LARGE,
+                                 .timeout_ms = wait + call,
+                                 .patience_ms = wait + call * (1 + VS_LONG_POLL_PATIENCE)};
 }
 
 unsigned long vs_session_generation(const vs_session *s)
@@ -995,6 +1165,7 @@ static void close_step(vs_session *s)
         return;
     uv_close((uv_handle_t *)&s->backoff_timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->keepalive_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->patience_timer, on_handle_closed);
 }
 
 void vs_session_close(vs_session *s, void (*closed)(void *data), void *data)
@@ -1012,6 +1183,7 @@ void vs_session_close(vs_session *s, void (*closed)(void *data), void *data)
     s->closed_data = data;
     uv_timer_stop(&s->backoff_timer);
     uv_timer_stop(&s->keepalive_timer);
+    uv_timer_stop(&s->patience_timer);
     fail_waiting(s, VMG_ECANCELED, "the vCenter session is closing");
     while (!lq_empty(&s->active.head)) {
         vs_req *c = lq_entry(lq_head(&s->active.head), vs_req, link);

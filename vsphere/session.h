@@ -24,6 +24,16 @@
  * CurrentTime, which keeps it alive at vCenter and finds out early when it
  * is not.
  *
+ * Patience: a long poll (vs_long_poll_opts) that has not answered by its
+ * timeout is not given up while vCenter is alive: the session asks vCenter
+ * CurrentTime then (one request for every long poll due), and when vCenter
+ * answers (a fault too), the long poll gets another call timeout, and so on
+ * up to its patience; when vCenter does not answer within
+ * VS_PROBE_TIMEOUT_MS (or the call timeout, if shorter), the long poll
+ * fails as timed out (VMG_ETRANSPORT). vCenter computes a large UpdateSet
+ * for as long as it takes, and a long poll given up is computed again
+ * from the start; vcsim even loses the first part of such an answer.
+ *
  * TLS pinning: the thumbprint is the SHA-256 fingerprint of the server's
  * leaf certificate (as `openssl x509 -noout -fingerprint -sha256` prints
  * it, "AA:BB:..."; colons optional, any case). It is checked by an OpenSSL
@@ -60,6 +70,8 @@
 #define VS_DEFAULT_BACKOFF_MIN_MS 1000
 #define VS_DEFAULT_BACKOFF_MAX_MS 60000
 #define VS_DEFAULT_MAX_WAITING 4096 /* calls waiting for a login */
+#define VS_PROBE_TIMEOUT_MS 30000   /* a CurrentTime asked under a long poll */
+#define VS_LONG_POLL_PATIENCE 5     /* call timeouts a live vCenter gets beyond a long poll's */
 #define VS_SHA256_LEN 32
 
 typedef struct vs_session vs_session;
@@ -147,6 +159,10 @@ typedef void (*vs_observer)(void *data, const char *method, int err, const char 
 struct vs_call_opts {
     size_t max_response; /* 0: VS_CALL_MAX_RESPONSE */
     uint64_t timeout_ms; /* 0: the session's call_timeout_ms */
+    /* 0: none. Else (more than the timeout) the call is kept beyond its
+     * timeout while vCenter answers a CurrentTime, up to patience_ms after
+     * it was sent (see "Patience" above). */
+    uint64_t patience_ms;
 };
 
 struct vs_session_stats {
@@ -154,6 +170,7 @@ struct vs_session_stats {
     unsigned long logins;         /* successful logins */
     unsigned long login_failures; /* failed logins */
     unsigned long keepalives;     /* CurrentTime calls made to keep the session */
+    unsigned long probes;         /* CurrentTime calls asked under overdue long polls */
     size_t active;                /* requests in flight */
     size_t waiting;               /* calls waiting for a login */
 };
@@ -240,6 +257,12 @@ const struct vim_service_content *vs_session_content(const vs_session *s);
  * configuration's call_timeout_ms); a long poll is given this much beyond
  * its own wait. */
 uint64_t vs_session_call_timeout_ms(const vs_session *s);
+
+/* vs_long_poll_opts are the options of a WaitForUpdatesEx with
+ * maxWaitSeconds max_wait_seconds: a large response, a timeout of the wait
+ * plus the call timeout, and a patience of VS_LONG_POLL_PATIENCE call
+ * timeouts more (13 minutes with the defaults and a 60 s wait). */
+struct vs_call_opts vs_long_poll_opts(const vs_session *s, int max_wait_seconds);
 
 /* vs_session_generation counts successful logins: objects made in the
  * session (views, collectors, filters) belong to one generation. */

@@ -464,9 +464,7 @@ void vs__tracker_kick(vs_ops *o)
 {
     char *buf = NULL;
     size_t len = 0;
-    struct vs_call_opts opts = {.max_response = VS_CALL_MAX_RESPONSE_LARGE,
-                                .timeout_ms = (uint64_t)o->task_wait * 1000 +
-                                              vs_session_call_timeout_ms(o->s)};
+    struct vs_call_opts opts = vs_long_poll_opts(o->s, o->task_wait);
 
     if (o->wait_req || o->cancel_req || o->closing || o->mod_req || !ready(o))
         return;

@@ -3,8 +3,10 @@
  * lib/server HTTPS server on the same loop answering with the SOAP
  * fixtures recorded from vcsim): login and cookie, a wrong password and
  * the retries, re-login after NotAuthenticated (once per call, one login
- * for many calls), keep-alive, logout, and the TLS modes (CA file, pinned
- * thumbprint, system roots refused). */
+ * for many calls), keep-alive, logout, the TLS modes (CA file, pinned
+ * thumbprint, system roots refused), and a long poll's patience: kept past
+ * its timeout while vCenter answers CurrentTime, given up when it does
+ * not, and given up at its patience in any case. */
 #include "tests/unit/unit.h"
 #include "tests/unit/vcenter.h"
 
@@ -238,6 +240,10 @@ struct fake {
     bool always_not_auth;    /* CurrentTime refused even with the cookie */
     const char *login_fault; /* Login answered with this fault type, when set */
     int session_no;          /* the valid cookie is "sess-<n>" */
+    bool silent;             /* CurrentTime is never answered */
+    vmg_server_req *poll;    /* the WaitForUpdatesEx held, until answered */
+    vmg_server_req *time;    /* the CurrentTime held (silent) */
+    int polls, silent_times;
     /* what the server saw */
     int contents, logins, logouts, current_times, refused;
     char last_action[128];
@@ -284,6 +290,18 @@ static void respond_login_fault(vmg_server_req *r, const char *type)
     vmg_server_respond(r, 500, "text/xml; charset=utf-8", body, (size_t)n);
 }
 
+/* on_held_abort answers a held request whose client left. */
+static void on_held_abort(void *data, vmg_server_req *r)
+{
+    struct fake *f = data;
+
+    if (f->poll == r)
+        f->poll = NULL;
+    if (f->time == r)
+        f->time = NULL;
+    vmg_server_respond(r, 500, "text/plain", "gone", 4);
+}
+
 static void fake_handler(void *data, vmg_server_req *r)
 {
     struct fake *f = data;
@@ -317,6 +335,16 @@ static void fake_handler(void *data, vmg_server_req *r)
     } else if (strstr(body, "<Logout>")) {
         f->logouts++;
         respond_fixture(r, 200, "logout.resp.xml");
+    } else if (strstr(body, "<WaitForUpdatesEx>")) {
+        f->polls++;
+        assert_null(f->poll);
+        f->poll = r; /* the test answers it, or the client gives it up */
+        vmg_server_req_on_abort(r, on_held_abort, f);
+    } else if (strstr(body, "<CurrentTime>") && f->silent) {
+        f->silent_times++;
+        assert_null(f->time);
+        f->time = r;
+        vmg_server_req_on_abort(r, on_held_abort, f);
     } else if (strstr(body, "<CurrentTime>")) {
         f->current_times++;
         if (f->always_not_auth || !cookie || strcmp(cookie, want) != 0) {
@@ -718,6 +746,122 @@ static void test_keepalive_when_idle(void **state)
     fake_teardown(&f);
 }
 
+/* long_poll sends a WaitForUpdatesEx with the options of a long poll of
+ * no wait (its timeout is the call timeout) and returns them. */
+static struct vs_call_opts long_poll(struct fake *f)
+{
+    struct vim_moref pc;
+    struct vs_call_opts o = vs_long_poll_opts(f->s, 0);
+    char *buf = NULL;
+    size_t len = 0;
+
+    assert_int_equal(vim_moref_set(&pc, "PropertyCollector", "pc-1"), 0);
+    assert_int_equal(vim_req_wait_for_updates_ex(&pc, "1", 0, 100, &buf, &len), 0);
+    assert_int_equal(vs_call(f->s, "WaitForUpdatesEx", buf, len, &o, on_reply, f, NULL), 0);
+    return o;
+}
+
+/* A long poll past its timeout while vCenter answers CurrentTime: still
+ * waited for (vCenter computes its answer), and its late answer is the
+ * caller's; it was sent once. */
+static void test_long_poll_kept_while_vcenter_answers(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true, .call_timeout_ms = 200};
+    struct vs_session_stats st;
+    struct vs_call_opts o;
+
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    o = long_poll(&f);
+    assert_int_equal(o.timeout_ms, 200);
+    assert_int_equal(o.patience_ms, 200 * (1 + VS_LONG_POLL_PATIENCE));
+    /* Three probes answered: 600 ms and more, three times the timeout. */
+    uv_timer_start(&f.guard, on_guard, 10000, 0);
+    while (f.current_times < 3 && f.replies == 0 && !f.timed_out)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    uv_timer_stop(&f.guard);
+    assert_false(f.timed_out);
+    assert_int_equal(f.replies, 0);
+    assert_non_null(f.poll);
+    respond_fixture(f.poll, 200, "current_time.resp.xml");
+    f.poll = NULL;
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], 0);
+    assert_int_equal(f.polls, 1);
+    vs_session_stats(f.s, &st);
+    assert_true(st.probes >= 3);
+    assert_int_equal(f.current_times, (int)st.probes);
+    assert_int_equal(st.keepalives, 0);
+    assert_int_equal(f.refused, 0);
+    fake_teardown(&f);
+}
+
+/* A long poll past its timeout when vCenter answers nothing: given up once
+ * the CurrentTime asked then is not answered either (not at its patience),
+ * and the caller is told so. */
+static void test_long_poll_given_up_when_vcenter_is_silent(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true, .call_timeout_ms = 200};
+    struct vs_session_stats st;
+
+    (void)state;
+    fake_setup(&f);
+    f.silent = true;
+    fake_session(&f, &cfg);
+    (void)long_poll(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_ETRANSPORT);
+    assert_non_null(strstr(f.reply_msg[0], "vCenter WaitForUpdatesEx failed: "));
+    assert_non_null(strstr(f.reply_msg[0], "nor to a CurrentTime then (vCenter CurrentTime "
+                                           "failed: "));
+    assert_int_equal(f.polls, 1);
+    assert_int_equal(f.silent_times, 1);
+    vs_session_stats(f.s, &st);
+    assert_int_equal(st.probes, 1);
+    /* The session goes on: a call after it is answered. */
+    f.silent = false;
+    call_time(&f);
+    while (f.replies < 2 && !f.timed_out)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    assert_int_equal(f.reply_err[1], 0);
+    fake_teardown(&f);
+}
+
+/* A long poll that never answers, with vCenter answering CurrentTime all
+ * along (a connection lost without a word, a vCenter stuck on it): given
+ * up at its patience, as timed out. */
+static void test_long_poll_patience_has_an_end(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true, .call_timeout_ms = 200};
+    struct vs_session_stats st;
+    struct vs_call_opts o;
+    uint64_t t0;
+
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    assert_int_equal(vs_session_start(f.s), 0);
+    while (vs_session_state(f.s) != VS_STATE_READY)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    uv_update_time(&f.loop);
+    t0 = uv_now(&f.loop);
+    o = long_poll(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_ETRANSPORT);
+    assert_null(strstr(f.reply_msg[0], "CurrentTime"));
+    assert_non_null(strstr(f.reply_msg[0], "imed out"));
+    assert_true(uv_now(&f.loop) - t0 >= o.patience_ms);
+    vs_session_stats(f.s, &st);
+    assert_true(st.probes >= 2);
+    assert_int_equal(f.current_times, (int)st.probes);
+    assert_int_equal(f.polls, 1);
+    fake_teardown(&f);
+}
+
 static void test_tls_modes(void **state)
 {
     struct fake f;
@@ -871,6 +1015,9 @@ int main(void)
         cmocka_unit_test(test_relogin_after_not_authenticated),
         cmocka_unit_test(test_not_authenticated_twice_fails),
         cmocka_unit_test(test_keepalive_when_idle),
+        cmocka_unit_test(test_long_poll_kept_while_vcenter_answers),
+        cmocka_unit_test(test_long_poll_given_up_when_vcenter_is_silent),
+        cmocka_unit_test(test_long_poll_patience_has_an_end),
         cmocka_unit_test(test_tls_modes),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_close_cancels_waiting_calls),

@@ -2,8 +2,10 @@
  * vCenter (lib/server over TLS on the same loop) that answers the placement
  * by inventory paths, makes a collector and its filter, answers the first
  * long poll with a full state and holds the next ones until the test
- * answers them, or never answers them (a long poll lost to the transport:
- * the client's timeout ends it, as when vCenter stops answering).
+ * answers them, or never answers them (with the CurrentTime the session
+ * asks then unanswered too, as when vCenter stops answering: the long poll
+ * is lost to the transport; or answered, as when vCenter is computing a
+ * large answer: the long poll is waited for).
  *
  * What a user sees of it: a long poll lost once keeps the watch synced
  * (retrying, the cache served) and is sent again with the same version, so
@@ -13,7 +15,9 @@
  * session vCenter ended under a long poll rebuilds it with no unsynced
  * state between (the login was the whole outage), and says so, once more
  * when the session ends again under the rebuild's CreateFilter, while
- * sessions lost faster than a rebuild ends unsync it; and
+ * sessions lost faster than a rebuild ends unsync it; a long poll that
+ * answers late while vCenter is alive is waited for, with no retry and
+ * nothing said; and
  * while the rest of a truncated UpdateSet is retried, what the operator's
  * own tasks did (a VM destroyed, one powered off) is not undone by that
  * older rest: the destroyed VM stays gone, and the other is read back. */
@@ -53,6 +57,8 @@ struct fake {
 
     /* behaviour */
     int mute;            /* the next long polls (with a version) never answered */
+    bool silent;         /* CurrentTime never answered (vCenter stopped answering) */
+    int times;           /* CurrentTime asked (under an overdue long poll) */
     bool collector_gone; /* long polls: ManagedObjectNotFound (the collector is gone) */
     /* The next filter_lost CreateFilter calls find the session ended
      * (NotAuthenticated), and each one's re-send after the login the old
@@ -145,6 +151,13 @@ static void handler(void *data, vmg_server_req *r)
     const char *body = vmg_server_req_body(r, &len);
     char a[128];
 
+    if (strstr(body, "<CurrentTime>")) {
+        f->times++;
+        if (f->silent) {
+            vmg_server_req_on_abort(r, on_abort, f); /* the client's timeout ends it */
+            return;
+        }
+    }
     if (unit_soap_session(r, body))
         return;
     if (strstr(body, "<FindByInventoryPath>")) {
@@ -443,7 +456,37 @@ static void test_sync_and_follow(void **state)
     teardown(&f);
 }
 
-/* A long poll lost once (the client gives it up): the watch stays synced,
+/* A long poll that answers after its timeout, with vCenter answering the
+ * CurrentTime asked meanwhile (computing a large answer): waited for, not
+ * sent again, the watch synced all along and never saying it retries; the
+ * late answer is applied. */
+static bool probed_twice(const struct fake *f)
+{
+    return f->times >= 2;
+}
+
+static void test_late_long_poll_of_a_live_vcenter_is_kept(void **state)
+{
+    struct fake f;
+
+    (void)state;
+    setup(&f);
+    start(&f);
+    spin(&f, probed_twice); /* 3 s and more: the timeout is 2 s */
+    answer(&f, "2", POWER("modify", "vm-42", "poweredOff"), false);
+    spin(&f, held);
+    assert_true(synced(&f));
+    assert_string_equal(f.held_version, "2");
+    assert_string_equal(power_of(&f, "vm-42"), "poweredOff");
+    assert_int_equal(unit_calls_count(&f.calls, "WaitForUpdatesEx 1"), 1);
+    for (int i = 0; i < f.nstates; i++)
+        assert_false(f.states[i].retrying);
+    assert_false(f.ever_unsynced);
+    teardown(&f);
+}
+
+/* A long poll lost once (vCenter answers neither it nor the CurrentTime
+ * asked once it is overdue, and the client gives it up): the watch stays synced,
  * says it is retrying and why, serves its cache, and sends the same long
  * poll again (the same version, the same collector); its answer is applied
  * and the watch is plainly synced again. No group would see "not synced". */
@@ -456,7 +499,10 @@ static void test_one_lost_long_poll_is_retried(void **state)
     (void)state;
     setup(&f);
     f.mute = 1;
+    f.silent = true;
     spin(&f, retrying);
+    f.silent = false;
+    assert_true(f.times >= 1);
     assert_true(last_state(&f)->synced);
     assert_int_equal(last_state(&f)->err, VMG_ETRANSPORT);
     assert_int_equal(vs_inventory_folder(f.inv, "ns_web", &folder), 0);
@@ -489,8 +535,10 @@ static void test_two_lost_long_polls_unsync(void **state)
     (void)state;
     setup(&f);
     f.mute = 2;
+    f.silent = true;
     spin(&f, retrying);
     spin(&f, unsynced);
+    f.silent = false;
     assert_int_equal(last_state(&f)->err, VMG_ETRANSPORT);
     assert_false(last_state(&f)->retrying);
     assert_int_equal(vs_inventory_folder(f.inv, "ns_web", &folder), -EAGAIN);
@@ -633,10 +681,12 @@ static void test_truncated_rest_retried_keeps_what_tasks_did(void **state)
     answer(&f, "2", POWER("modify", "vm-43", "poweredOn"), true);
     spin(&f, held);
     assert_string_equal(f.held_version, "2"); /* the rest */
-    /* The rest is never answered: the client gives it up (on_abort answers
-     * the request then). */
+    /* The rest is never answered, nor is the CurrentTime asked then: the
+     * client gives it up (on_abort answers the request then). */
     f.held = NULL;
+    f.silent = true;
     spin(&f, retrying);
+    f.silent = false;
 
     /* While the retry waits: vm-42 destroyed, vm-43 powered off. */
     mark = vs_inventory_mark(f.inv);
@@ -677,6 +727,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_and_follow),
+        cmocka_unit_test(test_late_long_poll_of_a_live_vcenter_is_kept),
         cmocka_unit_test(test_one_lost_long_poll_is_retried),
         cmocka_unit_test(test_two_lost_long_polls_unsync),
         cmocka_unit_test(test_collector_gone_rebuilds),
