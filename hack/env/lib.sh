@@ -153,7 +153,9 @@ start_kube_apiserver() {
 # VCSIM_DEBUG_PORT (chosen at up) serves pprof and the count of requests by
 # method on 127.0.0.1 (hack/env/go/vcsim/main.go). While the file
 # DIR/vcsim/login-fault exists, the operator's Logins are answered with the
-# SOAP fault it names (tests/e2e/55-faults.bats).
+# SOAP fault it names (tests/e2e/55-faults.bats); while DIR/vcsim/method-delays
+# exists, the calls it names take that long ("WaitForUpdatesEx=3000":
+# tests/e2e/30-vsphere.bats).
 start_vcsim() {
 	local load=() opt=()
 	load_ports
@@ -170,7 +172,8 @@ start_vcsim() {
 	launch vcsim env TMPDIR="$D/vcsim/tmp" "$(tool vcsim)" -l "$VCSIM_HOST:$VCSIM_PORT" \
 		-username "$(cat "$D/vcsim/user")" -password-file "$D/vcsim/password" \
 		-tlscert "$D/pki/vcsim.crt" -tlskey "$D/pki/vcsim.key" \
-		-url-file "$D/vcsim/url" -login-fault-file "$D/vcsim/login-fault" "${load[@]}" "${opt[@]}"
+		-url-file "$D/vcsim/url" -login-fault-file "$D/vcsim/login-fault" \
+		-method-delays-file "$D/vcsim/method-delays" "${load[@]}" "${opt[@]}"
 	wait_for vcsim 30 test -s "$D/vcsim/url"
 }
 

@@ -59,6 +59,17 @@ teardown() {
 	# stopped.
 	[ -z "${WATCH_PID:-}" ] || kill -TERM "$WATCH_PID" 2>/dev/null || true
 	kill -CONT "$(cat "$ENV_DIR/run/vcsim.pid")" 2>/dev/null || true
+	rm -f "$ENV_DIR/vcsim/method-delays"
+}
+
+# soap_count METHOD: how many calls of METHOD vcsim has served.
+soap_count() {
+	curl -sf "$VCSIM_DEBUG_URL/debug/soap-methods" | awk -v m="$1" '$1 == m { n = $2 } END { print n + 0 }'
+}
+
+# soap_at_least METHOD N: vcsim has served N calls of METHOD or more.
+soap_at_least() {
+	[ "$(soap_count "$1")" -ge "$2" ]
 }
 
 @test "vsphere: login verified against VC_CA_FILE" {
@@ -304,6 +315,24 @@ sees_power_off() {
 	refute grep -q '"event":"unsynced"' "$out"
 	refute grep -Eq '"rebuilds":([2-9]|[1-9][0-9])' "$out"
 	sees_power_off vm-s "$out"
+	watch_stop
+}
+
+@test "vsphere: a long poll that vCenter answers after its timeout, answering CurrentTime meanwhile, is waited for and not retried" {
+	local out=$BATS_TEST_TMPDIR/late.out t0 w0
+	vsd --cpu 1 --mem 1024 clone "$FOLDER" vm-l >/dev/null
+	t0=$(soap_count CurrentTime)
+	# Each long poll takes 3 s and more, beyond its timeout (1 s + 1 s).
+	echo WaitForUpdatesEx=3000 >"$ENV_DIR/vcsim/method-delays"
+	watch_start "$out" --max-wait 1 --call-timeout 1000 --backoff-max 1000
+	w0=$(soap_count WaitForUpdatesEx)
+	retry 30 soap_at_least WaitForUpdatesEx $((w0 + 2))
+	rm -f "$ENV_DIR/vcsim/method-delays"
+	# The session asked vCenter the time while each was overdue, and waited.
+	[ "$(soap_count CurrentTime)" -ge $((t0 + 2)) ]
+	refute grep -q '"event":"retrying"' "$out"
+	refute grep -q '"event":"unsynced"' "$out"
+	sees_power_off vm-l "$out"
 	watch_stop
 }
 

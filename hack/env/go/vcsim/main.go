@@ -4,7 +4,9 @@
 // refused. With -load it starts from an inventory saved by `govc object.save`.
 //
 // For the fault tests: -login-fault-file answers the operator's Logins
-// with a SOAP fault (a vCenter still starting answers SystemError).
+// with a SOAP fault (a vCenter still starting answers SystemError), and
+// -method-delays-file delays calls as -method-delays does, while the file
+// exists (a vCenter slow to answer a long poll: tests/e2e/30-vsphere.bats).
 //
 // For the benchmarks: -task-delays and -method-delays make tasks and calls
 // take time as on a real vCenter, and -debug-addr serves Go's pprof
@@ -112,6 +114,21 @@ type methods struct {
 	delay      map[string]int
 	jitter     float64
 	loginFault string // a file naming the fault the operator's Logins get
+	delayFile  string // a file of more delays ("Method=ms,..."), read per call
+}
+
+// delayOf is how long a call of method waits before it is served: the
+// delays of -method-delays-file while it exists and names the method,
+// else those of -method-delays.
+func (m *methods) delayOf(method string) int {
+	if m.delayFile != "" {
+		if b, err := os.ReadFile(m.delayFile); err == nil {
+			if d, err := parseDelays(strings.TrimSpace(string(b))); err == nil && d[method] > 0 {
+				return d[method]
+			}
+		}
+	}
+	return m.delay[method]
 }
 
 // faultOfLogin is the fault type that loginFault names while it exists,
@@ -202,7 +219,7 @@ func (m *methods) wrap(next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		if d := m.delay[name]; d > 0 {
+		if d := m.delayOf(name); d > 0 {
 			d += int(rand.NormFloat64() * m.jitter * float64(d))
 			time.Sleep(time.Duration(max(d, 0)) * time.Millisecond)
 		}
@@ -260,11 +277,14 @@ func main() {
 	jitter := flag.Float64("delay-jitter", 0, "the delays' coefficient of variation (stddev/mean)")
 	loginFault := flag.String("login-fault-file", "", "while this file exists, the operator's "+
 		"Logins (User-Agent vmgroup-operator) are answered with the SOAP fault it names, e.g. SystemError")
+	delayFile := flag.String("method-delays-file", "", "while this file exists, the calls of "+
+		"the methods it names (Method=ms,...) take that long before they are served")
 	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/, /debug/soap-methods, /debug/soap-reads and /debug/updates here (plain HTTP)")
 	flag.Parse()
 
 	mc := &methods{counts: counts{count: map[string]int64{}},
-		reads: counts{count: map[string]int64{}}, jitter: *jitter, loginFault: *loginFault}
+		reads: counts{count: map[string]int64{}}, jitter: *jitter, loginFault: *loginFault,
+		delayFile: *delayFile}
 	var err error
 	if mc.delay, err = parseDelays(*methodDelays); err != nil {
 		log.Fatalf("vcsim: -method-delays: %v", err)
