@@ -40,6 +40,9 @@
 # and the operator's RetrievePropertiesEx per VM created by what each read.
 # CONVERGE_PROFILE=DIR saves a CPU profile of vcsim during each operator
 # convergence (DIR/vcsim-GROUPS.pprof; `go tool pprof -top` reads it).
+# CONVERGE_OPERATOR_ARGS adds flags to the manager's (split on blanks; e.g.
+# --vc-request-timeout=40s, so that the inventory's long poll outlives its
+# timeout while vcsim computes it, and the session asks CurrentTime).
 #
 # Exits non-zero when a target of issue 15 is missed: to RUNNING, deletion
 # and vcsim CPU per VM within 2x the ceiling's; 0 API writes and no vCenter
@@ -303,7 +306,7 @@ operator() {
 	kubectl create namespace "$ns" >/dev/null
 	"$VMG_BIN" --kubeconfig "$KUBECONFIG" --vc-ca-file "$VC_CA_FILE" \
 		--metrics-bind-address "127.0.0.1:$mport" --metrics-secure=false \
-		--health-probe-bind-address "127.0.0.1:$pport" </dev/null >>"$log" 2>&1 &
+		--health-probe-bind-address "127.0.0.1:$pport" ${CONVERGE_OPERATOR_ARGS:-} </dev/null >>"$log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$pport/readyz" >/dev/null && break; sleep 0.2; done
 	m0=$(methods)
