@@ -75,7 +75,8 @@ static const struct flag flags[] = {
     {"datastore", NULL, K_STR, OFF(datastore), 0, 0,
      "Datastore for new VMs; default: the template's."},
     {"vc-request-timeout", NULL, K_DURATION, OFF(vc_request_timeout_ms), 0, 0,
-     "How long a vCenter request may take; a long poll gets this beyond its own wait."},
+     "How long a vCenter request may take; a long poll gets this beyond its own wait, "
+     "and this again (5 times at most) while vCenter answers a CurrentTime asked then."},
     {"vc-grace-period", NULL, K_DURATION, OFF(vc_grace_ms), 0, 0,
      "How long vCenter may be out of use (a session lost, vCenter out of reach, the "
      "watch rebuilt, the manager starting) before the VmGroups' status says so; 0: at once."},

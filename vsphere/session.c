@@ -18,6 +18,7 @@
 #include "vsphere/session.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,14 @@
  * server's: every supported vCenter accepts it for RetrieveServiceContent. */
 #define BOOTSTRAP_VERSION "6.5"
 #define LOGOUT_TIMEOUT_MS 5000
+/* TCP keep-alive probes on a connection silent for TCP_KEEPIDLE_S, then
+ * every TCP_KEEPINTVL_S (the kernel gives up after tcp_keepalive_probes,
+ * 9 by default: 165 s): a connection dropped on the way (a NAT or a
+ * firewall forgetting it) fails a long poll that CurrentTime, sent on
+ * another connection, would show alive (see "Patience"). */
+#define TCP_KEEPIDLE_S 30L
+#define TCP_KEEPINTVL_S 15L
+#define PROBE_RETRY_MS 1000 /* after a CurrentTime that could not be sent */
 #define LOGIN_MAX_RESPONSE (1u << 20)
 
 enum call_kind {
@@ -300,6 +309,9 @@ static int send_call(vs_session *s, vs_req *c)
     uint64_t limit = c->patience_ms > timeout ? c->patience_ms : timeout;
     int r;
 
+    if (limit > LONG_MAX)
+        limit = LONG_MAX;
+
     vmg_http_headers_free(c->hdrs);
     c->hdrs = NULL;
     vmg_putf(hdr, sizeof(hdr), "SOAPAction: %s", action);
@@ -330,6 +342,8 @@ static int send_call(vs_session *s, vs_req *c)
             CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)limit) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, TCP_KEEPIDLE_S) != CURLE_OK ||
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, TCP_KEEPINTVL_S) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK) {
         curl_easy_cleanup(easy);
@@ -735,8 +749,9 @@ static void probe_answered(vs_session *s, bool alive)
 }
 
 /* on_patience: patient calls are due. Each waits for one CurrentTime's
- * answer, sent now unless one is in flight already (its answer, later
- * than now, tells as much). */
+ * answer, sent now unless one is in flight already: that one's answer,
+ * later than now, tells as much, and its failure (within
+ * VS_PROBE_TIMEOUT_MS of its sending) gives up every call waiting. */
 static void on_patience(uv_timer_t *t)
 {
     vs_session *s = t->data;
@@ -769,9 +784,18 @@ static void on_patience(uv_timer_t *t)
                : NULL;
     r = r < 0 ? r : p ? send_call(s, p) : -ENOMEM;
     if (r < 0) {
+        /* Not vCenter's doing: no answer either way. Asked again in a
+         * second (the patience still bounds the calls). */
         call_free(p);
-        vmg_putf(s->probe_msg, sizeof(s->probe_msg), "could not send it: %s", vmg_strerror(r));
-        probe_answered(s, false);
+        lq_foreach(l, &s->active.head)
+        {
+            vs_req *c = lq_entry(l, vs_req, link);
+            if (c->probing) {
+                c->probing = false;
+                c->due = now + PROBE_RETRY_MS;
+            }
+        }
+        arm_patience(s);
         return;
     }
     s->probe = p;
@@ -1046,7 +1070,9 @@ int vs_call(vs_session *s, const char *method, char *buf, size_t len,
         return -ENOMEM;
     c->cb = cb;
     c->data = data;
-    c->patience_ms = opts ? opts->patience_ms : 0;
+    /* Patience no longer than the timeout is none. */
+    if (opts && opts->patience_ms > (opts->timeout_ms ? opts->timeout_ms : s->call_timeout_ms))
+        c->patience_ms = opts->patience_ms;
     if (s->state == VS_STATE_READY) {
         r = send_call(s, c);
         if (r < 0) {

@@ -26,13 +26,18 @@
  *
  * Patience: a long poll (vs_long_poll_opts) that has not answered by its
  * timeout is not given up while vCenter is alive: the session asks vCenter
- * CurrentTime then (one request for every long poll due), and when vCenter
- * answers (a fault too), the long poll gets another call timeout, and so on
- * up to its patience; when vCenter does not answer within
- * VS_PROBE_TIMEOUT_MS (or the call timeout, if shorter), the long poll
- * fails as timed out (VMG_ETRANSPORT). vCenter computes a large UpdateSet
- * for as long as it takes, and a long poll given up is computed again
- * from the start; vcsim even loses the first part of such an answer.
+ * CurrentTime then (one request for all the long polls due; a long poll
+ * falling due while one is out waits for that one's answer), and when
+ * vCenter answers (a fault too), the long poll gets another call timeout,
+ * and so on up to its patience, when it fails as timed out. When the
+ * CurrentTime fails (no answer within VS_PROBE_TIMEOUT_MS, or the call
+ * timeout if shorter; an HTTP error; an unreadable answer), the long poll
+ * fails at once with VMG_ETRANSPORT, saying "no answer in N s, nor to a
+ * CurrentTime then (why)". vCenter computes a large UpdateSet for as long
+ * as it takes, and a long poll given up is computed again from the start;
+ * vcsim even loses the first part of such an answer. CurrentTime goes on
+ * another connection: one dropped on the way (a NAT forgetting it) is
+ * found by TCP keep-alive probes, every 15 s after 30 s of silence.
  *
  * TLS pinning: the thumbprint is the SHA-256 fingerprint of the server's
  * leaf certificate (as `openssl x509 -noout -fingerprint -sha256` prints
