@@ -296,6 +296,12 @@ static int apply_tls(const vs_session *s, CURL *easy)
 
 static void arm_patience(vs_session *s);
 
+/* call_timeout is how long c may take: its own timeout, or the session's. */
+static uint64_t call_timeout(const vs_session *s, const vs_req *c)
+{
+    return c->timeout_ms ? c->timeout_ms : s->call_timeout_ms;
+}
+
 /* send_call starts c's transfer and puts it on the active list. A patient
  * call's transfer may take its patience; its first probe is due after its
  * timeout. */
@@ -305,8 +311,8 @@ static int send_call(vs_session *s, vs_req *c)
     struct curl_slist *h = NULL, *t;
     char hdr[160];
     const char *action = s->have_content ? s->action : "urn:vim25/" BOOTSTRAP_VERSION;
-    uint64_t timeout = c->timeout_ms ? c->timeout_ms : s->call_timeout_ms;
-    uint64_t limit = c->patience_ms > timeout ? c->patience_ms : timeout;
+    uint64_t timeout = call_timeout(s, c);
+    uint64_t limit = c->patience_ms ? c->patience_ms : timeout; /* patience > timeout */
     int r;
 
     if (limit > LONG_MAX)
@@ -364,7 +370,7 @@ static int send_call(vs_session *s, vs_req *c)
     c->gen = s->gen;
     q_push(&s->active, c, CL_ACTIVE);
     s->last_activity = c->sent = uv_now(s->loop);
-    if (limit > timeout) {
+    if (c->patience_ms) {
         c->due = c->sent + timeout;
         c->probing = false;
         arm_patience(s);
@@ -487,9 +493,10 @@ static void login_succeeded(vs_session *s)
     flush_waiting(s);
 }
 
-/* internal_send sends one of the session's own requests. */
+/* internal_send sends one of the session's own requests; *ret_call (when
+ * not NULL) is the call, until on_done ends it. */
 static int internal_send(vs_session *s, enum call_kind kind, const char *method, char *buf,
-                         size_t len, uint64_t timeout_ms)
+                         size_t len, uint64_t timeout_ms, vs_req **ret_call)
 {
     vs_req *c = call_new(s, kind, method, buf, len, LOGIN_MAX_RESPONSE, timeout_ms);
     int r;
@@ -499,6 +506,8 @@ static int internal_send(vs_session *s, enum call_kind kind, const char *method,
     r = send_call(s, c);
     if (r < 0)
         call_free(c);
+    else if (ret_call)
+        *ret_call = c;
     return r;
 }
 
@@ -518,7 +527,7 @@ static void start_login(vs_session *s)
     notify(s);
     r = vim_req_retrieve_service_content(&buf, &len);
     if (r == 0)
-        r = internal_send(s, CK_CONTENT, "RetrieveServiceContent", buf, len, 0);
+        r = internal_send(s, CK_CONTENT, "RetrieveServiceContent", buf, len, 0, NULL);
     if (r < 0) {
         vmg_putf(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
         login_failed(s, r, msg);
@@ -617,7 +626,7 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
         s->have_content = true;
         r = vim_req_login(&sc.session_manager, s->user, s->password, &buf, &len);
         if (r == 0)
-            r = internal_send(s, CK_LOGIN, "Login", buf, len, 0);
+            r = internal_send(s, CK_LOGIN, "Login", buf, len, 0, NULL);
         if (r < 0) {
             vmg_putf(msg, sizeof(msg), "could not start a login to vCenter: %s", vmg_strerror(r));
             login_failed(s, r, msg);
@@ -673,7 +682,7 @@ static void on_keepalive(uv_timer_t *t)
         return;
     }
     if (vim_req_current_time(&buf, &len) == 0 &&
-        internal_send(s, CK_KEEPALIVE, "CurrentTime", buf, len, 0) == 0)
+        internal_send(s, CK_KEEPALIVE, "CurrentTime", buf, len, 0, NULL) == 0)
         s->stats.keepalives++;
     arm_keepalive(s);
 }
@@ -727,21 +736,35 @@ static void arm_patience(vs_session *s)
         uv_timer_start(&s->patience_timer, on_patience, first > now ? first - now : 0, 0);
 }
 
+/* postpone ends the wait of every call probing, its next probe due in
+ * delay_ms. */
+static void postpone(vs_session *s, uint64_t delay_ms)
+{
+    uint64_t now = uv_now(s->loop);
+    struct lq *l;
+
+    lq_foreach(l, &s->active.head)
+    {
+        vs_req *c = lq_entry(l, vs_req, link);
+        if (c->probing) {
+            c->probing = false;
+            c->due = now + delay_ms;
+        }
+    }
+}
+
 /* probe_answered ends the wait of every call probing: vCenter answered
  * (alive), and each gets another call timeout; or it did not, and each is
  * given up (on_done finishes it with VMG_ETRANSPORT, s->probe_msg saying
- * why). */
+ * why; its callback may change the list, hence first_probing each time). */
 static void probe_answered(vs_session *s, bool alive)
 {
-    uint64_t now = uv_now(s->loop);
     vs_req *c;
 
+    if (alive)
+        postpone(s, s->call_timeout_ms);
     while ((c = first_probing(s)) != NULL) {
         c->probing = false;
-        if (alive) {
-            c->due = now + s->call_timeout_ms;
-            continue;
-        }
         c->gave_up = true;
         vmg_http_cancel(c->xfer); /* on_done runs now and finishes c */
     }
@@ -760,7 +783,7 @@ static void on_patience(uv_timer_t *t)
     char *buf = NULL;
     size_t len = 0;
     struct lq *l;
-    vs_req *p;
+    vs_req *p = NULL;
     int r;
 
     if (s->closing)
@@ -778,23 +801,15 @@ static void on_patience(uv_timer_t *t)
         return;
     }
     r = vim_req_current_time(&buf, &len);
-    p = r == 0 ? call_new(s, CK_PROBE, "CurrentTime", buf, len, LOGIN_MAX_RESPONSE,
+    if (r == 0)
+        r = internal_send(s, CK_PROBE, "CurrentTime", buf, len,
                           s->call_timeout_ms < VS_PROBE_TIMEOUT_MS ? s->call_timeout_ms
-                                                                   : VS_PROBE_TIMEOUT_MS)
-               : NULL;
-    r = r < 0 ? r : p ? send_call(s, p) : -ENOMEM;
+                                                                   : VS_PROBE_TIMEOUT_MS,
+                          &p);
     if (r < 0) {
         /* Not vCenter's doing: no answer either way. Asked again in a
          * second (the patience still bounds the calls). */
-        call_free(p);
-        lq_foreach(l, &s->active.head)
-        {
-            vs_req *c = lq_entry(l, vs_req, link);
-            if (c->probing) {
-                c->probing = false;
-                c->due = now + PROBE_RETRY_MS;
-            }
-        }
+        postpone(s, PROBE_RETRY_MS);
         arm_patience(s);
         return;
     }
@@ -810,6 +825,16 @@ static void close_step(vs_session *s);
 static bool is_fault(const struct soap_fault *f, int err, const char *type)
 {
     return err == VMG_EFAULT && f && strcmp(f->type, type) == 0;
+}
+
+/* relogin_if_lost: a CurrentTime of the session's own (keep-alive, probe)
+ * found the session gone at vCenter: log in again, unless a newer login
+ * happened meanwhile. */
+static void relogin_if_lost(vs_session *s, const vs_req *c, const struct soap_fault *f, int err)
+{
+    if (is_fault(f, err, "NotAuthenticated") && !s->closing && s->state == VS_STATE_READY &&
+        c->gen == s->gen)
+        start_login(s);
 }
 
 static void on_done(void *data, const struct vmg_http_result *res)
@@ -854,9 +879,7 @@ static void on_done(void *data, const struct vmg_http_result *res)
         call_free(c);
         break;
     case CK_KEEPALIVE:
-        if (is_fault(&fault, err, "NotAuthenticated") && !s->closing &&
-            s->state == VS_STATE_READY && c->gen == s->gen)
-            start_login(s);
+        relogin_if_lost(s, c, &fault, err);
         call_free(c);
         break;
     case CK_LOGOUT:
@@ -872,9 +895,7 @@ static void on_done(void *data, const struct vmg_http_result *res)
         }
         /* A fault is an answer: vCenter is alive (and, as for a
          * keep-alive, NotAuthenticated means a new login). */
-        if (is_fault(&fault, err, "NotAuthenticated") && s->state == VS_STATE_READY &&
-            c->gen == s->gen)
-            start_login(s);
+        relogin_if_lost(s, c, &fault, err);
         if (err != 0 && err != VMG_EFAULT)
             describe(s->probe_msg, sizeof(s->probe_msg), c->method, err, &fault, res->status,
                      errmsg);
@@ -1071,7 +1092,7 @@ int vs_call(vs_session *s, const char *method, char *buf, size_t len,
     c->cb = cb;
     c->data = data;
     /* Patience no longer than the timeout is none. */
-    if (opts && opts->patience_ms > (opts->timeout_ms ? opts->timeout_ms : s->call_timeout_ms))
+    if (opts && opts->patience_ms > call_timeout(s, c))
         c->patience_ms = opts->patience_ms;
     if (s->state == VS_STATE_READY) {
         r = send_call(s, c);
@@ -1222,7 +1243,7 @@ void vs_session_close(vs_session *s, void (*closed)(void *data), void *data)
     if (logged_in && s->have_content &&
         vim_req_logout(&s->content.session_manager, &buf, &len) == 0) {
         s->logout_inflight = true;
-        if (internal_send(s, CK_LOGOUT, "Logout", buf, len, LOGOUT_TIMEOUT_MS) < 0)
+        if (internal_send(s, CK_LOGOUT, "Logout", buf, len, LOGOUT_TIMEOUT_MS, NULL) < 0)
             s->logout_inflight = false;
     }
     close_step(s);

@@ -415,14 +415,21 @@ static void fake_session(struct fake *f, struct vs_session_config *cfg)
     vs_session_set_state_cb(f->s, on_state, f);
 }
 
-/* run_until runs the loop until *flag holds, failing after 10 s. */
-static void run_until(struct fake *f, const int *flag)
+/* run_to runs the loop until the count *n reaches want, failing after
+ * 10 s. */
+static void run_to(struct fake *f, const int *n, int want)
 {
     uv_timer_start(&f->guard, on_guard, 10000, 0);
-    while (!*flag && !f->timed_out)
+    while (*n < want && !f->timed_out)
         uv_run(&f->loop, UV_RUN_ONCE);
     uv_timer_stop(&f->guard);
     assert_false(f->timed_out);
+}
+
+/* run_until runs the loop until *flag (a count, from 0) holds. */
+static void run_until(struct fake *f, const int *flag)
+{
+    run_to(f, flag, 1);
 }
 
 static void on_session_closed(void *data)
@@ -654,11 +661,7 @@ static void test_new_password_logs_in_at_once(void **state)
     assert_int_equal(vs_session_set_password(f.s, ""), -EINVAL);
     assert_int_equal(vs_session_set_password(f.s, "secret-pw"), 0);
     call_time(&f);
-    uv_timer_start(&f.guard, on_guard, 10000, 0);
-    while (f.replies < 2 && !f.timed_out)
-        uv_run(&f.loop, UV_RUN_ONCE);
-    uv_timer_stop(&f.guard);
-    assert_false(f.timed_out);
+    run_to(&f, &f.replies, 2);
     assert_int_equal(f.reply_err[1], 0);
     assert_int_equal(vs_session_state(f.s), VS_STATE_READY);
     /* The password in use again: nothing is done. */
@@ -688,11 +691,7 @@ static void test_relogin_after_not_authenticated(void **state)
     call_time(&f);
     call_time(&f);
     want = 4;
-    uv_timer_start(&f.guard, on_guard, 10000, 0);
-    while (f.replies < want && !f.timed_out)
-        uv_run(&f.loop, UV_RUN_ONCE);
-    uv_timer_stop(&f.guard);
-    assert_false(f.timed_out);
+    run_to(&f, &f.replies, want);
     for (int i = 1; i < 4; i++)
         assert_int_equal(f.reply_err[i], 0);
     assert_int_equal(f.logins, 2);
@@ -732,11 +731,7 @@ static void test_keepalive_when_idle(void **state)
     fake_session(&f, &cfg);
     assert_int_equal(vs_session_start(f.s), 0);
     /* Logged in and idle: CurrentTime is sent by the session itself. */
-    uv_timer_start(&f.guard, on_guard, 10000, 0);
-    while (f.current_times < 2 && !f.timed_out)
-        uv_run(&f.loop, UV_RUN_ONCE);
-    uv_timer_stop(&f.guard);
-    assert_false(f.timed_out);
+    run_to(&f, &f.current_times, 2);
     two = f.current_times;
     assert_int_equal(two, 2);
     assert_int_equal(f.replies, 0);
@@ -824,8 +819,7 @@ static void test_long_poll_given_up_when_vcenter_is_silent(void **state)
     /* The session goes on: a call after it is answered. */
     f.silent = false;
     call_time(&f);
-    while (f.replies < 2 && !f.timed_out)
-        uv_run(&f.loop, UV_RUN_ONCE);
+    run_to(&f, &f.replies, 2);
     assert_int_equal(f.reply_err[1], 0);
     fake_teardown(&f);
 }
@@ -987,10 +981,7 @@ static void test_cancel_one_call(void **state)
     assert_int_equal(f.replies, 1);
     assert_int_equal(f.reply_err[0], VMG_ECANCELED);
     call_time(&f);
-    uv_timer_start(&f.guard, on_guard, 10000, 0);
-    while (f.replies < 2 && !f.timed_out)
-        uv_run(&f.loop, UV_RUN_ONCE);
-    uv_timer_stop(&f.guard);
+    run_to(&f, &f.replies, 2);
     assert_int_equal(f.reply_err[1], 0);
     /* Bad arguments: refused, the buffer freed. */
     assert_int_equal(vs_call(f.s, "X", NULL, 0, NULL, on_reply, &f, NULL), -EINVAL);
