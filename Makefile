@@ -103,11 +103,15 @@ build/unit-support/libunit.a: $(UNIT_SUPPORT_SRCS:tests/unit/%.c=build/unit-supp
 	rm -f $@
 	ar rcs $@ $^
 
+# test_session makes curl_easy_init fail on demand (a request that cannot
+# be started), through the linker's --wrap.
+build/unit/test_session: UNIT_LDFLAGS = -Wl,--wrap=curl_easy_init
+
 build/unit/%: tests/unit/%.c build/unit-support/libunit.a build/libvmgroup-san.a $(HDRS) \
 		$(UNIT_SUPPORT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -o $@ $< build/unit-support/libunit.a build/libvmgroup-san.a \
-		$(PKG_LIBS) -lcmocka -lm
+		$(PKG_LIBS) -lcmocka -lm $(UNIT_LDFLAGS)
 
 build/e2e/vmgroup-operator-san: cmd/vmgroup-operator/main.c build/libvmgroup-san.a $(HDRS)
 	@mkdir -p $(@D)

@@ -77,6 +77,7 @@ struct vs_req {
     uint64_t due;         /* loop ms: a patient call's next probe */
     bool probing;         /* waits for the answer of a probe */
     bool gave_up;         /* canceled for a probe that vCenter did not answer */
+    vs_kept_cb kept;      /* told when kept past a probe's answer */
     vs_call_cb cb;
     void *data;
     vmg_http_xfer *xfer;
@@ -737,19 +738,19 @@ static void arm_patience(vs_session *s)
 }
 
 /* postpone ends the wait of every call probing, its next probe due in
- * delay_ms. */
-static void postpone(vs_session *s, uint64_t delay_ms)
+ * delay_ms; when tell, its caller is told that it is kept (vCenter
+ * answered). Callbacks may change the list, hence first_probing each
+ * time, and c is not read after its own. */
+static void postpone(vs_session *s, uint64_t delay_ms, bool tell)
 {
     uint64_t now = uv_now(s->loop);
-    struct lq *l;
+    vs_req *c;
 
-    lq_foreach(l, &s->active.head)
-    {
-        vs_req *c = lq_entry(l, vs_req, link);
-        if (c->probing) {
-            c->probing = false;
-            c->due = now + delay_ms;
-        }
+    while ((c = first_probing(s)) != NULL) {
+        c->probing = false;
+        c->due = now + delay_ms;
+        if (tell && c->kept)
+            c->kept(c->data, now - c->sent);
     }
 }
 
@@ -762,7 +763,7 @@ static void probe_answered(vs_session *s, bool alive)
     vs_req *c;
 
     if (alive)
-        postpone(s, s->call_timeout_ms);
+        postpone(s, s->call_timeout_ms, true);
     while ((c = first_probing(s)) != NULL) {
         c->probing = false;
         c->gave_up = true;
@@ -809,7 +810,7 @@ static void on_patience(uv_timer_t *t)
     if (r < 0) {
         /* Not vCenter's doing: no answer either way. Asked again in a
          * second (the patience still bounds the calls). */
-        postpone(s, PROBE_RETRY_MS);
+        postpone(s, PROBE_RETRY_MS, false);
         arm_patience(s);
         return;
     }
@@ -1092,8 +1093,10 @@ int vs_call(vs_session *s, const char *method, char *buf, size_t len,
     c->cb = cb;
     c->data = data;
     /* Patience no longer than the timeout is none. */
-    if (opts && opts->patience_ms > call_timeout(s, c))
+    if (opts && opts->patience_ms > call_timeout(s, c)) {
         c->patience_ms = opts->patience_ms;
+        c->kept = opts->kept;
+    }
     if (s->state == VS_STATE_READY) {
         r = send_call(s, c);
         if (r < 0) {

@@ -28,8 +28,9 @@
  * timeout is not given up while vCenter is alive: the session asks vCenter
  * CurrentTime then (one request for all the long polls due; a long poll
  * falling due while one is out waits for that one's answer), and when
- * vCenter answers (a fault too), the long poll gets another call timeout,
- * and so on up to its patience, when it fails as timed out. When the
+ * vCenter answers (a fault too), the long poll gets another call timeout
+ * (its caller told so by vs_call_opts.kept, for its log), and so on up to
+ * its patience, when it fails as timed out. When the
  * CurrentTime fails (no answer within VS_PROBE_TIMEOUT_MS, or the call
  * timeout if shorter; an HTTP error; an unreadable answer), the long poll
  * fails at once with VMG_ETRANSPORT, saying "no answer in N s, nor to a
@@ -161,6 +162,12 @@ typedef void (*vs_call_cb)(void *data, const struct vs_reply *reply);
 typedef void (*vs_observer)(void *data, const char *method, int err, const char *fault_type,
                             double seconds);
 
+/* Told, with the call's data, each time a patient call past its timeout is
+ * kept because vCenter answered the CurrentTime asked then: waited_ms since
+ * it was sent. For the caller's log; it may cancel calls, but must not
+ * close the session. */
+typedef void (*vs_kept_cb)(void *data, uint64_t waited_ms);
+
 struct vs_call_opts {
     size_t max_response; /* 0: VS_CALL_MAX_RESPONSE */
     uint64_t timeout_ms; /* 0: the session's call_timeout_ms */
@@ -168,6 +175,7 @@ struct vs_call_opts {
      * timeout while vCenter answers a CurrentTime, up to patience_ms after
      * it was sent (see "Patience" above). */
     uint64_t patience_ms;
+    vs_kept_cb kept; /* NULL, or told when the call is kept (patient calls) */
 };
 
 struct vs_session_stats {

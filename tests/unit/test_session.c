@@ -5,8 +5,10 @@
  * the retries, re-login after NotAuthenticated (once per call, one login
  * for many calls), keep-alive, logout, the TLS modes (CA file, pinned
  * thumbprint, system roots refused), and a long poll's patience: kept past
- * its timeout while vCenter answers CurrentTime, given up when it does
- * not, and given up at its patience in any case. */
+ * its timeout while vCenter answers CurrentTime (its caller told so),
+ * given up when it does not, not given up for a CurrentTime that could not
+ * be sent, given up at its patience in any case, and none when no longer
+ * than the timeout. */
 #include "tests/unit/unit.h"
 #include "tests/unit/vcenter.h"
 
@@ -31,6 +33,22 @@
 static char *load(const char *name, size_t *len)
 {
     return unit_fixture("soap", name, len);
+}
+
+/* The next easy_init_failures requests cannot be started: curl_easy_init
+ * fails, as it would out of memory (linked with --wrap=curl_easy_init). */
+static int easy_init_failures;
+
+CURL *__real_curl_easy_init(void);
+CURL *__wrap_curl_easy_init(void);
+
+CURL *__wrap_curl_easy_init(void)
+{
+    if (easy_init_failures > 0) {
+        easy_init_failures--;
+        return NULL;
+    }
+    return __real_curl_easy_init();
 }
 
 /* ---- Pure helpers ---- */
@@ -254,6 +272,8 @@ struct fake {
     char last_msg[512];
     size_t nstates;
     int replies, reply_err[16];
+    int kept;             /* times a long poll was said kept */
+    uint64_t kept_ms[16]; /* how long it had waited then */
     char reply_fault[16][64];
     char reply_msg[16][512];
     int closed;
@@ -430,6 +450,18 @@ static void run_to(struct fake *f, const int *n, int want)
 static void run_until(struct fake *f, const int *flag)
 {
     run_to(f, flag, 1);
+}
+
+/* log_in starts the session and runs the loop until it is logged in,
+ * failing after 10 s. */
+static void log_in(struct fake *f)
+{
+    assert_int_equal(vs_session_start(f->s), 0);
+    uv_timer_start(&f->guard, on_guard, 10000, 0);
+    while (vs_session_state(f->s) != VS_STATE_READY && !f->timed_out)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_timer_stop(&f->guard);
+    assert_false(f->timed_out);
 }
 
 static void on_session_closed(void *data)
@@ -741,24 +773,52 @@ static void test_keepalive_when_idle(void **state)
     fake_teardown(&f);
 }
 
-/* long_poll sends a WaitForUpdatesEx with the options of a long poll of
- * no wait (its timeout is the call timeout) and returns them. */
-static struct vs_call_opts long_poll(struct fake *f)
+static void on_kept(void *data, uint64_t waited_ms)
+{
+    struct fake *f = data;
+
+    if (f->kept < 16)
+        f->kept_ms[f->kept] = waited_ms;
+    f->kept++;
+}
+
+/* long_poll_for sends a WaitForUpdatesEx with the options of a long poll
+ * of no wait (its timeout is the call timeout), told when it is kept, and
+ * a patience of patience_ms (0: the long poll's) and returns them. */
+static struct vs_call_opts long_poll_for(struct fake *f, uint64_t patience_ms)
 {
     struct vim_moref pc;
     struct vs_call_opts o = vs_long_poll_opts(f->s, 0);
     char *buf = NULL;
     size_t len = 0;
 
+    o.kept = on_kept;
+    if (patience_ms)
+        o.patience_ms = patience_ms;
     assert_int_equal(vim_moref_set(&pc, "PropertyCollector", "pc-1"), 0);
     assert_int_equal(vim_req_wait_for_updates_ex(&pc, "1", 0, 100, &buf, &len), 0);
     assert_int_equal(vs_call(f->s, "WaitForUpdatesEx", buf, len, &o, on_reply, f, NULL), 0);
     return o;
 }
 
+static struct vs_call_opts long_poll(struct fake *f)
+{
+    return long_poll_for(f, 0);
+}
+
+/* answer_poll answers the long poll held (with any body: the caller reads
+ * nothing of it). */
+static void answer_poll(struct fake *f)
+{
+    assert_non_null(f->poll);
+    respond_fixture(f->poll, 200, "current_time.resp.xml");
+    f->poll = NULL;
+}
+
 /* A long poll past its timeout while vCenter answers CurrentTime: still
- * waited for (vCenter computes its answer), and its late answer is the
- * caller's; it was sent once. */
+ * waited for (vCenter computes its answer), its caller told each time with
+ * how long it has waited, and its late answer is the caller's; it was sent
+ * once. */
 static void test_long_poll_kept_while_vcenter_answers(void **state)
 {
     struct fake f;
@@ -772,22 +832,23 @@ static void test_long_poll_kept_while_vcenter_answers(void **state)
     o = long_poll(&f);
     assert_int_equal(o.timeout_ms, 200);
     assert_int_equal(o.patience_ms, 200 * (1 + VS_LONG_POLL_PATIENCE));
-    /* Three probes answered: 600 ms and more, three times the timeout. */
+    /* Kept three times: 600 ms and more, three times the timeout. */
     uv_timer_start(&f.guard, on_guard, 10000, 0);
-    while (f.current_times < 3 && f.replies == 0 && !f.timed_out)
+    while (f.kept < 3 && f.replies == 0 && !f.timed_out)
         uv_run(&f.loop, UV_RUN_ONCE);
     uv_timer_stop(&f.guard);
     assert_false(f.timed_out);
     assert_int_equal(f.replies, 0);
-    assert_non_null(f.poll);
-    respond_fixture(f.poll, 200, "current_time.resp.xml");
-    f.poll = NULL;
+    for (int i = 0; i < 3; i++)
+        assert_true(f.kept_ms[i] >= 200 * (uint64_t)(i + 1));
+    answer_poll(&f);
     run_until(&f, &f.replies);
     assert_int_equal(f.reply_err[0], 0);
     assert_int_equal(f.polls, 1);
     vs_session_stats(f.s, &st);
     assert_true(st.probes >= 3);
     assert_int_equal(f.current_times, (int)st.probes);
+    assert_true(f.kept >= 3 && f.kept <= (int)st.probes);
     assert_int_equal(st.keepalives, 0);
     assert_int_equal(f.refused, 0);
     fake_teardown(&f);
@@ -814,6 +875,7 @@ static void test_long_poll_given_up_when_vcenter_is_silent(void **state)
                                            "failed: "));
     assert_int_equal(f.polls, 1);
     assert_int_equal(f.silent_times, 1);
+    assert_int_equal(f.kept, 0);
     vs_session_stats(f.s, &st);
     assert_int_equal(st.probes, 1);
     /* The session goes on: a call after it is answered. */
@@ -838,9 +900,7 @@ static void test_long_poll_patience_has_an_end(void **state)
     (void)state;
     fake_setup(&f);
     fake_session(&f, &cfg);
-    assert_int_equal(vs_session_start(f.s), 0);
-    while (vs_session_state(f.s) != VS_STATE_READY)
-        uv_run(&f.loop, UV_RUN_ONCE);
+    log_in(&f);
     uv_update_time(&f.loop);
     t0 = uv_now(&f.loop);
     o = long_poll(&f);
@@ -853,6 +913,66 @@ static void test_long_poll_patience_has_an_end(void **state)
     assert_true(st.probes >= 2);
     assert_int_equal(f.current_times, (int)st.probes);
     assert_int_equal(f.polls, 1);
+    fake_teardown(&f);
+}
+
+/* A long poll past its timeout when the CurrentTime cannot be started (a
+ * local failure, not vCenter's): not given up for it; the CurrentTime is
+ * asked again a second later, and once vCenter answers it the long poll is
+ * kept. */
+static void test_long_poll_kept_when_a_current_time_cannot_be_sent(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true, .call_timeout_ms = 200};
+    struct vs_session_stats st;
+
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    log_in(&f);
+    (void)long_poll_for(&f, 5000);
+    easy_init_failures = 1; /* the first CurrentTime's */
+    run_to(&f, &f.kept, 1);
+    assert_int_equal(easy_init_failures, 0);
+    assert_int_equal(f.replies, 0);
+    /* The timeout, then the second's wait before the one sent. */
+    assert_true(f.kept_ms[0] >= 200 + 1000);
+    vs_session_stats(f.s, &st);
+    assert_int_equal(st.probes, 1);
+    assert_int_equal(f.current_times, 1);
+    answer_poll(&f);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], 0);
+    assert_int_equal(f.polls, 1);
+    fake_teardown(&f);
+}
+
+/* A patience no longer than the call's timeout is none: the call fails at
+ * its timeout, as timed out, with no CurrentTime asked. */
+static void test_patience_within_the_timeout_is_none(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true, .call_timeout_ms = 200};
+    struct vs_call_opts o = {.patience_ms = 200, .kept = on_kept};
+    struct vs_session_stats st;
+    struct vim_moref pc;
+    char *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    fake_setup(&f);
+    fake_session(&f, &cfg);
+    assert_int_equal(vim_moref_set(&pc, "PropertyCollector", "pc-1"), 0);
+    assert_int_equal(vim_req_wait_for_updates_ex(&pc, "1", 0, 100, &buf, &len), 0);
+    assert_int_equal(vs_call(f.s, "WaitForUpdatesEx", buf, len, &o, on_reply, &f, NULL), 0);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_ETRANSPORT);
+    assert_non_null(strstr(f.reply_msg[0], "imed out"));
+    assert_null(strstr(f.reply_msg[0], "CurrentTime"));
+    vs_session_stats(f.s, &st);
+    assert_int_equal(st.probes, 0);
+    assert_int_equal(f.current_times, 0);
+    assert_int_equal(f.kept, 0);
     fake_teardown(&f);
 }
 
@@ -1007,6 +1127,8 @@ int main(void)
         cmocka_unit_test(test_not_authenticated_twice_fails),
         cmocka_unit_test(test_keepalive_when_idle),
         cmocka_unit_test(test_long_poll_kept_while_vcenter_answers),
+        cmocka_unit_test(test_long_poll_kept_when_a_current_time_cannot_be_sent),
+        cmocka_unit_test(test_patience_within_the_timeout_is_none),
         cmocka_unit_test(test_long_poll_given_up_when_vcenter_is_silent),
         cmocka_unit_test(test_long_poll_patience_has_an_end),
         cmocka_unit_test(test_tls_modes),
