@@ -14,6 +14,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/secretfile.h"
+#include "lib/str.h"
 #include "vsphere/inventory.h"
 #include "vsphere/ops.h"
 #include "vsphere/rest.h"
@@ -213,39 +214,76 @@ static void on_session_state(void *data, const struct vs_session_status *st)
     update_ready(w);
 }
 
+/* inventory_line says what a change of the inventory watch's state, from
+ * was (then synced or not: was_synced) to st, tells the log: a line at
+ * *level in line, or 0 when nothing. p is the placement, for the first
+ * sync. */
+static int inventory_line(const struct vs_inventory_status *was, bool was_synced,
+                          const struct vs_inventory_status *st, const struct vs_placement *p,
+                          int *level, char *line, size_t n)
+{
+    const char *msg = st->message ? st->message : "";
+
+    *level = VMG_LOG_INFO;
+    if (st->late_ms) {
+        /* Not a failure: vCenter is computing a large answer. */
+        *level = VMG_LOG_WARN;
+        vmg_putf(line, n,
+                 "inventory: vCenter has not answered the long poll in %llu s, but answers "
+                 "CurrentTime: waiting for it (vCenter is computing the changes), %s",
+                 (unsigned long long)(st->late_ms / 1000),
+                 st->synced ? "the last state served meanwhile" : "not synced until it answers");
+    } else if (st->retrying) {
+        /* Still synced: the groups go on, and only the log says it. */
+        *level = VMG_LOG_WARN;
+        vmg_putf(line, n,
+                 "inventory: %s; trying the same long poll again in %llu ms, the last state "
+                 "served meanwhile",
+                 msg, (unsigned long long)st->retry_in_ms);
+    } else if (st->synced && was_synced && was->retrying) {
+        vmg_putf(line, n, "inventory: the long poll answered again");
+    } else if (st->synced && st->rebuilding && !was->rebuilding) {
+        vmg_putf(line, n, "inventory: %s; rebuilding the watch, the last state served meanwhile",
+                 msg);
+    } else if (st->synced && was_synced && was->rebuilding && !st->rebuilding) {
+        vmg_putf(line, n, "inventory: watch rebuilt (%zu objects)", st->objects);
+    } else if (st->synced && was_synced && was->late_ms) {
+        vmg_putf(line, n, "inventory: the long poll answered, late");
+    } else if (st->synced && !was_synced && p) {
+        vmg_putf(line, n, "watching %s (%zu objects); new VMs go to pool %s", p->root_path,
+                 st->objects, p->pool_path);
+    } else if (!st->synced && st->err) {
+        *level = VMG_LOG_WARN;
+        vmg_putf(line, n, "inventory: %s", msg);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+#ifdef VMG_TESTING
+int vcworld_testing_inventory_line(const struct vs_inventory_status *was, bool was_synced,
+                                   const struct vs_inventory_status *st,
+                                   const struct vs_placement *p, int *level, char *line, size_t n)
+{
+    return inventory_line(was, was_synced, st, p, level, line, n);
+}
+#endif
+
 static void on_inventory_state(void *data, const struct vs_inventory_status *st)
 {
     vcworld *w = data;
-    bool was_synced = w->was_synced, was_retrying = w->ist.retrying,
-         was_rebuilding = w->ist.rebuilding;
+    struct vs_inventory_status was = w->ist;
+    bool was_synced = w->was_synced;
+    char line[1024];
+    int level;
 
     w->ist = *st;
     snprintf(w->ist_msg, sizeof(w->ist_msg), "%s", st->message ? st->message : "");
     w->ist.message = w->ist_msg;
-    if (st->retrying) {
-        /* Still synced: the groups go on, and only the log says it. */
-        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
-                 "inventory: %s; trying the same long poll again in %llu ms, the last state "
-                 "served meanwhile",
-                 w->ist_msg, (unsigned long long)st->retry_in_ms);
-    } else if (st->synced && was_synced && was_retrying) {
-        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "inventory: the long poll answered again");
-    } else if (st->synced && st->rebuilding && !was_rebuilding) {
-        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
-                 "inventory: %s; rebuilding the watch, the last state served meanwhile",
-                 w->ist_msg);
-    } else if (st->synced && was_synced && was_rebuilding && !st->rebuilding) {
-        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "inventory: watch rebuilt (%zu objects)",
-                 st->objects);
-    } else if (st->synced && !was_synced) {
-        const struct vs_placement *p = vs_inventory_placement(w->inv);
-        if (p)
-            vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
-                     "watching %s (%zu objects); new VMs go to pool %s", p->root_path, st->objects,
-                     p->pool_path);
-    } else if (!st->synced && st->err) {
-        vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL, "inventory: %s", w->ist_msg);
-    }
+    if (inventory_line(&was, was_synced, &w->ist, vs_inventory_placement(w->inv), &level, line,
+                       sizeof(line)))
+        vmg_logf(level, LOGGER, NULL, NULL, "%s", line);
     w->was_synced = st->synced;
     update_ready(w);
     /* Newly synced: every group looks again. (A long poll retried and

@@ -68,6 +68,13 @@ void vcworld_close(vcworld *w, void (*closed)(void *data), void *data);
  * it) or VC_HOST (vc_host): such a message is not shown to tenants. */
 bool vcworld_testing_names_vcenter(const char *msg, const char *user, const char *url,
                                    const char *vc_host);
+struct vs_inventory_status;
+struct vs_placement;
+/* What a change of the inventory watch's state tells the log: 1 and the
+ * line (at *level), or 0. */
+int vcworld_testing_inventory_line(const struct vs_inventory_status *was, bool was_synced,
+                                   const struct vs_inventory_status *st,
+                                   const struct vs_placement *p, int *level, char *line, size_t n);
 #endif
 
 #endif

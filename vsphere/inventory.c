@@ -78,6 +78,7 @@ struct vs_inventory {
     bool last_transport; /* the last failure was a transport error */
     bool retry_wait;     /* the backoff ends with the same long poll */
     bool retrying;       /* synced still: the long poll is tried again (fail) */
+    uint64_t late_ms;    /* the long poll is kept past its timeout (on_kept) */
     int last_err;
     char last_msg[MSG_MAX];
     uint64_t retry_in_ms;
@@ -126,6 +127,7 @@ static void notify(vs_inventory *inv)
         .synced = inv->synced,
         .retrying = inv->retrying,
         .rebuilding = inv->rebuilding,
+        .late_ms = inv->late_ms,
         .err = inv->synced && !inv->retrying ? 0 : inv->last_err,
         .message = msg,
         .failures = inv->failures,
@@ -512,6 +514,16 @@ static void fail(vs_inventory *inv, int err, const char *msg, bool transport)
     notify(inv);
 }
 
+/* on_kept: the long poll is late, vCenter answering meanwhile: said for
+ * the caller's log, the watch's state otherwise the same. */
+static void on_kept(void *data, uint64_t waited_ms)
+{
+    vs_inventory *inv = data;
+
+    inv->late_ms = waited_ms ? waited_ms : 1;
+    notify(inv);
+}
+
 static int i_send(vs_inventory *inv, enum istep step, const char *method, char *buf, size_t len,
                   bool long_poll)
 {
@@ -519,6 +531,8 @@ static int i_send(vs_inventory *inv, enum istep step, const char *method, char *
                                 ? vs_long_poll_opts(inv->s, inv->max_wait)
                                 : (struct vs_call_opts){.max_response = VS_CALL_MAX_RESPONSE_LARGE};
 
+    if (long_poll)
+        o.kept = on_kept;
     inv->step = step;
     return vs_call(inv->s, method, buf, len, &o, on_i_reply, inv, &inv->req);
 }
@@ -721,7 +735,7 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
     return e == -ENOMEM ? e : 0;
 }
 
-static void on_wait(vs_inventory *inv, const struct vs_reply *r)
+static void on_wait(vs_inventory *inv, const struct vs_reply *r, bool was_late)
 {
     struct vim_update_set us;
     bool was_synced = inv->synced, was_retrying = inv->retrying, was_rebuilding = inv->rebuilding;
@@ -772,7 +786,8 @@ static void on_wait(vs_inventory *inv, const struct vs_reply *r)
         inv->retry_in_ms = 0;
         inv->retrying = false;
     }
-    if (inv->synced && (!was_synced || was_retrying || (was_rebuilding && !inv->rebuilding)))
+    if (inv->synced &&
+        (!was_synced || was_retrying || was_late || (was_rebuilding && !inv->rebuilding)))
         notify(inv);
     if (inv->closing)
         return;
@@ -797,9 +812,11 @@ static void on_i_reply(void *data, const struct vs_reply *r)
     char msg[MSG_MAX], *buf = NULL;
     size_t len = 0;
     enum istep step = inv->step;
+    bool was_late = inv->late_ms != 0;
     int e;
 
     inv->req = NULL;
+    inv->late_ms = 0;
     if (inv->closing || step == I_IDLE)
         return;
     if (r->err) {
@@ -847,7 +864,7 @@ static void on_i_reply(void *data, const struct vs_reply *r)
         send_wait(inv);
         return;
     case I_WAIT:
-        on_wait(inv, r);
+        on_wait(inv, r, was_late);
         return;
     default:
         return;

@@ -130,6 +130,11 @@ struct vs_inventory_status {
      * session, say), its cache served meanwhile; reported again, not
      * rebuilding, once the new full state has come. */
     bool rebuilding;
+    /* The long poll in flight is past its timeout and kept, vCenter
+     * answering meanwhile (computing a large answer: session.h,
+     * "Patience"): how long it has waited, reported each time it is kept;
+     * 0 when it is not late, reported again once it answers. */
+    uint64_t late_ms;
     int err;              /* why not, when not (0 while starting) */
     const char *message;  /* "" or one sentence */
     unsigned failures;    /* in a row */

@@ -328,8 +328,10 @@ sees_power_off() {
 	w0=$(soap_count WaitForUpdatesEx)
 	retry 30 soap_at_least WaitForUpdatesEx $((w0 + 2))
 	rm -f "$ENV_DIR/vcsim/method-delays"
-	# The session asked vCenter the time while each was overdue, and waited.
+	# The session asked vCenter the time while each was overdue, and waited;
+	# the watch said so, with how long it had waited (past the 2 s timeout).
 	[ "$(soap_count CurrentTime)" -ge $((t0 + 2)) ]
+	grep -Eq '"event":"late",.*"late_ms":([2-9][0-9]{3}|[1-9][0-9]{4,})[,}]' "$out"
 	refute grep -q '"event":"retrying"' "$out"
 	refute grep -q '"event":"unsynced"' "$out"
 	sees_power_off vm-l "$out"

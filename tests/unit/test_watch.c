@@ -43,6 +43,7 @@
 
 struct state_copy {
     bool synced, retrying, rebuilding;
+    uint64_t late_ms;
     int err;
     char message[128];
 };
@@ -283,7 +284,8 @@ static void on_state(void *data, const struct vs_inventory_status *st)
             f->ever_unsynced = true;
     if (f->nstates < MAXSTATES) {
         struct state_copy *c = &f->states[f->nstates++];
-        *c = (struct state_copy){st->synced, st->retrying, st->rebuilding, st->err, ""};
+        *c =
+            (struct state_copy){st->synced, st->retrying, st->rebuilding, st->late_ms, st->err, ""};
         snprintf(c->message, sizeof(c->message), "%s", st->message ? st->message : "");
     }
 }
@@ -458,11 +460,16 @@ static void test_sync_and_follow(void **state)
 
 /* A long poll that answers after its timeout, with vCenter answering the
  * CurrentTime asked meanwhile (computing a large answer): waited for, not
- * sent again, the watch synced all along and never saying it retries; the
- * late answer is applied. */
-static bool probed_twice(const struct fake *f)
+ * sent again, the watch synced all along and never saying it retries, but
+ * saying that the long poll is late and how late, and when it answered;
+ * the late answer is applied. */
+static bool said_late_twice(const struct fake *f)
 {
-    return f->times >= 2;
+    int n = 0;
+
+    for (int i = 0; i < f->nstates; i++)
+        n += f->states[i].late_ms != 0;
+    return n >= 2;
 }
 
 static void test_late_long_poll_of_a_live_vcenter_is_kept(void **state)
@@ -472,7 +479,8 @@ static void test_late_long_poll_of_a_live_vcenter_is_kept(void **state)
     (void)state;
     setup(&f);
     start(&f);
-    spin(&f, probed_twice); /* 3 s and more: the timeout is 2 s */
+    spin(&f, said_late_twice); /* 3 s and more: the timeout is 2 s */
+    assert_true(f.times >= 2);
     answer(&f, "2", POWER("modify", "vm-42", "poweredOff"), false);
     spin(&f, held);
     assert_true(synced(&f));
@@ -482,6 +490,24 @@ static void test_late_long_poll_of_a_live_vcenter_is_kept(void **state)
     for (int i = 0; i < f.nstates; i++)
         assert_false(f.states[i].retrying);
     assert_false(f.ever_unsynced);
+    /* Late twice (one report per CurrentTime answered), each time longer
+     * and past the 2 s timeout, then not late once answered. */
+    {
+        uint64_t last = 0;
+        int late = 0;
+        for (int i = 0; i < f.nstates; i++) {
+            if (!f.states[i].late_ms)
+                continue;
+            assert_true(f.states[i].synced);
+            assert_true(f.states[i].late_ms >= 2000);
+            assert_true(f.states[i].late_ms > last);
+            last = f.states[i].late_ms;
+            late++;
+        }
+        assert_true(late >= 2 && late <= f.times);
+    }
+    assert_true(last_state(&f)->synced);
+    assert_int_equal(last_state(&f)->late_ms, 0);
     teardown(&f);
 }
 

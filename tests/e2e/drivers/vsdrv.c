@@ -525,9 +525,13 @@ static void on_idle_end(uv_timer_t *t)
 static void on_inv_state(void *data, const struct vs_inventory_status *st)
 {
     struct app *a = data;
-    cJSON *o = event(st->retrying ? "retrying" : st->synced ? "synced" : "unsynced");
+    cJSON *o = event(st->late_ms    ? "late"
+                     : st->retrying ? "retrying"
+                     : st->synced   ? "synced"
+                                    : "unsynced");
 
     add_err(o, st->err, st->message);
+    cJSON_AddNumberToObject(o, "late_ms", (double)st->late_ms);
     cJSON_AddNumberToObject(o, "objects", (double)st->objects);
     cJSON_AddNumberToObject(o, "rebuilds", (double)st->rebuilds);
     cJSON_AddNumberToObject(o, "failures", st->failures);
