@@ -121,27 +121,35 @@ type methods struct {
 // delays of -method-delays-file while it exists and names the method,
 // else those of -method-delays.
 func (m *methods) delayOf(method string) int {
-	if m.delayFile != "" {
-		if b, err := os.ReadFile(m.delayFile); err == nil {
-			if d, err := parseDelays(strings.TrimSpace(string(b))); err == nil && d[method] > 0 {
-				return d[method]
-			}
+	if text, ok := whileExists(m.delayFile); ok {
+		if d, err := parseDelays(text); err == nil && d[method] > 0 {
+			return d[method]
 		}
 	}
 	return m.delay[method]
 }
 
+// whileExists reads the file at path, its blanks around trimmed; ok is
+// false when path is "" or the file cannot be read (it does not exist).
+func whileExists(path string) (text string, ok bool) {
+	if path == "" {
+		return "", false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}
+
 // faultOfLogin is the fault type that loginFault names while it exists,
 // for a Login of the operator (its User-Agent names it); "" otherwise.
 func (m *methods) faultOfLogin(r *http.Request) string {
-	if m.loginFault == "" || !strings.Contains(r.UserAgent(), "vmgroup-operator") {
+	if !strings.Contains(r.UserAgent(), "vmgroup-operator") {
 		return ""
 	}
-	b, err := os.ReadFile(m.loginFault)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	text, _ := whileExists(m.loginFault)
+	return text
 }
 
 // writeFault answers with a SOAP fault of the given type, as vCenter does.
