@@ -53,7 +53,7 @@ DRIVER_BINS := $(DRIVER_SRCS:tests/e2e/drivers/%.c=build/e2e/%)
 DRIVER_BINS += build/e2e/vmgroup-operator-san
 
 .PHONY: FORCE all build deps tools demo demo-run demo-local run test unit e2e e2e-cluster fuzz lint format bench clean drivers \
-	deploy undeploy image image-push image-check env-up env-down
+	deploy undeploy image image-push image-check env-up env-down driver-bins
 
 all: build
 build: bin/vmgroup-operator
@@ -123,6 +123,9 @@ build/e2e/%: tests/e2e/drivers/%.c build/libvmgroup-san.a $(HDRS)
 
 drivers: deps
 	@$(MAKE) --no-print-directory $(DRIVER_BINS)
+
+# The e2e drivers alone, installing nothing (tests/e2e/run builds them).
+driver-bins: $(DRIVER_BINS)
 
 deps:
 	@hack/env/deps

@@ -133,7 +133,9 @@ struct vs_inventory_status {
     /* The long poll in flight is past its timeout and kept, vCenter
      * answering meanwhile (computing a large answer: session.h,
      * "Patience"): how long it has waited, reported each time it is kept;
-     * 0 when it is not late, reported again once it answers. */
+     * 0 when it is not late, reported again once it answers with the
+     * watch synced (an answer that leaves it unsynced, a page of a first
+     * sync, is not reported by itself). */
     uint64_t late_ms;
     int err;              /* why not, when not (0 while starting) */
     const char *message;  /* "" or one sentence */

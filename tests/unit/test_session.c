@@ -404,6 +404,7 @@ static void fake_setup(struct fake *f)
     FILE *cf;
 
     memset(f, 0, sizeof(*f));
+    easy_init_failures = 0; /* none left over by a test that failed */
     assert_int_equal(uv_loop_init(&f->loop), 0);
     unit_vcenter_start(&f->vc, &f->loop, "fake-vcenter", fake_handler, f, 0);
     snprintf(f->ca_path, sizeof(f->ca_path), "/tmp/test_session_ca.%d.pem", (int)getpid());
