@@ -163,7 +163,7 @@ settle() {
 # at a time (with watch: while vsdrv watches the root folder); sets c_run
 # c_del c_cpu.
 ceiling() {
-	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 td t2 k0 k1 m0 m1 md m2 u0 u1 n g0 g1 label="govc"
+	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 td t2 k0 k1 m0 m1 md m2 u0 u1 n g0 g1 c_gcpu label="govc"
 	govc about >/dev/null # the session, kept for the processes below
 	if [ "${2:-}" = watch ]; then
 		folder=watch-$1-$$ label="govc + watch"
