@@ -23,6 +23,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,18 +58,20 @@ static void check_sdk_url(const char *host)
     if (r != 0) {
         if (r != VMG_ECONFIG || !err[0])
             abort();
-        /* User information (before the last '@') may hold a password. */
+        /* User information (before the last '@') may hold a password:
+         * the error may show it only where VC_HOST shows it with the user
+         * information masked ("***"), e.g. the same text after the '@',
+         * or the mask's '*' followed by a host that ends the secret. */
         if (at) {
             const char *from = scheme && scheme < at ? scheme + 3 : host;
             size_t n = (size_t)(at - from);
-            char secret[256];
+            char secret[256], masked[1024];
 
-            if (n >= 4 && n < sizeof(secret)) {
+            if (n >= 4 && n < sizeof(secret) && strlen(host) < sizeof(masked) - 4) {
                 memcpy(secret, from, n);
                 secret[n] = '\0';
-                /* (Unless the same text is also elsewhere in VC_HOST.) */
-                if (strpbrk(secret, "!$%&=") && strstr(host, secret) == from &&
-                    !strstr(from + 1, secret) && strstr(err, secret))
+                snprintf(masked, sizeof(masked), "%.*s***%s", (int)(from - host), host, at);
+                if (strpbrk(secret, "!$%&=") && !strstr(masked, secret) && strstr(err, secret))
                     abort();
             }
         }
