@@ -65,15 +65,17 @@ static void check_sdk_url(const char *host)
         if (at) {
             const char *from = scheme && scheme < at ? scheme + 3 : host;
             size_t n = (size_t)(at - from);
-            char secret[256], masked[1024];
+            size_t mlen = strlen(host) + 4;
+            char secret[256], *masked = malloc(mlen);
 
-            if (n >= 4 && n < sizeof(secret) && strlen(host) < sizeof(masked) - 4) {
+            if (masked && n >= 4 && n < sizeof(secret)) {
                 memcpy(secret, from, n);
                 secret[n] = '\0';
-                snprintf(masked, sizeof(masked), "%.*s***%s", (int)(from - host), host, at);
+                snprintf(masked, mlen, "%.*s***%s", (int)(from - host), host, at);
                 if (strpbrk(secret, "!$%&=") && !strstr(masked, secret) && strstr(err, secret))
                     abort();
             }
+            free(masked);
         }
         return;
     }
