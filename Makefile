@@ -122,7 +122,7 @@ build/e2e/%: tests/e2e/drivers/%.c build/libvmgroup-san.a $(HDRS)
 	$(CC) $(SAN_CFLAGS) -o $@ $< build/libvmgroup-san.a $(PKG_LIBS) -lm
 
 drivers: deps
-	@$(MAKE) --no-print-directory $(DRIVER_BINS)
+	@$(MAKE) --no-print-directory driver-bins
 
 # The e2e drivers alone, installing nothing (tests/e2e/run builds them).
 driver-bins: $(DRIVER_BINS)

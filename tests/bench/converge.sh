@@ -163,7 +163,7 @@ settle() {
 # at a time (with watch: while vsdrv watches the root folder); sets c_run
 # c_del c_cpu.
 ceiling() {
-	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 td t2 k0 k1 m0 m1 md m2 u0 u1 n g0 g1 c_gcpu label="govc"
+	local vms=$(($1 * replicas)) folder=ceiling-$1-$$ t0 t1 td t2 k0 k1 m0 m1 md m2 u0 u1 n g0 g1 label="govc"
 	govc about >/dev/null # the session, kept for the processes below
 	if [ "${2:-}" = watch ]; then
 		folder=watch-$1-$$ label="govc + watch"
@@ -222,8 +222,10 @@ ceiling() {
 	# The clients' own CPU: a govc process per clone, whose start costs
 	# what the machine makes a process cost. Where it is more than vcsim's,
 	# the ceiling is the clients' as much as vcsim's (two cores shared).
-	c_gcpu=$(awk -v a="$g0" -v b="$g1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
-	settles="$settles  $label $vms VMs: govc's processes used $c_gcpu s of CPU during the clones ($(awk -v c="$c_gcpu" -v n="$vms" 'BEGIN { printf "%.0f", 1000 * c / n }') ms a VM), vcsim $c_cpu s$(awk -v g="$c_gcpu" -v c="$c_cpu" 'BEGIN { if (g > c) printf "; more than vcsim: on this machine the ceiling is bound by the clients as much as by vcsim, and ratios to it flatter the operator" }')
+	settles="$settles  $label $vms VMs: $(awk -v a="$g0" -v b="$g1" -v hz="$hz" -v n="$vms" -v c="$c_cpu" 'BEGIN {
+		g = (b - a) / hz
+		printf "the govc processes used %.2f s of CPU during the clones (%.0f ms a VM), vcsim %s s", g, 1000 * g / n, c
+		if (g > c) printf "; more than vcsim: on this machine the ceiling is bound by the clients as much as by vcsim, and ratios to it flatter the operator" }')
 "
 	detail="$detail  $label $vms VMs, per VM created: $(per_vm "$m0" "$m1" "$vms")
   $label $vms VMs, per VM destroyed: $(per_vm "$md" "$m2" "$vms")
