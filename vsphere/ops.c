@@ -910,6 +910,7 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, vs_inventory *inv,
     o->max_queued = cfg && cfg->max_queued ? cfg->max_queued : VS_OPS_DEFAULT_MAX_QUEUED;
     o->task_wait = cfg && cfg->task_wait_seconds > 0 ? cfg->task_wait_seconds : 60;
     o->slow_check_ms = cfg && cfg->slow_check_ms > 0 ? cfg->slow_check_ms : SLOW_POLL_CHECK_MS;
+    o->recheck_ms = cfg && cfg->recheck_ms > 0 ? cfg->recheck_ms : TASK_RECHECK_MS;
     if (cfg && cfg->marks.uid)
         vmg_putf(o->mark_uid_key, sizeof(o->mark_uid_key), "%s", cfg->marks.uid);
     if (cfg && cfg->marks.template_key)

@@ -19,10 +19,13 @@
  * for both), and its WaitForUpdatesEx long poll reports the ends: a task
  * that joins the view enters the filter, and the next long poll reports it
  * with its state, even one that ended already (vCenter and vcsim alike).
- * The tasks' states are read only as a safety net, when a long poll ends
- * quiet or has not answered for 30 s, or when no long poll has reported a
- * task for 30 s after it joined the view (a server that does not report
- * tasks entering it, while others keep the long poll answering). A
+ * The tasks' states are read only as a safety net: every task when the
+ * long poll has not answered 30 s past its maxWaitSeconds; a task no long
+ * poll has reported since it joined the view when one answers quiet, or 30 s
+ * after it joined (a server that does not report tasks entering it, while
+ * others keep the long poll answering); and a task reported, then nothing
+ * of it for 5 minutes (a change the server lost). So a task that runs for
+ * minutes on a vCenter that answers its long polls is never read. A
  * completed operation costs about two requests: the method and its share
  * of the ModifyListView calls, plus its share of the long polls.
  *
@@ -115,8 +118,10 @@ struct vs_ops_config {
     int max_inflight;          /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
     size_t max_queued;         /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
     int task_wait_seconds;     /* maxWaitSeconds of the task long poll; 0: 60 */
-    uint64_t slow_check_ms;    /* a long poll unanswered this long, or a task unreported this long
-                                  after it joined the view: read the tasks' states; 0: 30 s */
+    uint64_t slow_check_ms;    /* a long poll unanswered this long past its maxWaitSeconds, or a
+                                  task unreported this long after it joined the view: read the
+                                  tasks' states; 0: 30 s */
+    uint64_t recheck_ms;       /* a task reported, then untold of this long: read it; 0: 5 min */
     struct vs_mark_keys marks; /* the extraConfig keys of a clone's marks; copied */
 };
 

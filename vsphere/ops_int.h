@@ -19,10 +19,14 @@
 #define TCACHE_N 32
 #define TRACKER_BACKOFF_MIN_MS 500
 #define TRACKER_BACKOFF_MAX_MS 30000
-/* A task long poll unanswered this long: read the tracked tasks' states
- * directly (a server may answer late: vcsim computes each answer update by
- * update, against every filter of the collector). */
+/* A task long poll unanswered this long past its maxWaitSeconds, or a task
+ * no answer has reported this long after it joined the view: read the
+ * tracked tasks' states directly (a server may answer late: vcsim computes
+ * each answer update by update, against every filter of the collector). */
 #define SLOW_POLL_CHECK_MS 30000
+/* A task the long poll reported, then nothing of it for this long, is read:
+ * the last resort against a change the server lost. */
+#define TASK_RECHECK_MS (5 * 60 * 1000)
 /* A ModifyListView or CancelWaitForUpdates unanswered this long has
  * failed (were vcsim to deadlock after all, it costs seconds). */
 #define VIEW_CALL_TIMEOUT_MS 5000
@@ -39,7 +43,7 @@ enum ostep {
     O_CHECK1,     /* the task's state, read when the view did not find it */
     O_NEED_PC,    /* waiting to be added to the tracker's ListView */
     O_FILTER,     /* in the ModifyListView that adds it */
-    O_CHECK2,     /* the task's state, read when the long poll is quiet or slow */
+    O_CHECK2,     /* the task's state, read by the safety net (check_tracked) */
     O_TRACKED,    /* waiting for the long poll to report the end */
     O_REREGISTER, /* waiting for the tracker's backoff */
 };
@@ -90,7 +94,8 @@ struct vs_op {
     struct task_info ti;
     bool tdone;          /* the long poll saw the end */
     bool treported;      /* a long poll reported the task since it joined the view */
-    uint64_t tracked_ms; /* when it joined, or the safety net last read it (uv_now) */
+    uint64_t tracked_ms; /* when it joined, an answer last reported it or the safety net
+                            last read it (uv_now) */
     uint64_t since;      /* the inventory's mark when the operation started */
     vs_req *req;
     bool finishing;
@@ -142,6 +147,7 @@ struct vs_ops {
     size_t max_inflight, max_queued;
     int task_wait;
     uint64_t slow_check_ms;
+    uint64_t recheck_ms;
     char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX]; /* "" when none */
     vs_ops_observer obs;
     void *obs_data;

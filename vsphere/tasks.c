@@ -306,9 +306,9 @@ static void on_modify_reply(void *data, const struct vs_reply *r)
     /* A task the view now has is reported by the next long poll with its
      * state, as an object that enters the filter (vCenter and vcsim alike),
      * whether it ended already or not: no read is needed. A server that
-     * did not report it is caught by the safety net, a read of every task
-     * followed when the long poll is quiet or slow, or of a task no answer
-     * has reported for as long (check_tracked). An end
+     * did not report it is caught by the safety net, a read of it when a
+     * long poll answers quiet, or when the long poll is overdue, or when
+     * no answer has reported it for slow_check_ms (check_tracked). An end
      * already seen (a task that was in the view before) is final. */
     for (vs_op *op; (op = first_in(o, O_FILTER)) != NULL;) {
         if (!op->tdone) {
@@ -479,7 +479,9 @@ void vs__tracker_kick(vs_ops *o)
     }
     o->wait_cancelled = false;
     o->wait_epoch = o->epoch;
-    uv_timer_start(&o->slow, on_slow, o->slow_check_ms, o->slow_check_ms);
+    /* Silence within maxWaitSeconds is no news; beyond, vCenter is late. */
+    uv_timer_start(&o->slow, on_slow, (uint64_t)o->task_wait * 1000 + o->slow_check_ms,
+                   o->slow_check_ms);
 }
 
 static int wait_cb(void *arg, const struct vim_object_update *u)
@@ -491,6 +493,7 @@ static int wait_cb(void *arg, const struct vim_object_update *u)
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->have_task && strcmp(op->task.value, u->obj.value) == 0) {
             op->treported = true;
+            op->tracked_ms = uv_now(o->loop);
             vs__task_apply(&op->ti, u);
             if (vs__task_ended(&op->ti))
                 op->tdone = true;
@@ -512,35 +515,55 @@ static void on_timer(uv_timer_t *t)
     register_waiting(o);
 }
 
-/* first_due: the first task the long poll follows that is to be read:
- * any (all), or one that no answer has reported since it joined the view
- * or was last read, slow_check_ms ago or more. */
-static vs_op *first_due(const vs_ops *o, uint64_t now, bool all)
+/* What check_tracked reads. */
+enum check {
+    CHECK_DUE,        /* the tasks due (due_for) */
+    CHECK_UNREPORTED, /* those and every task no answer has reported (a quiet answer) */
+    CHECK_ALL,        /* every task the long poll follows (it is overdue) */
+};
+
+/* due_for: how long a task may go untold of (no answer reporting it, no
+ * read) before the safety net reads it: one never reported since it joined
+ * the view (a server that does not report tasks entering it) is read after
+ * slow_check_ms; one reported, only after recheck_ms, against a change the
+ * server lost, since the long poll that reported it reports its end. */
+static uint64_t due_for(const vs_ops *o, const vs_op *op)
+{
+    return op->treported ? o->recheck_ms : o->slow_check_ms;
+}
+
+/* first_due: the first task the long poll follows that what says to read. */
+static vs_op *first_due(const vs_ops *o, uint64_t now, enum check what)
 {
     for (vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         if (op->step == O_TRACKED &&
-            (all || (!op->treported && now - op->tracked_ms >= o->slow_check_ms)))
+            (what == CHECK_ALL || (what == CHECK_UNREPORTED && !op->treported) ||
+             now - op->tracked_ms >= due_for(o, op)))
             return op;
     return NULL;
 }
 
-/* check_tracked reads the state of the tasks the long poll follows: every
- * one (all: the long poll is quiet or slow), or the overdue ones (the
- * long poll answers, kept busy by other tasks, on a server that does not
- * report a task entering the view; vCenter and vcsim do). Each read
- * finishes its operation if the task ended, else leaves it to the long
- * poll, and is the last a task gets for slow_check_ms while unreported. */
-static void check_tracked(vs_ops *o, bool all)
+/* check_tracked reads the state of the tasks the long poll follows that
+ * what says to read: every one (the long poll is overdue), those never
+ * reported (the long poll answered quiet: a server that does not report a
+ * task entering the view; vCenter and vcsim do), or those untold of for
+ * their due_for (at each answer: the long poll answers, kept busy by other
+ * tasks). Each read finishes its operation if the task ended, else leaves
+ * it to the long poll. A long poll that answers, quiet or not, no later
+ * than its maxWaitSeconds has no task it reported read before recheck_ms:
+ * on vCenter, a task running for minutes costs the long polls alone. */
+static void check_tracked(vs_ops *o, enum check what)
 {
     uint64_t now = uv_now(o->loop);
 
-    for (vs_op *op; (op = first_due(o, now, all)) != NULL;) {
+    for (vs_op *op; (op = first_due(o, now, what)) != NULL;) {
         op->tracked_ms = now;
         vs__tracker_check(op, O_CHECK2);
     }
 }
 
-/* on_slow: the long poll has not answered for SLOW_POLL_CHECK_MS. */
+/* on_slow: the long poll has not answered slow_check_ms past its
+ * maxWaitSeconds (then every slow_check_ms). */
 static void on_slow(uv_timer_t *t)
 {
     vs_ops *o = t->data;
@@ -549,7 +572,7 @@ static void on_slow(uv_timer_t *t)
         uv_timer_stop(t);
         return;
     }
-    check_tracked(o, true);
+    check_tracked(o, CHECK_ALL);
 }
 
 /* vs__tracker_reset forgets the collector, asking vCenter to destroy it
@@ -578,7 +601,7 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
         return;
     }
     if (o->wait_cancelled && vs_reply_fault_is(r, "RequestCanceled")) {
-        check_tracked(o, false);
+        check_tracked(o, CHECK_DUE);
         vs__tracker_kick(o); /* cancelled to add tasks: the same version next */
         return;
     }
@@ -594,9 +617,9 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     o->failures = 0;
     if (e == 1)
         vmg_putf(o->version, sizeof(o->version), "%s", us.version);
-    /* The safety net against an end the server did not report: every task
-     * after a quiet long poll, else the overdue ones. */
-    check_tracked(o, e == 0);
+    /* The safety net against an end the server did not report: after a
+     * quiet answer the tasks it never reported, and the overdue ones. */
+    check_tracked(o, e == 0 ? CHECK_UNREPORTED : CHECK_DUE);
     /* Finish what ended; each finish may change the list, so look again. */
     for (;;) {
         vs_op *op = op_first(&o->running);

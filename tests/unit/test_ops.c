@@ -127,6 +127,14 @@ static void reply_fault(vmg_server_req *r, const char *type)
                     type, type, type, type);
 }
 
+/* reply_empty answers a long poll with nothing, as vCenter does when its
+ * maxWaitSeconds ends with no change. */
+static void reply_empty(vmg_server_req *r)
+{
+    unit_soap_reply(r, 200,
+                    "<WaitForUpdatesExResponse xmlns=\"urn:vim25\"></WaitForUpdatesExResponse>");
+}
+
 static int task_of(const char *body)
 {
     char id[32];
@@ -524,9 +532,7 @@ static void handler(void *data, vmg_server_req *r)
         if (f->held == r && f->empty_answers > 0) {
             f->empty_answers--;
             f->held = NULL;
-            unit_soap_reply(r, 200,
-                            "<WaitForUpdatesExResponse xmlns=\"urn:vim25\">"
-                            "</WaitForUpdatesExResponse>");
+            reply_empty(r);
             return;
         }
         if (f->held == r && f->initial_at_once && !strstr(body, "<version>")) {
@@ -583,13 +589,17 @@ static void observer(void *data, const vs_op *op, enum vs_op_phase phase,
         f->inflight--;
 }
 
-static uint64_t setup_slow_ms; /* the next setup's slow_check_ms (0: the default) */
+static uint64_t setup_slow_ms;    /* the next setup's slow_check_ms (0: the default) */
+static uint64_t setup_recheck_ms; /* the next setup's recheck_ms (0: the default) */
+static int setup_task_wait;       /* the next setup's task_wait_seconds (0: the default) */
 
 static void setup(struct fake *f, int max_inflight, size_t max_queued)
 {
     struct vs_ops_config ocfg = {.max_inflight = max_inflight,
                                  .max_queued = max_queued,
+                                 .task_wait_seconds = setup_task_wait,
                                  .slow_check_ms = setup_slow_ms,
+                                 .recheck_ms = setup_recheck_ms,
                                  .marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY}};
     int e = 0;
 
@@ -604,6 +614,19 @@ static void setup(struct fake *f, int max_inflight, size_t max_queued)
     vs_ops_set_observer(f->ops, observer, f);
     uv_timer_init(&f->loop, &f->guard);
     f->guard.data = f;
+}
+
+/* setup_timed sets up with the tracker's times: task_wait seconds of
+ * maxWaitSeconds, slow_ms and recheck_ms (0: the defaults). */
+static void setup_timed(struct fake *f, int task_wait, uint64_t slow_ms, uint64_t recheck_ms)
+{
+    setup_task_wait = task_wait;
+    setup_slow_ms = slow_ms;
+    setup_recheck_ms = recheck_ms;
+    setup(f, 8, 0);
+    setup_task_wait = 0;
+    setup_slow_ms = 0;
+    setup_recheck_ms = 0;
 }
 
 static void teardown(struct fake *f)
@@ -807,9 +830,12 @@ static void destroy_ended(bool quiet, bool empty, int reads)
     struct ctx c = {0};
     struct vim_moref vm = vmref(3);
 
-    setup_slow_ms = quiet && !empty ? 200 : 0; /* the safety net soon, or not in 10 s */
-    setup(&f, 8, 0);
-    setup_slow_ms = 0;
+    /* The safety net soon (1 s of maxWaitSeconds, then 200 ms), or not in
+     * 10 s. */
+    if (quiet && !empty)
+        setup_timed(&f, 1, 200, 0);
+    else
+        setup(&f, 8, 0);
     f.instant = true;
     f.quiet_new_filters = quiet;
     f.empty_answers = empty ? 1 : 0;
@@ -875,9 +901,7 @@ static void test_unreported_task_read_while_others_answer(void **state)
     int done_at = 0; /* how many of the others had ended when it finished */
 
     (void)state;
-    setup_slow_ms = 300;
-    setup(&f, 8, 0);
-    setup_slow_ms = 0;
+    setup_timed(&f, 0, 300, 0);
     f.quiet_new_filters = true;
     f.instant = true;
     c[0] = (struct ctx){&f, 0};
@@ -939,21 +963,110 @@ static void test_quiet_filter_then_end(void **state)
     teardown(&f);
 }
 
+/* power_on_tracked starts the power-on of vm-3 (context c) and waits until
+ * its task is in the view and, if reported, the long poll reported it. */
+static void power_on_tracked(struct fake *f, struct ctx *c, bool reported)
+{
+    struct vim_moref vm = vmref(3);
+
+    *c = (struct ctx){f, 0};
+    assert_int_equal(vs_ops_power_on(f->ops, &vm, on_done, c, NULL), 0);
+    want_tasks = 1;
+    want_held_tasks = reported ? 1 : 0;
+    spin(f, tracked);
+}
+
 static void test_slow_long_poll_reads_the_tasks(void **state)
 {
     struct fake f;
-    struct ctx c = {0};
-    struct vim_moref vm = vmref(3);
+    struct ctx c;
 
     (void)state;
-    /* The long poll never answers: the task's end is read directly. */
-    setup_slow_ms = 200;
-    setup(&f, 8, 0);
-    setup_slow_ms = 0;
+    /* The long poll never answers: the task's end is read directly, once
+     * the long poll is late (200 ms past its maxWaitSeconds of 1 s), not
+     * before: silence within maxWaitSeconds is no news. */
+    setup_timed(&f, 1, 200, 0);
     f.mute_polls = true;
-    c.f = &f;
-    assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
-    ends_in_success(&f);
+    power_on_tracked(&f, &c, false);
+    run_for(&f, 900);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 0);
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 1);
+    teardown(&f);
+}
+
+/* answer_empty answers the held long poll with nothing (reply_empty). */
+static void answer_empty(struct fake *f)
+{
+    vmg_server_req *r = f->held;
+
+    assert_non_null(r);
+    f->held = NULL;
+    reply_empty(r);
+}
+
+/* held: a long poll is out (and nothing else is pending). */
+static bool held(const struct fake *f)
+{
+    return f->held != NULL;
+}
+
+/* A task that runs for long on a server that reports it and answers its
+ * long polls (empty, each maxWaitSeconds) is never read: the long polls
+ * alone follow it to its end. */
+static void test_long_task_costs_only_long_polls(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    setup(&f, 8, 0);
+    power_on_tracked(&f, &c, true);
+    assert_string_equal(f.tasks[0].reported, "running");
+    for (int i = 0; i < 5; i++) {
+        answer_empty(&f);
+        spin(&f, held);
+    }
+    end_task(&f, 0, "success", NULL);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 0);
+    assert_true(unit_calls_count(&f.calls, "WaitForUpdatesEx") >= 7);
+    teardown(&f);
+}
+
+/* The same server, and a change it lost: a task reported running, then
+ * untold of for recheck_ms (300 ms here) while the long poll answers every
+ * 100 ms, is read, at most once per recheck_ms; its end, read, finishes
+ * the operation although no long poll reports it. */
+static void test_reported_task_read_after_recheck(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    setup_timed(&f, 0, 0, 300);
+    power_on_tracked(&f, &c, true);
+    for (int i = 0; i < 10; i++) {
+        run_for(&f, 100);
+        spin(&f, held);
+        answer_empty(&f);
+    }
+    spin(&f, held);
+    assert_true(unit_calls_count(&f.calls, "RetrievePropertiesEx task") >= 2);
+    assert_true(f.tasks[0].read_gap >= 250);
+    /* The end, lost: no long poll reports it; a read finds it. */
+    snprintf(f.tasks[0].state, sizeof(f.tasks[0].state), "success");
+    snprintf(f.tasks[0].reported, sizeof(f.tasks[0].reported), "success");
+    for (int i = 0; i < 5 && f.ndone == 0; i++) {
+        run_for(&f, 100);
+        if (f.held)
+            answer_empty(&f);
+    }
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
     teardown(&f);
 }
 
@@ -1863,6 +1976,8 @@ int main(void)
         cmocka_unit_test(test_unreported_task_read_while_others_answer),
         cmocka_unit_test(test_stale_state_after_end),
         cmocka_unit_test(test_slow_long_poll_reads_the_tasks),
+        cmocka_unit_test(test_long_task_costs_only_long_polls),
+        cmocka_unit_test(test_reported_task_read_after_recheck),
         cmocka_unit_test(test_collector_lost),
         cmocka_unit_test(test_tracking_failure_keeps_the_operation),
         cmocka_unit_test(test_destroy_folder_only_when_empty),
