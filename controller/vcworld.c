@@ -292,6 +292,58 @@ static void on_inventory_state(void *data, const struct vs_inventory_status *st)
         w->hooks.changed(w->hooks.data, NULL);
 }
 
+/* tracker_line says what a note of the task tracker tells the log, at
+ * *level in line; kind, target and task name the operation of a MISSED
+ * note. */
+static void tracker_line(const struct vs_tracker_note *t, const char *kind, const char *target,
+                         const char *task, int *level, char *line, size_t n)
+{
+    *level = VMG_LOG_WARN;
+    switch (t->event) {
+    case VS_TRACKER_LATE:
+        vmg_putf(line, n,
+                 "tasks: vCenter has not answered the task long poll %llu s past its %d s wait; "
+                 "reading the states of the %zu tasks it follows meanwhile",
+                 (unsigned long long)(t->late_ms / 1000), t->wait_s, t->tasks);
+        return;
+    case VS_TRACKER_ANSWERED:
+        *level = VMG_LOG_INFO;
+        vmg_putf(line, n, "tasks: the task long poll answered, %llu s past its %d s wait",
+                 (unsigned long long)(t->late_ms / 1000), t->wait_s);
+        return;
+    case VS_TRACKER_MISSED:
+    default:
+        vmg_putf(line, n,
+                 "tasks: %s %s: vCenter did not report the end of %s to the task long poll; a "
+                 "read found it",
+                 kind, target, task);
+        return;
+    }
+}
+
+#ifdef VMG_TESTING
+void vcworld_testing_tracker_line(const struct vs_tracker_note *t, const char *kind,
+                                  const char *target, const char *task, int *level, char *line,
+                                  size_t n)
+{
+    tracker_line(t, kind, target, task, level, line, n);
+}
+#endif
+
+static void on_tracker(void *data, const struct vs_tracker_note *t)
+{
+    char line[1024];
+    int level;
+
+    (void)data;
+    if (t->op)
+        tracker_line(t, vs_op_kind_name(vs_op_kind(t->op)), vs_op_target(t->op), vs_op_task(t->op),
+                     &level, line, sizeof(line));
+    else
+        tracker_line(t, "", "", "", &level, line, sizeof(line));
+    vmg_logf(level, LOGGER, NULL, NULL, "%s", line);
+}
+
 static void on_change(void *data, const struct vs_cache_event *ev)
 {
     vcworld *w = data;
@@ -423,6 +475,7 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
         snprintf(err, errlen, "cannot set up vCenter operations: %s", vmg_strerror(rc));
         goto fail;
     }
+    vs_ops_set_tracker_cb(w->ops, on_tracker, w);
 
     if (o->tagging) {
         struct vs_rest_options ro = {0};

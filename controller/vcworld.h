@@ -75,6 +75,11 @@ struct vs_placement;
 int vcworld_testing_inventory_line(const struct vs_inventory_status *was, bool was_synced,
                                    const struct vs_inventory_status *st,
                                    const struct vs_placement *p, int *level, char *line, size_t n);
+struct vs_tracker_note;
+/* What a note of the task tracker tells the log (at *level). */
+void vcworld_testing_tracker_line(const struct vs_tracker_note *t, const char *kind,
+                                  const char *target, const char *task, int *level, char *line,
+                                  size_t n);
 #endif
 
 #endif

@@ -853,6 +853,8 @@ static void on_op_reply(void *data, const struct vs_reply *r)
             return;
         }
         if (vs__task_ended(&op->ti)) {
+            if (op->step == O_CHECK2 && !op->tdone)
+                vs__tracker_missed(op);
             vs__tracker_complete(op);
             return;
         }
@@ -940,6 +942,14 @@ void vs_ops_set_observer(vs_ops *o, vs_ops_observer obs, void *data)
         return;
     o->obs = obs;
     o->obs_data = data;
+}
+
+void vs_ops_set_tracker_cb(vs_ops *o, vs_tracker_cb cb, void *data)
+{
+    if (!o)
+        return;
+    o->tcb = cb;
+    o->tcb_data = data;
 }
 
 static bool ref_ok(const struct vim_moref *r)

@@ -114,6 +114,27 @@ enum vs_op_phase {
 typedef void (*vs_ops_observer)(void *data, const vs_op *op, enum vs_op_phase phase,
                                 const struct vs_op_result *r);
 
+/* What the task tracker notices of vCenter, for the log: its long poll
+ * late (so the tasks are read), then answered; the end of a task that a
+ * read found while the long poll was not late (a change vCenter did not
+ * report). */
+enum vs_tracker_event {
+    VS_TRACKER_LATE,     /* no answer late_ms past wait_s: the tasks (tasks) are read */
+    VS_TRACKER_ANSWERED, /* the long poll that was late answered, late_ms past wait_s */
+    VS_TRACKER_MISSED,   /* a read found op's task ended, which no answer had reported */
+};
+
+struct vs_tracker_note {
+    enum vs_tracker_event event;
+    int wait_s;       /* the long poll's maxWaitSeconds */
+    uint64_t late_ms; /* LATE, ANSWERED */
+    size_t tasks;     /* LATE: how many are read */
+    const vs_op *op;  /* MISSED (vs_op_kind, vs_op_target, vs_op_task) */
+};
+
+/* Told of each note; must not call into vs_ops. */
+typedef void (*vs_tracker_cb)(void *data, const struct vs_tracker_note *n);
+
 struct vs_ops_config {
     int max_inflight;          /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
     size_t max_queued;         /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
@@ -156,6 +177,7 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, vs_inventory *inv,
 /* vs_ops_set_placement sets the placement (copied) used when inv has none. */
 void vs_ops_set_placement(vs_ops *o, const struct vs_placement *p);
 void vs_ops_set_observer(vs_ops *o, vs_ops_observer obs, void *data);
+void vs_ops_set_tracker_cb(vs_ops *o, vs_tracker_cb cb, void *data);
 
 /* Each of these queues an operation. Returns 0 and sets *ret (when not
  * NULL; valid until the callback returns), or -EINVAL, -ENOSPC (the queue

@@ -179,9 +179,13 @@ struct vs_ops {
     bool wait_cancelled; /* CancelWaitForUpdates went for this long poll */
     unsigned long cancel_epoch;
     unsigned long wait_epoch;
-    uv_timer_t timer; /* the tracker's backoff */
-    uv_timer_t kick;  /* starts queued operations from the loop */
-    uv_timer_t slow;  /* reads the tasks' states while a long poll is slow */
+    uv_timer_t timer;      /* the tracker's backoff */
+    uv_timer_t kick;       /* starts queued operations from the loop */
+    uv_timer_t slow;       /* reads the tasks' states while a long poll is slow */
+    uint64_t wait_sent_ms; /* when the long poll out was sent (uv_now) */
+    bool wait_late;        /* it is late: VS_TRACKER_LATE told */
+    vs_tracker_cb tcb;
+    void *tcb_data;
     int open_handles;
 
     bool held; /* vs_ops_hold: no method is sent any more */

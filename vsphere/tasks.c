@@ -449,6 +449,30 @@ void vs__tracker_release(vs_op *op)
 
 /* ---- The tracker's long poll ---- */
 
+static void note(const vs_ops *o, enum vs_tracker_event event, uint64_t late_ms, size_t tasks,
+                 const vs_op *op)
+{
+    struct vs_tracker_note n = {event, o->task_wait, late_ms, tasks, op};
+
+    if (o->tcb)
+        o->tcb(o->tcb_data, &n);
+}
+
+/* late_ms: how long the long poll out is past its maxWaitSeconds. */
+static uint64_t late_ms(const vs_ops *o)
+{
+    uint64_t due = o->wait_sent_ms + (uint64_t)o->task_wait * 1000;
+    uint64_t now = uv_now(o->loop);
+
+    return now > due ? now - due : 0;
+}
+
+void vs__tracker_missed(const vs_op *op)
+{
+    if (!op->o->wait_late)
+        note(op->o, VS_TRACKER_MISSED, 0, 0, op);
+}
+
 static void on_wait_reply(void *data, const struct vs_reply *r);
 static void on_slow(uv_timer_t *t);
 
@@ -479,6 +503,8 @@ void vs__tracker_kick(vs_ops *o)
     }
     o->wait_cancelled = false;
     o->wait_epoch = o->epoch;
+    o->wait_sent_ms = uv_now(o->loop);
+    o->wait_late = false; /* (a late long poll dropped with its collector says no more) */
     /* Silence within maxWaitSeconds is no news; beyond, vCenter is late. */
     uv_timer_start(&o->slow, on_slow, (uint64_t)o->task_wait * 1000 + o->slow_check_ms,
                    o->slow_check_ms);
@@ -568,10 +594,16 @@ static void on_slow(uv_timer_t *t)
 {
     vs_ops *o = t->data;
 
+    size_t n = 0;
+
     if (o->closing || !o->wait_req) {
         uv_timer_stop(t);
         return;
     }
+    for (const vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
+        n += op->step == O_TRACKED;
+    o->wait_late = true;
+    note(o, VS_TRACKER_LATE, late_ms(o), n, NULL);
     check_tracked(o, CHECK_ALL);
 }
 
@@ -596,6 +628,12 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     uv_timer_stop(&o->slow);
     if (o->closing)
         return;
+    if (o->wait_late) {
+        /* An answer, or a cancellation answered: vCenter is back. */
+        o->wait_late = false;
+        if (!r->err || vs_reply_fault_is(r, "RequestCanceled"))
+            note(o, VS_TRACKER_ANSWERED, late_ms(o), 0, NULL);
+    }
     if (o->wait_epoch != o->epoch) {
         vs__tracker_kick(o); /* a long poll of a dropped collector */
         return;

@@ -33,6 +33,10 @@ void vs__tracker_retrack(vs_op *op);
 /* vs__tracker_release: op ends; its task leaves the tracker's view. */
 void vs__tracker_release(vs_op *op);
 
+/* vs__tracker_missed tells the tracker's callback that a safety net's read
+ * found op's task ended, unreported (unless the long poll is late). */
+void vs__tracker_missed(const vs_op *op);
+
 /* vs__tracker_kick starts the long poll when tasks are tracked and none
  * runs (adding waiting tasks to the view and removing ended ones first). */
 void vs__tracker_kick(vs_ops *o);

@@ -114,6 +114,9 @@ struct fake {
     } done[MAXDONE];
     int ndone;
     int inflight, max_inflight;
+    struct vs_tracker_note notes[8]; /* what the tracker told (op: NULL) */
+    char note_task[8][VS_REF_MAX];   /* the task of a MISSED note */
+    int nnotes;
 };
 
 /* ---- Responses ---- */
@@ -589,6 +592,29 @@ static void observer(void *data, const vs_op *op, enum vs_op_phase phase,
         f->inflight--;
 }
 
+static void on_note(void *data, const struct vs_tracker_note *n)
+{
+    struct fake *f = data;
+
+    if (f->nnotes >= 8)
+        return;
+    f->notes[f->nnotes] = *n;
+    f->notes[f->nnotes].op = NULL;
+    snprintf(f->note_task[f->nnotes], sizeof(f->note_task[0]), "%s",
+             n->op ? vs_op_task(n->op) : "");
+    f->nnotes++;
+}
+
+/* count_notes: how many notes of event the tracker told. */
+static int count_notes(const struct fake *f, enum vs_tracker_event event)
+{
+    int n = 0;
+
+    for (int i = 0; i < f->nnotes; i++)
+        n += f->notes[i].event == event;
+    return n;
+}
+
 static uint64_t setup_slow_ms;    /* the next setup's slow_check_ms (0: the default) */
 static uint64_t setup_recheck_ms; /* the next setup's recheck_ms (0: the default) */
 static int setup_task_wait;       /* the next setup's task_wait_seconds (0: the default) */
@@ -612,6 +638,7 @@ static void setup(struct fake *f, int max_inflight, size_t max_queued)
     assert_non_null(f->ops);
     vs_ops_set_placement(f->ops, &placement);
     vs_ops_set_observer(f->ops, observer, f);
+    vs_ops_set_tracker_cb(f->ops, on_note, f);
     uv_timer_init(&f->loop, &f->guard);
     f->guard.data = f;
 }
@@ -935,6 +962,15 @@ static void test_unreported_task_read_while_others_answer(void **state)
     teardown(&f);
 }
 
+/* end_in_success ends the one operation's task in success and waits for
+ * the operation to finish so. */
+static void end_in_success(struct fake *f)
+{
+    end_task(f, 0, "success", NULL);
+    spin(f, is_done1);
+    assert_int_equal(f->done[0].err, 0);
+}
+
 /* ends_in_success waits for the one operation started to be tracked, ends
  * its task in success and waits for the operation to finish so. */
 static void ends_in_success(struct fake *f)
@@ -942,9 +978,7 @@ static void ends_in_success(struct fake *f)
     want_tasks = 1;
     want_held_tasks = 1;
     spin(f, tracked);
-    end_task(f, 0, "success", NULL);
-    spin(f, is_done1);
-    assert_int_equal(f->done[0].err, 0);
+    end_in_success(f);
 }
 
 static void test_quiet_filter_then_end(void **state)
@@ -976,6 +1010,16 @@ static void power_on_tracked(struct fake *f, struct ctx *c, bool reported)
     spin(f, tracked);
 }
 
+/* late_power_on sets up a tracker whose long poll never answers (1 s of
+ * maxWaitSeconds, a safety net of 200 ms), and starts the power-on of
+ * vm-3, its task in the view. */
+static void late_power_on(struct fake *f, struct ctx *c)
+{
+    setup_timed(f, 1, 200, 0);
+    f->mute_polls = true;
+    power_on_tracked(f, c, false);
+}
+
 static void test_slow_long_poll_reads_the_tasks(void **state)
 {
     struct fake f;
@@ -985,15 +1029,47 @@ static void test_slow_long_poll_reads_the_tasks(void **state)
     /* The long poll never answers: the task's end is read directly, once
      * the long poll is late (200 ms past its maxWaitSeconds of 1 s), not
      * before: silence within maxWaitSeconds is no news. */
-    setup_timed(&f, 1, 200, 0);
-    f.mute_polls = true;
-    power_on_tracked(&f, &c, false);
-    run_for(&f, 900);
+    late_power_on(&f, &c);
+    run_for(&f, 700);
     assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 0);
-    end_task(&f, 0, "success", NULL);
-    spin(&f, is_done1);
-    assert_int_equal(f.done[0].err, 0);
-    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 1);
+    assert_int_equal(f.nnotes, 0);
+    end_in_success(&f);
+    assert_true(unit_calls_count(&f.calls, "RetrievePropertiesEx task") >= 1);
+    /* Said: late, the task read; its end, found so, is no miss. */
+    assert_true(f.nnotes >= 1);
+    assert_int_equal(count_notes(&f, VS_TRACKER_MISSED), 0);
+    assert_int_equal(f.notes[0].event, VS_TRACKER_LATE);
+    assert_int_equal(f.notes[0].wait_s, 1);
+    assert_true(f.notes[0].late_ms >= 200);
+    assert_int_equal(f.notes[0].tasks, 1);
+    teardown(&f);
+}
+
+/* late: the tracker said its long poll is late. */
+static bool late(const struct fake *f)
+{
+    return count_notes(f, VS_TRACKER_LATE) > 0;
+}
+
+/* A long poll late, then answering (the task's end): said late, again
+ * at each safety net's time, then answered once, with how late. */
+static void test_late_long_poll_answers(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    late_power_on(&f, &c);
+    spin(&f, late);
+    f.mute_polls = false;
+    run_for(&f, 300);
+    end_in_success(&f);
+    /* Late, said again each 200 ms while late, then answered, once. */
+    assert_true(count_notes(&f, VS_TRACKER_LATE) >= 2);
+    assert_int_equal(count_notes(&f, VS_TRACKER_ANSWERED), 1);
+    assert_int_equal(f.notes[f.nnotes - 1].event, VS_TRACKER_ANSWERED);
+    assert_true(f.notes[f.nnotes - 1].late_ms >= 400);
+    assert_int_equal(count_notes(&f, VS_TRACKER_MISSED), 0);
     teardown(&f);
 }
 
@@ -1060,13 +1136,17 @@ static void test_reported_task_read_after_recheck(void **state)
     /* The end, lost: no long poll reports it; a read finds it. */
     snprintf(f.tasks[0].state, sizeof(f.tasks[0].state), "success");
     snprintf(f.tasks[0].reported, sizeof(f.tasks[0].reported), "success");
-    for (int i = 0; i < 5 && f.ndone == 0; i++) {
+    for (int i = 0; i < 10 && f.ndone == 0; i++) {
         run_for(&f, 100);
         if (f.held)
             answer_empty(&f);
     }
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
+    /* Said: vCenter did not report that end. */
+    assert_int_equal(f.nnotes, 1);
+    assert_int_equal(f.notes[0].event, VS_TRACKER_MISSED);
+    assert_string_equal(f.note_task[0], "task-0");
     teardown(&f);
 }
 
@@ -1976,6 +2056,7 @@ int main(void)
         cmocka_unit_test(test_unreported_task_read_while_others_answer),
         cmocka_unit_test(test_stale_state_after_end),
         cmocka_unit_test(test_slow_long_poll_reads_the_tasks),
+        cmocka_unit_test(test_late_long_poll_answers),
         cmocka_unit_test(test_long_task_costs_only_long_polls),
         cmocka_unit_test(test_reported_task_read_after_recheck),
         cmocka_unit_test(test_collector_lost),

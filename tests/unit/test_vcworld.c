@@ -1,7 +1,8 @@
 /* test_vcworld.c: what of vCenter's identity a message may not show to
  * tenants (vcworld's names_vcenter): the user in any of the forms vCenter
  * and its directory write it, the URL and the host; and what the log says
- * of the inventory watch's changes of state (inventory_line). */
+ * of the inventory watch's changes of state (inventory_line) and of the
+ * task tracker's notes (tracker_line). */
 #include "tests/unit/unit.h"
 
 #include <stdbool.h>
@@ -9,6 +10,7 @@
 #include "controller/vcworld.h"
 #include "lib/log.h"
 #include "vsphere/inventory.h"
+#include "vsphere/ops.h"
 
 #define URL "https://vc.example.com:443/sdk"
 
@@ -130,6 +132,39 @@ static void test_retry_rebuild_and_failure_lines(void **state)
     assert_int_equal(level, VMG_LOG_WARN);
 }
 
+/* tracker_of returns what the log says of note t, and its level. */
+static const char *tracker_of(const struct vs_tracker_note *t, int *level)
+{
+    static char line[1024];
+
+    vcworld_testing_tracker_line(t, "clone", "web-0", "task-12", level, line, sizeof(line));
+    return line;
+}
+
+/* The task tracker's long poll late (a warning each time, saying how late
+ * and how many tasks are read), answered (one line), and an end vCenter
+ * did not report (a warning naming the operation and its task). */
+static void test_tracker_lines(void **state)
+{
+    struct vs_tracker_note late = {VS_TRACKER_LATE, 60, 30500, 3, NULL};
+    struct vs_tracker_note answered = {VS_TRACKER_ANSWERED, 60, 42900, 0, NULL};
+    struct vs_tracker_note missed = {VS_TRACKER_MISSED, 60, 0, 0, NULL};
+    int level;
+
+    (void)state;
+    assert_string_equal(tracker_of(&late, &level),
+                        "tasks: vCenter has not answered the task long poll 30 s past its 60 s "
+                        "wait; reading the states of the 3 tasks it follows meanwhile");
+    assert_int_equal(level, VMG_LOG_WARN);
+    assert_string_equal(tracker_of(&answered, &level),
+                        "tasks: the task long poll answered, 42 s past its 60 s wait");
+    assert_int_equal(level, VMG_LOG_INFO);
+    assert_string_equal(tracker_of(&missed, &level),
+                        "tasks: clone web-0: vCenter did not report the end of task-12 to the task "
+                        "long poll; a read found it");
+    assert_int_equal(level, VMG_LOG_WARN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -137,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_user_other_forms),
         cmocka_unit_test(test_late_long_poll_lines),
         cmocka_unit_test(test_retry_rebuild_and_failure_lines),
+        cmocka_unit_test(test_tracker_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
