@@ -20,12 +20,14 @@
  * that joins the view enters the filter, and the next long poll reports it
  * with its state, even one that ended already (vCenter and vcsim alike).
  * The tasks' states are read only as a safety net: every task when the
- * long poll has not answered 30 s past its maxWaitSeconds; a task no long
- * poll has reported since it joined the view when one answers quiet, or 30 s
+ * long poll has not answered 30 s past its maxWaitSeconds (or past the
+ * call's timeout, if sooner); a task no long poll has reported since it
+ * joined the view, at a quiet answer, or at the first answer 30 s or more
  * after it joined (a server that does not report tasks entering it, while
  * others keep the long poll answering); and a task reported, then nothing
- * of it for 5 minutes (a change the server lost). So a task that runs for
- * minutes on a vCenter that answers its long polls is never read. A
+ * of it for 5 minutes, at the next answer (a change the server lost). So on
+ * a vCenter that answers its long polls, a task that ends within 5 minutes
+ * of its last report is never read, and a longer one once each 5 minutes. A
  * completed operation costs about two requests: the method and its share
  * of the ModifyListView calls, plus its share of the long polls.
  *
@@ -139,10 +141,11 @@ struct vs_ops_config {
     int max_inflight;          /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
     size_t max_queued;         /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
     int task_wait_seconds;     /* maxWaitSeconds of the task long poll; 0: 60 */
-    uint64_t slow_check_ms;    /* a long poll unanswered this long past its maxWaitSeconds, or a
-                                  task unreported this long after it joined the view: read the
-                                  tasks' states; 0: 30 s */
-    uint64_t recheck_ms;       /* a task reported, then untold of this long: read it; 0: 5 min */
+    uint64_t slow_check_ms;    /* a long poll unanswered this long past its maxWaitSeconds: read
+                                  every task's state; a task unreported this long after it
+                                  joined the view: read it at the next answer; 0: 30 s */
+    uint64_t recheck_ms;       /* a task reported, then untold of this long: read it at the
+                                  next answer; 0: 5 min */
     struct vs_mark_keys marks; /* the extraConfig keys of a clone's marks; copied */
 };
 

@@ -19,13 +19,14 @@
 #define TCACHE_N 32
 #define TRACKER_BACKOFF_MIN_MS 500
 #define TRACKER_BACKOFF_MAX_MS 30000
-/* A task long poll unanswered this long past its maxWaitSeconds, or a task
- * no answer has reported this long after it joined the view: read the
+/* A task long poll unanswered this long past its maxWaitSeconds: read the
  * tracked tasks' states directly (a server may answer late: vcsim computes
- * each answer update by update, against every filter of the collector). */
+ * each answer update by update, against every filter of the collector);
+ * a task no answer has reported this long after it joined the view: read
+ * it at the next answer. */
 #define SLOW_POLL_CHECK_MS 30000
-/* A task the long poll reported, then nothing of it for this long, is read:
- * the last resort against a change the server lost. */
+/* A task the long poll reported, then nothing of it for this long, is read
+ * at the next answer: the last resort against a change the server lost. */
 #define TASK_RECHECK_MS (5 * 60 * 1000)
 /* A ModifyListView or CancelWaitForUpdates unanswered this long has
  * failed (were vcsim to deadlock after all, it costs seconds). */

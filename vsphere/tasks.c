@@ -489,8 +489,18 @@ void vs__tracker_kick(vs_ops *o)
     char *buf = NULL;
     size_t len = 0;
     struct vs_call_opts opts = vs_long_poll_opts(o->s, o->task_wait);
+    uint64_t first;
 
-    if (o->wait_req || o->cancel_req || o->closing || o->mod_req || !ready(o))
+    if (o->wait_req || o->cancel_req || o->closing || o->mod_req)
+        return;
+    if (o->have_pc && o->pc_gen != vs_session_generation(o->s)) {
+        /* The collector went with an old session (a long poll of it may
+         * still answer): register now, on a new one. */
+        drop_collector(o, O_NEED_PC);
+        register_waiting(o);
+        return;
+    }
+    if (!ready(o))
         return;
     /* Tasks join and leave the view between long polls. */
     if (send_modify(o) || !any_tracked(o))
@@ -505,9 +515,12 @@ void vs__tracker_kick(vs_ops *o)
     o->wait_epoch = o->epoch;
     o->wait_sent_ms = uv_now(o->loop);
     o->wait_late = false; /* (a late long poll dropped with its collector says no more) */
-    /* Silence within maxWaitSeconds is no news; beyond, vCenter is late. */
-    uv_timer_start(&o->slow, on_slow, (uint64_t)o->task_wait * 1000 + o->slow_check_ms,
-                   o->slow_check_ms);
+    /* Silence within maxWaitSeconds is no news; beyond, vCenter is late
+     * (by the call's own timeout at the latest, which may be shorter). */
+    first = (uint64_t)o->task_wait * 1000 + o->slow_check_ms;
+    if (opts.timeout_ms && opts.timeout_ms < first)
+        first = opts.timeout_ms;
+    uv_timer_start(&o->slow, on_slow, first, o->slow_check_ms);
 }
 
 static int wait_cb(void *arg, const struct vim_object_update *u)
@@ -656,7 +669,7 @@ static void on_wait_reply(void *data, const struct vs_reply *r)
     if (e == 1)
         vmg_putf(o->version, sizeof(o->version), "%s", us.version);
     /* The safety net against an end the server did not report: after a
-     * quiet answer the tasks it never reported, and the overdue ones. */
+     * quiet answer the tasks no answer has reported, and the overdue ones. */
     check_tracked(o, e == 0 ? CHECK_UNREPORTED : CHECK_DUE);
     /* Finish what ended; each finish may change the list, so look again. */
     for (;;) {

@@ -80,6 +80,9 @@ struct fake {
     int empty_answers;   /* long polls with nothing to report answered empty at once, as when
                             their maxWaitSeconds ends */
     int unauth_tasks;    /* task methods answered NotAuthenticated (a lost session) */
+    int unauth_reads;    /* task reads answered NotAuthenticated (a new session; the
+                            collector of the old one still answers its long poll) */
+    bool queued_first;   /* tasks are made queued, not running */
     int unauth_modifies; /* ModifyListView answered NotAuthenticated (the session and
                             its collector and view lost) */
     const char *gone_vm; /* task methods on it: ManagedObjectNotFound */
@@ -275,7 +278,10 @@ static void handler(void *data, vmg_server_req *r)
         struct task *t = &f->tasks[f->ntasks];
         memset(t, 0, sizeof(*t));
         t->read_gap = UINT64_MAX;
-        snprintf(t->state, sizeof(t->state), "%s", f->instant ? "success" : "running");
+        snprintf(t->state, sizeof(t->state), "%s",
+                 f->instant        ? "success"
+                 : f->queued_first ? "queued"
+                                   : "running");
         if (i == 4)
             snprintf(t->result, sizeof(t->result), "vm-9%d", f->ntasks);
         unit_soap_reply(
@@ -491,6 +497,12 @@ static void handler(void *data, vmg_server_req *r)
                 "<val xsi:type=\"ArrayOfManagedObjectReference\">%s</val></propSet></objects>"
                 "</returnval></RetrievePropertiesExResponse>",
                 n ? kids : "");
+            return;
+        }
+        if (f->unauth_reads > 0) {
+            f->unauth_reads--;
+            unit_calls_add(&f->calls, "NotAuthenticated", "RetrievePropertiesEx");
+            reply_fault(r, "NotAuthenticated");
             return;
         }
         unit_calls_add(&f->calls, "RetrievePropertiesEx", "task");
@@ -1083,7 +1095,7 @@ static void answer_empty(struct fake *f)
     reply_empty(r);
 }
 
-/* held: a long poll is out (and nothing else is pending). */
+/* held: a long poll is out. */
 static bool held(const struct fake *f)
 {
     return f->held != NULL;
@@ -1114,7 +1126,7 @@ static void test_long_task_costs_only_long_polls(void **state)
 }
 
 /* The same server, and a change it lost: a task reported running, then
- * untold of for recheck_ms (300 ms here) while the long poll answers every
+ * untold of for recheck_ms (400 ms here) while the long poll answers every
  * 100 ms, is read, at most once per recheck_ms; its end, read, finishes
  * the operation although no long poll reports it. */
 static void test_reported_task_read_after_recheck(void **state)
@@ -1123,16 +1135,16 @@ static void test_reported_task_read_after_recheck(void **state)
     struct ctx c;
 
     (void)state;
-    setup_timed(&f, 0, 0, 300);
+    setup_timed(&f, 0, 0, 400);
     power_on_tracked(&f, &c, true);
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 12; i++) {
         run_for(&f, 100);
         spin(&f, held);
         answer_empty(&f);
     }
     spin(&f, held);
     assert_true(unit_calls_count(&f.calls, "RetrievePropertiesEx task") >= 2);
-    assert_true(f.tasks[0].read_gap >= 250);
+    assert_true(f.tasks[0].read_gap >= 300);
     /* The end, lost: no long poll reports it; a read finds it. */
     snprintf(f.tasks[0].state, sizeof(f.tasks[0].state), "success");
     snprintf(f.tasks[0].reported, sizeof(f.tasks[0].reported), "success");
@@ -1147,6 +1159,68 @@ static void test_reported_task_read_after_recheck(void **state)
     assert_int_equal(f.nnotes, 1);
     assert_int_equal(f.notes[0].event, VS_TRACKER_MISSED);
     assert_string_equal(f.note_task[0], "task-0");
+    teardown(&f);
+}
+
+/* recheck_ms counts from the last report: a task reported queued, then
+ * running 300 ms later, is not read 400 ms after it joined (recheck_ms 600,
+ * the long poll answering every 100 ms meanwhile). */
+static void test_recheck_counts_from_the_last_report(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    setup_timed(&f, 0, 0, 600);
+    f.queued_first = true;
+    power_on_tracked(&f, &c, true);
+    run_for(&f, 300);
+    end_task(&f, 0, "running", NULL);
+    spin(&f, held);
+    assert_string_equal(f.tasks[0].reported, "running");
+    for (int i = 0; i < 4; i++) {
+        run_for(&f, 100);
+        spin(&f, held);
+        answer_empty(&f);
+    }
+    spin(&f, held);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 0);
+    end_in_success(&f);
+    teardown(&f);
+}
+
+/* made_pcs2_tracked: a second collector was made, and task 0 is in its
+ * view with the long poll held. */
+static bool made_pcs2_tracked(const struct fake *f)
+{
+    return unit_calls_count(&f->calls, "CreatePropertyCollector") >= 2 && f->ntasks >= 1 &&
+           f->tasks[0].filter_pc == f->pc_gen && f->tasks[0].filter && f->held != NULL;
+}
+
+/* A new session while the long poll is out (a read answered
+ * NotAuthenticated, the collector gone with the session), and that long
+ * poll then answers: the tracker makes a new collector and view at once,
+ * not waiting on the old one, and the task's end is reported. */
+static void test_new_session_during_a_long_poll(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    setup_timed(&f, 0, 0, 300);
+    power_on_tracked(&f, &c, true);
+    f.unauth_reads = 1;
+    for (int i = 0; i < 20 && f.unauth_reads > 0; i++) {
+        run_for(&f, 100);
+        if (f.held)
+            answer_empty(&f);
+    }
+    assert_int_equal(f.unauth_reads, 0);
+    spin(&f, held);
+    answer_empty(&f); /* the long poll on the old session's collector */
+    spin(&f, made_pcs2_tracked);
+    assert_int_equal(f.ndone, 0);
+    end_in_success(&f);
     teardown(&f);
 }
 
@@ -1419,12 +1493,6 @@ static void test_task_the_view_does_not_find(void **state)
     assert_int_equal(f.done[0].err, VMG_EUNKNOWN);
     assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 1);
     teardown(&f);
-}
-
-static bool made_pcs2_tracked(const struct fake *f)
-{
-    return unit_calls_count(&f->calls, "CreatePropertyCollector") >= 2 && f->ntasks >= 1 &&
-           f->tasks[0].filter_pc == f->pc_gen && f->tasks[0].filter && f->held != NULL;
 }
 
 /* The view refuses a task that vCenter still runs (its read says so): the
@@ -2059,6 +2127,8 @@ int main(void)
         cmocka_unit_test(test_late_long_poll_answers),
         cmocka_unit_test(test_long_task_costs_only_long_polls),
         cmocka_unit_test(test_reported_task_read_after_recheck),
+        cmocka_unit_test(test_recheck_counts_from_the_last_report),
+        cmocka_unit_test(test_new_session_during_a_long_poll),
         cmocka_unit_test(test_collector_lost),
         cmocka_unit_test(test_tracking_failure_keeps_the_operation),
         cmocka_unit_test(test_destroy_folder_only_when_empty),
