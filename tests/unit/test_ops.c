@@ -630,6 +630,7 @@ static int count_notes(const struct fake *f, enum vs_tracker_event event)
 static uint64_t setup_slow_ms;    /* the next setup's slow_check_ms (0: the default) */
 static uint64_t setup_recheck_ms; /* the next setup's recheck_ms (0: the default) */
 static int setup_task_wait;       /* the next setup's task_wait_seconds (0: the default) */
+static uint64_t setup_call_ms;    /* the next setup's session call timeout (0: the default) */
 
 static void setup(struct fake *f, int max_inflight, size_t max_queued)
 {
@@ -645,7 +646,7 @@ static void setup(struct fake *f, int max_inflight, size_t max_queued)
     f->pc_gen = 1;
     assert_int_equal(uv_loop_init(&f->loop), 0);
     unit_vcenter_start(&f->vc, &f->loop, "fake", handler, f, 60000);
-    f->s = unit_vcenter_session(&f->vc, &f->loop, 0);
+    f->s = unit_vcenter_session(&f->vc, &f->loop, setup_call_ms);
     f->ops = vs_ops_new(&f->loop, f->s, NULL, &ocfg, &e);
     assert_non_null(f->ops);
     vs_ops_set_placement(f->ops, &placement);
@@ -1054,6 +1055,31 @@ static void test_slow_long_poll_reads_the_tasks(void **state)
     assert_int_equal(f.notes[0].wait_s, 1);
     assert_true(f.notes[0].late_ms >= 200);
     assert_int_equal(f.notes[0].tasks, 1);
+    teardown(&f);
+}
+
+/* A call timeout shorter than the safety net's slow_check_ms: the long
+ * poll is late from its call's timeout on (maxWaitSeconds 1 s plus 300 ms),
+ * not from slow_check_ms (60 s) past its wait. */
+static void test_late_by_the_call_timeout(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    setup_call_ms = 300;
+    setup_timed(&f, 1, 60000, 0);
+    setup_call_ms = 0;
+    f.mute_polls = true;
+    power_on_tracked(&f, &c, false);
+    run_for(&f, 900);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 0);
+    assert_int_equal(f.nnotes, 0);
+    end_in_success(&f);
+    assert_true(unit_calls_count(&f.calls, "RetrievePropertiesEx task") >= 1);
+    assert_true(f.nnotes >= 1);
+    assert_int_equal(f.notes[0].event, VS_TRACKER_LATE);
+    assert_true(f.notes[0].late_ms >= 250 && f.notes[0].late_ms < 5000);
     teardown(&f);
 }
 
@@ -2125,6 +2151,7 @@ int main(void)
         cmocka_unit_test(test_stale_state_after_end),
         cmocka_unit_test(test_slow_long_poll_reads_the_tasks),
         cmocka_unit_test(test_late_long_poll_answers),
+        cmocka_unit_test(test_late_by_the_call_timeout),
         cmocka_unit_test(test_long_task_costs_only_long_polls),
         cmocka_unit_test(test_reported_task_read_after_recheck),
         cmocka_unit_test(test_recheck_counts_from_the_last_report),
