@@ -117,9 +117,9 @@ typedef void (*vs_ops_observer)(void *data, const vs_op *op, enum vs_op_phase ph
                                 const struct vs_op_result *r);
 
 /* What the task tracker notices of vCenter, for the log: its long poll
- * late (so the tasks are read), then answered; the end of a task that a
- * read found while the long poll was not late (a change vCenter did not
- * report). */
+ * late with tasks to follow (so they are read), then answered; the end of
+ * a task that a read found, the read sent and answered while the long poll
+ * was not late (a change vCenter did not report). */
 enum vs_tracker_event {
     VS_TRACKER_LATE,     /* no answer late_ms past wait_s: the tasks (tasks) are read */
     VS_TRACKER_ANSWERED, /* the long poll that was late answered, late_ms past wait_s */

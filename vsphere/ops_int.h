@@ -94,6 +94,7 @@ struct vs_op {
     unsigned long epoch; /* the tracker epoch it was added in */
     struct task_info ti;
     bool tdone;          /* the long poll saw the end */
+    bool tlate_read;     /* its last safety-net read went while the long poll was late */
     bool treported;      /* a long poll reported the task since it joined the view */
     uint64_t tracked_ms; /* when it joined, an answer last reported it or the safety net
                             last read it (uv_now) */

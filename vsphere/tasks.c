@@ -469,7 +469,10 @@ static uint64_t late_ms(const vs_ops *o)
 
 void vs__tracker_missed(const vs_op *op)
 {
-    if (!op->o->wait_late)
+    /* Not while the long poll is late, nor for a read sent then (the late
+     * long poll may have answered or failed since), nor for a task of a
+     * collector since dropped: vCenter was not asked to report it. */
+    if (!op->o->wait_late && !op->tlate_read && op->epoch == op->o->epoch)
         note(op->o, VS_TRACKER_MISSED, 0, 0, op);
 }
 
@@ -597,6 +600,7 @@ static void check_tracked(vs_ops *o, enum check what)
 
     for (vs_op *op; (op = first_due(o, now, what)) != NULL;) {
         op->tracked_ms = now;
+        op->tlate_read = what == CHECK_ALL;
         vs__tracker_check(op, O_CHECK2);
     }
 }
@@ -615,6 +619,8 @@ static void on_slow(uv_timer_t *t)
     }
     for (const vs_op *op = op_first(&o->running); op; op = op_after(&o->running, op))
         n += op->step == O_TRACKED;
+    if (n == 0)
+        return; /* nothing to read, nothing to say (a late read ended the last) */
     o->wait_late = true;
     note(o, VS_TRACKER_LATE, late_ms(o), n, NULL);
     check_tracked(o, CHECK_ALL);

@@ -38,6 +38,7 @@
 #define MAXT 32
 #define MAXDONE 32
 #define DESTROY_HELD_MAX 8
+#define MAX_NOTES 32
 
 struct task {
     char state[16]; /* running, success, error */
@@ -117,9 +118,12 @@ struct fake {
     } done[MAXDONE];
     int ndone;
     int inflight, max_inflight;
-    struct vs_tracker_note notes[8]; /* what the tracker told (op: NULL) */
-    char note_task[8][VS_REF_MAX];   /* the task of a MISSED note */
+    struct vs_tracker_note notes[MAX_NOTES]; /* what the tracker told (op: NULL) */
+    char note_task[MAX_NOTES][VS_REF_MAX];   /* the task of a MISSED note */
     int nnotes;
+    bool notes_lost;           /* told more than MAX_NOTES (teardown fails the test) */
+    bool hold_reads;           /* the next task read is held (held_read) */
+    vmg_server_req *held_read; /* a task read held (hold_reads) */
 };
 
 /* ---- Responses ---- */
@@ -505,6 +509,10 @@ static void handler(void *data, vmg_server_req *r)
             reply_fault(r, "NotAuthenticated");
             return;
         }
+        if (f->hold_reads && !f->held_read) {
+            f->held_read = r; /* release_read answers it */
+            return;
+        }
         unit_calls_add(&f->calls, "RetrievePropertiesEx", "task");
         if (id < 0 || id >= f->ntasks || f->lost_tasks) {
             reply_fault(r, "ManagedObjectNotFound");
@@ -608,8 +616,10 @@ static void on_note(void *data, const struct vs_tracker_note *n)
 {
     struct fake *f = data;
 
-    if (f->nnotes >= 8)
+    if (f->nnotes >= MAX_NOTES) {
+        f->notes_lost = true;
         return;
+    }
     f->notes[f->nnotes] = *n;
     f->notes[f->nnotes].op = NULL;
     snprintf(f->note_task[f->nnotes], sizeof(f->note_task[0]), "%s",
@@ -671,6 +681,7 @@ static void setup_timed(struct fake *f, int task_wait, uint64_t slow_ms, uint64_
 
 static void teardown(struct fake *f)
 {
+    assert_false(f->notes_lost);
     vs_ops_close(f->ops, NULL, NULL);
     vs_session_close(f->s, NULL, NULL);
     unit_vcenter_stop(&f->vc, &f->loop, &f->guard);
@@ -1080,6 +1091,93 @@ static void test_late_by_the_call_timeout(void **state)
     assert_true(f.nnotes >= 1);
     assert_int_equal(f.notes[0].event, VS_TRACKER_LATE);
     assert_true(f.notes[0].late_ms >= 250 && f.notes[0].late_ms < 5000);
+    teardown(&f);
+}
+
+/* read_held: a task read is held (hold_reads). */
+static bool read_held(const struct fake *f)
+{
+    return f->held_read != NULL;
+}
+
+/* release_read answers the task read held, with the task's state now. */
+static void release_read(struct fake *f)
+{
+    vmg_server_req *r = f->held_read;
+
+    assert_non_null(r);
+    f->held_read = NULL;
+    f->hold_reads = false;
+    handler(f, r);
+}
+
+static void answer_empty(struct fake *f);
+static bool held(const struct fake *f);
+
+/* A read sent while the long poll was late answers after that long poll
+ * answered (quiet), the task ended meanwhile: the next long poll was never
+ * given the chance to report the end, so no miss is said. */
+static void test_late_read_after_the_answer_is_no_miss(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    late_power_on(&f, &c);
+    f.hold_reads = true;
+    spin(&f, read_held);
+    assert_int_equal(count_notes(&f, VS_TRACKER_LATE), 1);
+    answer_empty(&f);
+    spin(&f, held); /* the next long poll is out */
+    f.mute_polls = false;
+    snprintf(f.tasks[0].state, sizeof(f.tasks[0].state), "success");
+    release_read(&f);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(count_notes(&f, VS_TRACKER_ANSWERED), 1);
+    assert_int_equal(count_notes(&f, VS_TRACKER_MISSED), 0);
+    teardown(&f);
+}
+
+/* A read sent while the long poll was late answers after that long poll
+ * failed: the task's end is found, and no miss is said of a long poll that
+ * failed. */
+static void test_late_read_after_a_failure_is_no_miss(void **state)
+{
+    struct fake f;
+    struct ctx c;
+    vmg_server_req *r;
+
+    (void)state;
+    late_power_on(&f, &c);
+    f.hold_reads = true;
+    spin(&f, read_held);
+    r = f.held;
+    f.held = NULL;
+    vmg_server_respond(r, 500, "text/plain", "gone", 4);
+    run_for(&f, 50);
+    snprintf(f.tasks[0].state, sizeof(f.tasks[0].state), "success");
+    release_read(&f);
+    spin(&f, is_done1);
+    assert_int_equal(f.done[0].err, 0);
+    assert_int_equal(count_notes(&f, VS_TRACKER_MISSED), 0);
+    teardown(&f);
+}
+
+/* The only task ended by a late read, the long poll still out and late:
+ * nothing more is said (no "0 tasks" read each slow_check_ms). */
+static void test_late_with_no_tasks_says_nothing(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    late_power_on(&f, &c);
+    end_in_success(&f);
+    assert_int_equal(count_notes(&f, VS_TRACKER_LATE), 1);
+    run_for(&f, 1000); /* five more safety-net times */
+    assert_non_null(f.held);
+    assert_int_equal(count_notes(&f, VS_TRACKER_LATE), 1);
     teardown(&f);
 }
 
@@ -2152,6 +2250,9 @@ int main(void)
         cmocka_unit_test(test_slow_long_poll_reads_the_tasks),
         cmocka_unit_test(test_late_long_poll_answers),
         cmocka_unit_test(test_late_by_the_call_timeout),
+        cmocka_unit_test(test_late_read_after_the_answer_is_no_miss),
+        cmocka_unit_test(test_late_read_after_a_failure_is_no_miss),
+        cmocka_unit_test(test_late_with_no_tasks_says_nothing),
         cmocka_unit_test(test_long_task_costs_only_long_polls),
         cmocka_unit_test(test_reported_task_read_after_recheck),
         cmocka_unit_test(test_recheck_counts_from_the_last_report),
