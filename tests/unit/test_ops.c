@@ -1044,6 +1044,22 @@ static void late_power_on(struct fake *f, struct ctx *c)
     power_on_tracked(f, c, false);
 }
 
+/* read_once_late: with the long poll muted (wait_s 1), the one task is
+ * not read for quiet_ms, then, ended in success, is read once the long
+ * poll is late: said late first, and its end, found so, is no miss. */
+static void read_once_late(struct fake *f, uint64_t quiet_ms)
+{
+    run_for(f, quiet_ms);
+    assert_int_equal(unit_calls_count(&f->calls, "RetrievePropertiesEx task"), 0);
+    assert_int_equal(f->nnotes, 0);
+    end_in_success(f);
+    assert_true(unit_calls_count(&f->calls, "RetrievePropertiesEx task") >= 1);
+    assert_true(f->nnotes >= 1);
+    assert_int_equal(count_notes(f, VS_TRACKER_MISSED), 0);
+    assert_int_equal(f->notes[0].event, VS_TRACKER_LATE);
+    assert_int_equal(f->notes[0].wait_s, 1);
+}
+
 static void test_slow_long_poll_reads_the_tasks(void **state)
 {
     struct fake f;
@@ -1054,16 +1070,7 @@ static void test_slow_long_poll_reads_the_tasks(void **state)
      * the long poll is late (200 ms past its maxWaitSeconds of 1 s), not
      * before: silence within maxWaitSeconds is no news. */
     late_power_on(&f, &c);
-    run_for(&f, 700);
-    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 0);
-    assert_int_equal(f.nnotes, 0);
-    end_in_success(&f);
-    assert_true(unit_calls_count(&f.calls, "RetrievePropertiesEx task") >= 1);
-    /* Said: late, the task read; its end, found so, is no miss. */
-    assert_true(f.nnotes >= 1);
-    assert_int_equal(count_notes(&f, VS_TRACKER_MISSED), 0);
-    assert_int_equal(f.notes[0].event, VS_TRACKER_LATE);
-    assert_int_equal(f.notes[0].wait_s, 1);
+    read_once_late(&f, 700);
     assert_true(f.notes[0].late_ms >= 200);
     assert_int_equal(f.notes[0].tasks, 1);
     teardown(&f);
@@ -1083,15 +1090,53 @@ static void test_late_by_the_call_timeout(void **state)
     setup_call_ms = 0;
     f.mute_polls = true;
     power_on_tracked(&f, &c, false);
-    run_for(&f, 900);
-    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx task"), 0);
-    assert_int_equal(f.nnotes, 0);
-    end_in_success(&f);
-    assert_true(unit_calls_count(&f.calls, "RetrievePropertiesEx task") >= 1);
-    assert_true(f.nnotes >= 1);
-    assert_int_equal(f.notes[0].event, VS_TRACKER_LATE);
+    read_once_late(&f, 900);
     assert_true(f.notes[0].late_ms >= 250 && f.notes[0].late_ms < 5000);
     teardown(&f);
+}
+
+/* late: the tracker said its long poll is late. */
+static bool late(const struct fake *f)
+{
+    return count_notes(f, VS_TRACKER_LATE) > 0;
+}
+
+/* A long poll late, then answering (the task's end): said late, again
+ * at each safety net's time, then answered once, with how late. */
+static void test_late_long_poll_answers(void **state)
+{
+    struct fake f;
+    struct ctx c;
+
+    (void)state;
+    late_power_on(&f, &c);
+    spin(&f, late);
+    f.mute_polls = false;
+    run_for(&f, 300);
+    end_in_success(&f);
+    /* Late, said again each 200 ms while late, then answered, once. */
+    assert_true(count_notes(&f, VS_TRACKER_LATE) >= 2);
+    assert_int_equal(count_notes(&f, VS_TRACKER_ANSWERED), 1);
+    assert_int_equal(f.notes[f.nnotes - 1].event, VS_TRACKER_ANSWERED);
+    assert_true(f.notes[f.nnotes - 1].late_ms >= 400);
+    assert_int_equal(count_notes(&f, VS_TRACKER_MISSED), 0);
+    teardown(&f);
+}
+
+/* answer_empty answers the held long poll with nothing (reply_empty). */
+static void answer_empty(struct fake *f)
+{
+    vmg_server_req *r = f->held;
+
+    assert_non_null(r);
+    f->held = NULL;
+    reply_empty(r);
+}
+
+/* held: a long poll is out. */
+static bool held(const struct fake *f)
+{
+    return f->held != NULL;
 }
 
 /* read_held: a task read is held (hold_reads). */
@@ -1110,9 +1155,6 @@ static void release_read(struct fake *f)
     f->hold_reads = false;
     handler(f, r);
 }
-
-static void answer_empty(struct fake *f);
-static bool held(const struct fake *f);
 
 /* A read sent while the long poll was late answers after that long poll
  * answered (quiet), the task ended meanwhile: the next long poll was never
@@ -1179,50 +1221,6 @@ static void test_late_with_no_tasks_says_nothing(void **state)
     assert_non_null(f.held);
     assert_int_equal(count_notes(&f, VS_TRACKER_LATE), 1);
     teardown(&f);
-}
-
-/* late: the tracker said its long poll is late. */
-static bool late(const struct fake *f)
-{
-    return count_notes(f, VS_TRACKER_LATE) > 0;
-}
-
-/* A long poll late, then answering (the task's end): said late, again
- * at each safety net's time, then answered once, with how late. */
-static void test_late_long_poll_answers(void **state)
-{
-    struct fake f;
-    struct ctx c;
-
-    (void)state;
-    late_power_on(&f, &c);
-    spin(&f, late);
-    f.mute_polls = false;
-    run_for(&f, 300);
-    end_in_success(&f);
-    /* Late, said again each 200 ms while late, then answered, once. */
-    assert_true(count_notes(&f, VS_TRACKER_LATE) >= 2);
-    assert_int_equal(count_notes(&f, VS_TRACKER_ANSWERED), 1);
-    assert_int_equal(f.notes[f.nnotes - 1].event, VS_TRACKER_ANSWERED);
-    assert_true(f.notes[f.nnotes - 1].late_ms >= 400);
-    assert_int_equal(count_notes(&f, VS_TRACKER_MISSED), 0);
-    teardown(&f);
-}
-
-/* answer_empty answers the held long poll with nothing (reply_empty). */
-static void answer_empty(struct fake *f)
-{
-    vmg_server_req *r = f->held;
-
-    assert_non_null(r);
-    f->held = NULL;
-    reply_empty(r);
-}
-
-/* held: a long poll is out. */
-static bool held(const struct fake *f)
-{
-    return f->held != NULL;
 }
 
 /* A task that runs for long on a server that reports it and answers its
