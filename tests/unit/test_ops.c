@@ -120,6 +120,7 @@ struct fake {
     int inflight, max_inflight;
     struct vs_tracker_note notes[MAX_NOTES]; /* what the tracker told (op: NULL) */
     char note_task[MAX_NOTES][VS_REF_MAX];   /* the task of a MISSED note */
+    char note_op[MAX_NOTES][64];             /* its kind and target ("power-on vm-3") */
     int nnotes;
     bool notes_lost;           /* told more than MAX_NOTES (teardown fails the test) */
     bool hold_reads;           /* the next task read is held (held_read) */
@@ -624,6 +625,11 @@ static void on_note(void *data, const struct vs_tracker_note *n)
     f->notes[f->nnotes].op = NULL;
     snprintf(f->note_task[f->nnotes], sizeof(f->note_task[0]), "%s",
              n->op ? vs_op_task(n->op) : "");
+    if (n->op)
+        snprintf(f->note_op[f->nnotes], sizeof(f->note_op[0]), "%s %s",
+                 vs_op_kind_name(vs_op_kind(n->op)), vs_op_target(n->op));
+    else
+        f->note_op[f->nnotes][0] = '\0';
     f->nnotes++;
 }
 
@@ -1281,6 +1287,7 @@ static void test_reported_task_read_after_recheck(void **state)
     assert_int_equal(f.nnotes, 1);
     assert_int_equal(f.notes[0].event, VS_TRACKER_MISSED);
     assert_string_equal(f.note_task[0], "task-0");
+    assert_string_equal(f.note_op[0], "power-on vm-3"); /* what the log names */
     teardown(&f);
 }
 
