@@ -34,6 +34,8 @@ struct node {
     struct node *hnext; /* hash chain */
     struct pgroup *pg;  /* the parent's children list it is in */
     struct lq slink;    /* in pg->children, with its siblings */
+    struct pgroup *mg;  /* VMs: the list of its uid mark it is in */
+    struct lq mlink;    /* in mg->children, with the VMs of the same mark */
     struct lq dlink;    /* in the cache's dirty list */
     unsigned dirty;
     bool seen;
@@ -57,11 +59,14 @@ struct tomb {
     bool disputed; /* an older answer showed it (a server that reuses morefs) */
 };
 
+/* The nodes that share a key, newest first: the children of one parent
+ * (vs_cache.groups, by the parent's ref; node.slink), or the VMs of one
+ * uid mark (vs_cache.marks, by the mark; node.mlink). */
 struct pgroup {
-    char ref[VS_REF_MAX];
     struct pgroup *hnext;
-    struct lq children; /* of struct node (slink), the newest first */
+    struct lq children;
     size_t n;
+    char ref[]; /* the key */
 };
 
 /* A chained hash table of nodes or pgroups: the key (a string member) is
@@ -81,6 +86,7 @@ struct vs_cache {
     char mark_template_key[VS_NAME_MAX]; /* "" when none */
     struct htab objs;
     struct htab groups;
+    struct htab marks;
     struct lq dirty;    /* of struct node (dlink): changed since the last commit, newest first */
     uint64_t mark;      /* updates applied so far */
     struct tomb *tombs; /* TOMB_MAX, oldest first; NULL until the first */
@@ -202,52 +208,66 @@ uint64_t vs_create_order(const char *ref)
     return v;
 }
 
-static struct pgroup *pg_get(vs_cache *c, const char *ref, bool make)
+/* pg_link puts link in the list of key in t, made when it is the first:
+ * *pg is that list; false when it cannot be made (out of memory: the
+ * object is only missing from listings). */
+static bool pg_link(struct htab *t, const char *key, struct pgroup **pg, struct lq *link)
 {
-    struct pgroup *g = ht_get(&c->groups, ref);
+    struct pgroup *g = ht_get(t, key);
+    size_t len = strlen(key);
 
-    if (g || !make)
-        return g;
-    g = calloc(1, sizeof(*g));
-    if (!g)
-        return NULL;
-    lq_init(&g->children);
-    copy(g->ref, sizeof(g->ref), ref);
-    if (ht_put(&c->groups, g) < 0) {
-        free(g);
-        return NULL;
+    if (!g) {
+        g = calloc(1, sizeof(*g) + len + 1);
+        if (!g)
+            return false;
+        lq_init(&g->children);
+        memcpy(g->ref, key, len + 1);
+        if (ht_put(t, g) < 0) {
+            free(g);
+            return false;
+        }
     }
-    return g;
+    *pg = g;
+    lq_insert_head(&g->children, link);
+    g->n++;
+    return true;
+}
+
+/* pg_unlink takes link out of its list *pg in t, freed when it was the
+ * last. */
+static void pg_unlink(struct htab *t, struct pgroup **pg, struct lq *link)
+{
+    struct pgroup *g = *pg;
+
+    if (!g)
+        return;
+    lq_remove(link);
+    *pg = NULL;
+    if (--g->n == 0) {
+        ht_del(t, g);
+        free(g);
+    }
 }
 
 static void unlink_parent(vs_cache *c, struct node *n)
 {
-    struct pgroup *g = n->pg;
-
-    if (!g)
-        return;
-    lq_remove(&n->slink);
-    n->pg = NULL;
-    if (--g->n == 0) {
-        ht_del(&c->groups, g);
-        free(g);
-    }
+    pg_unlink(&c->groups, &n->pg, &n->slink);
 }
 
-/* link_parent puts n in its parent's list; an object whose list cannot be
- * made (out of memory) is only missing from listings. */
+/* link_parent puts n in its parent's list. */
 static void link_parent(vs_cache *c, struct node *n)
 {
-    struct pgroup *g;
+    if (n->o.parent[0])
+        (void)pg_link(&c->groups, n->o.parent, &n->pg, &n->slink);
+}
 
-    if (!n->o.parent[0])
-        return;
-    g = pg_get(c, n->o.parent, true);
-    if (!g)
-        return;
-    n->pg = g;
-    lq_insert_head(&g->children, &n->slink);
-    g->n++;
+/* relink_mark puts n in the list of its uid mark (a VM's), if it has one,
+ * after taking it out of the one it was in. */
+static void relink_mark(vs_cache *c, struct node *n)
+{
+    pg_unlink(&c->marks, &n->mg, &n->mlink);
+    if (n->o.kind == VS_OBJ_VM && n->o.has_mark_uid)
+        (void)pg_link(&c->marks, n->o.mark_uid, &n->mg, &n->mlink);
 }
 
 static void mark_dirty(vs_cache *c, struct node *n, unsigned flag)
@@ -615,7 +635,23 @@ vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs
     c->objs.chain_off = offsetof(struct node, hnext);
     c->groups.key_off = offsetof(struct pgroup, ref);
     c->groups.chain_off = offsetof(struct pgroup, hnext);
+    c->marks.key_off = offsetof(struct pgroup, ref);
+    c->marks.chain_off = offsetof(struct pgroup, hnext);
     return c;
+}
+
+/* pg_free_all frees the lists of t, and t's buckets. */
+static void pg_free_all(struct htab *t)
+{
+    for (size_t i = 0; i < t->nb; i++) {
+        struct pgroup *g = t->b[i];
+        while (g) {
+            struct pgroup *next = g->hnext;
+            free(g);
+            g = next;
+        }
+    }
+    free(t->b);
 }
 
 void vs_cache_free(vs_cache *c)
@@ -630,16 +666,9 @@ void vs_cache_free(vs_cache *c)
             n = next;
         }
     }
-    for (size_t i = 0; i < c->groups.nb; i++) {
-        struct pgroup *g = c->groups.b[i];
-        while (g) {
-            struct pgroup *next = g->hnext;
-            free(g);
-            g = next;
-        }
-    }
+    pg_free_all(&c->groups);
+    pg_free_all(&c->marks);
     free(c->objs.b);
-    free(c->groups.b);
     free(c->tombs);
     free(c);
 }
@@ -768,6 +797,9 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
         unlink_parent(c, n);
         link_parent(c, n);
     }
+    if (before.kind != n->o.kind || before.has_mark_uid != n->o.has_mark_uid ||
+        strcmp(before.mark_uid, n->o.mark_uid) != 0 || (n->o.has_mark_uid && !n->mg))
+        relink_mark(c, n);
     if (!obj_equal(&before, &n->o))
         mark_dirty(c, n, D_CHANGED);
     return lost;
@@ -1054,6 +1086,7 @@ void vs_cache_settle(vs_cache *c, uint64_t floor)
 static void free_node(vs_cache *c, struct node *n)
 {
     unlink_parent(c, n);
+    pg_unlink(&c->marks, &n->mg, &n->mlink);
     ht_del(&c->objs, n);
     free(n);
 }
@@ -1187,17 +1220,21 @@ size_t vs_cache_children(const vs_cache *c, const char *folder_ref, bool vms,
 
 size_t vs_cache_marked(const vs_cache *c, const char *uid, const struct vs_obj **out, size_t max)
 {
+    const struct pgroup *g;
+    struct lq *l;
     size_t count = 0;
 
     if (!c || !uid)
         return 0;
-    for (size_t i = 0; i < c->objs.nb; i++)
-        for (const struct node *n = c->objs.b[i]; n; n = n->hnext) {
-            if (n->o.kind != VS_OBJ_VM || !n->o.has_mark_uid || strcmp(n->o.mark_uid, uid) != 0)
-                continue;
-            if (out && count < max)
-                out[count] = &n->o;
-            count++;
-        }
+    g = ht_get(&c->marks, uid);
+    if (!g)
+        return 0;
+    lq_foreach(l, &g->children)
+    {
+        const struct node *n = lq_entry(l, struct node, mlink);
+        if (out && count < max)
+            out[count] = &n->o;
+        count++;
+    }
     return count;
 }

@@ -396,6 +396,51 @@ static void test_leave_and_enter_in_one_set(void **state)
     vs_cache_free(c);
 }
 
+/* vs_cache_marked follows each VM's uid mark, wherever the VM is: moved to
+ * another folder it stays listed; its mark changed, it moves to the other
+ * list; its mark removed, or the VM gone, it leaves. */
+static void test_marked_follows_the_mark(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    const struct vs_obj *list[4];
+    struct sb b;
+
+    (void)state;
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_parent(&b, "group-b");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    assert_int_equal(vs_cache_marked(c, "uid-a", list, 4), 1);
+    assert_string_equal(list[0]->ref, "vm-11");
+    assert_string_equal(list[0]->parent, "group-b");
+
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_marks(&b, "uid-c", "tmpl-1");
+    sb_add(&b, "</objectSet>");
+    vm(&b, "enter", "vm-20", "b-1", "group-a", "poweredOn", 1, 1024, "uid-c");
+    assert_int_equal(feed(c, &b), 2);
+    assert_int_equal(vs_cache_marked(c, "uid-a", list, 4), 0);
+    assert_int_equal(vs_cache_marked(c, "uid-c", list, 4), 2);
+    assert_int_equal(vs_cache_marked(c, "uid-c", list, 1), 2); /* counts beyond max */
+
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_marks(&b, NULL, NULL);
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    assert_int_equal(vs_cache_marked(c, "uid-c", list, 4), 1);
+    assert_string_equal(list[0]->ref, "vm-20");
+
+    begin(&b);
+    leave(&b, "VirtualMachine", "vm-20");
+    assert_int_equal(feed(c, &b), 1);
+    assert_int_equal(vs_cache_marked(c, "uid-c", list, 4), 0);
+    vs_cache_free(c);
+}
+
 static void test_removals_keep_groups(void **state)
 {
     struct rec r;
@@ -1869,6 +1914,7 @@ int main(void)
         cmocka_unit_test(test_initial_state),
         cmocka_unit_test(test_modify_reports_once),
         cmocka_unit_test(test_leave_and_enter_in_one_set),
+        cmocka_unit_test(test_marked_follows_the_mark),
         cmocka_unit_test(test_removals_keep_groups),
         cmocka_unit_test(test_move_and_rename),
         cmocka_unit_test(test_resync_reports_the_difference),
