@@ -65,6 +65,7 @@ struct mgr {
     bool vc_ready;
     char vc_msg[512];
     strmap *folders; /* folder name -> key ("ns/name"), for inventory changes */
+    strmap *uids;    /* a group's uid -> key, for the changes of its VMs anywhere */
 
     vmg_metrics *metrics;
     struct vmg_metric *m_reconcile_total, *m_reconcile_errors, *m_reconcile_time, *m_workers;
@@ -602,6 +603,25 @@ static void remember_folder(struct mgr *m, const char *key)
         free(copy);
 }
 
+/* remember_uid: the changes of VMs marked with the uid of g (of key) find
+ * its key, wherever the VMs are. */
+static void remember_uid(struct mgr *m, const char *key, const struct vmgroup *g)
+{
+    char *copy;
+
+    if (!g || !g->meta.uid || !g->meta.uid[0] || strmap_get(m->uids, g->meta.uid))
+        return;
+    copy = strdup(key);
+    if (copy && strmap_set(m->uids, g->meta.uid, copy) < 0)
+        free(copy);
+}
+
+static void forget_uid(struct mgr *m, const struct vmgroup *g)
+{
+    if (g && g->meta.uid)
+        free(strmap_del(m->uids, g->meta.uid));
+}
+
 static void enqueue(struct mgr *m, const char *key)
 {
     if (m->q && m->leading && !m->stopping)
@@ -611,22 +631,27 @@ static void enqueue(struct mgr *m, const char *key)
 static void on_add(void *data, const char *key, const void *obj)
 {
     struct mgr *m = data;
-    (void)obj;
     remember_folder(m, key);
+    remember_uid(m, key, obj);
     enqueue(m, key);
 }
 
 static void on_update(void *data, const char *key, const void *old_obj, const void *new_obj)
 {
-    (void)old_obj;
-    (void)new_obj;
-    enqueue(data, key);
+    struct mgr *m = data;
+    const struct vmgroup *was = old_obj, *is = new_obj;
+
+    /* The same name made again (a relist can show it as an update). */
+    if (was && is && was->meta.uid && is->meta.uid && strcmp(was->meta.uid, is->meta.uid) != 0)
+        forget_uid(m, was);
+    remember_uid(m, key, is);
+    enqueue(m, key);
 }
 
 static void on_delete(void *data, const char *key, const void *old_obj)
 {
-    (void)old_obj;
     forget_folder(data, key);
+    forget_uid(data, old_obj);
     enqueue(data, key);
 }
 
@@ -682,6 +707,15 @@ static void vc_changed(void *data, const char *folder)
         return;
     }
     key = strmap_get(m->folders, folder);
+    if (key)
+        enqueue(m, key);
+}
+
+static void vc_marked(void *data, const char *uid)
+{
+    struct mgr *m = data;
+    const char *key = strmap_get(m->uids, uid);
+
     if (key)
         enqueue(m, key);
 }
@@ -915,7 +949,8 @@ static int setup(struct mgr *m)
     struct wq_options qo = {0};
     struct rec_options ro = {.max_group_tasks = o->max_group_tasks, .vc_grace_ms = o->vc_grace_ms};
     struct rec_world rw = {0};
-    struct vcworld_hooks vh = {.changed = vc_changed, .state = vc_state, .data = m};
+    struct vcworld_hooks vh = {
+        .changed = vc_changed, .marked = vc_marked, .state = vc_state, .data = m};
     struct events_options eo = {0};
     char err[512] = "";
     int rc;
@@ -924,7 +959,8 @@ static int setup(struct mgr *m)
     if (rc < 0)
         return rc;
     m->folders = strmap_new();
-    if (!m->folders)
+    m->uids = strmap_new();
+    if (!m->folders || !m->uids)
         return -ENOMEM;
     m->http = vmg_http_new(&m->loop, &rc);
     if (!m->http)
@@ -1048,7 +1084,7 @@ static int setup(struct mgr *m)
     return 0;
 }
 
-static int free_folder(void *data, const char *key, void *value)
+static int free_value(void *data, const char *key, void *value)
 {
     (void)data;
     (void)key;
@@ -1116,8 +1152,12 @@ int manager_run(const struct vmg_options *o)
     uv_loop_close(&m->loop);
     kcfg_free(m->cfg);
     if (m->folders) {
-        strmap_foreach(m->folders, free_folder, NULL);
+        strmap_foreach(m->folders, free_value, NULL);
         strmap_free(m->folders);
+    }
+    if (m->uids) {
+        strmap_foreach(m->uids, free_value, NULL);
+        strmap_free(m->uids);
     }
     vmg_metrics_free(m->metrics);
     free(m->cert_pem);

@@ -219,11 +219,14 @@ static int add_simple(struct ctx *c, enum plan_action_kind kind)
     return add_action(c, &a);
 }
 
-static int add_vm_action(struct ctx *c, enum plan_action_kind kind, const char *vm)
+/* add_vm_action plans kind on member m, naming it and its id. */
+static int add_vm_action(struct ctx *c, enum plan_action_kind kind, const struct member *m)
 {
-    struct plan_action a = {.kind = kind, .slot = -1, .vm = mem_strdup(c->p->mem, vm)};
+    struct plan_action a = {.kind = kind, .slot = -1, .vm = mem_strdup(c->p->mem, m->name)};
 
     if (!a.vm)
+        return -ENOMEM;
+    if (m->vm->ref && !(a.vm_ref = mem_strdup(c->p->mem, m->vm->ref)))
         return -ENOMEM;
     if (kind == PLAN_RECONFIGURE) {
         a.cpu = c->g->spec.cpu;
@@ -525,7 +528,7 @@ static int plan_removals(struct ctx *c)
         int r;
         if (!m->remove || busy(m))
             continue;
-        r = add_vm_action(c, m->vm->powered_on ? PLAN_POWER_OFF : PLAN_DESTROY_VM, m->name);
+        r = add_vm_action(c, m->vm->powered_on ? PLAN_POWER_OFF : PLAN_DESTROY_VM, m);
         if (r < 0)
             return r;
     }
@@ -593,7 +596,7 @@ static int plan_power_on(struct ctx *c)
     for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
         const struct member *m = &c->members[i];
         if (pred_needs_power_on(c, m) && !m->vm->inflight) {
-            int r = add_vm_action(c, PLAN_POWER_ON, m->name);
+            int r = add_vm_action(c, PLAN_POWER_ON, m);
             if (r < 0)
                 return r;
         }
@@ -612,7 +615,7 @@ static int plan_reconfigure(struct ctx *c)
     for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
         const struct member *m = &c->members[i];
         if (pred_wrong_size(c, m) && !m->vm->powered_on && !m->vm->inflight) {
-            r = add_vm_action(c, PLAN_RECONFIGURE, m->name);
+            r = add_vm_action(c, PLAN_RECONFIGURE, m);
             if (r < 0)
                 return r;
         }
@@ -620,7 +623,7 @@ static int plan_reconfigure(struct ctx *c)
     if (c->budget <= 0 || first_by_slot(c, pred_unavailable) || first_by_slot(c, pred_failed))
         return 0;
     next = first_by_slot(c, pred_wrong_size);
-    return next ? add_vm_action(c, PLAN_POWER_OFF, next->name) : 0;
+    return next ? add_vm_action(c, PLAN_POWER_OFF, next) : 0;
 }
 
 static int plan_clones(struct ctx *c, long deficit)

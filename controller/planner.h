@@ -10,9 +10,13 @@
  *
  * The rules, in short (the tests in tests/unit/test_planner.c spell them out):
  *   - Only VMs whose mark is the group's UID are the group's ("members",
- *     together with clones in flight). Others are foreign: never acted on,
- *     reported in the status (Degraded=True, reason ForeignVMs) and, when
- *     that report appears or changes, in a Warning event.
+ *     together with clones in flight), in its folder or not: one moved out
+ *     of it by hand is still counted, kept, removed and deleted with the
+ *     group, each action naming it and giving its id (plan_action.vm_ref),
+ *     so that it is neither made again nor left behind. Others are
+ *     foreign: never acted on, reported in the status (Degraded=True,
+ *     reason ForeignVMs) and, when that report appears or changes, in a
+ *     Warning event.
  *   - A live group first gets the finalizer (nothing happens in vCenter in
  *     that pass), then its folder, then members up to spec.replicas: a clone
  *     is planned only while members (marked VMs + clones in flight) are
@@ -70,6 +74,7 @@
 /* A VM observed in the group's folder (or elsewhere, carrying its mark). */
 struct plan_vm {
     const char *name;          /* the planner reads its slot from it (naming_vm_slot) */
+    const char *ref;           /* vCenter's id of it (a moref value); NULL when unknown */
     const char *mark_uid;      /* the VmGroup UID it is marked with; NULL if unmarked */
     const char *template;      /* the template it was cloned from (its mark); NULL if unknown */
     const char *instance_uuid; /* NULL or "" when unknown */
@@ -153,6 +158,7 @@ enum plan_event_type {
 struct plan_action {
     enum plan_action_kind kind;
     const char *vm;                  /* CLONE (the new VM), POWER_ON/OFF, RECONFIGURE, DESTROY_VM */
+    const char *vm_ref;              /* POWER_ON/OFF, RECONFIGURE, DESTROY_VM: its plan_vm.ref */
     int slot;                        /* CLONE */
     const char *template;            /* CLONE: spec.template */
     int cpu;                         /* CLONE, RECONFIGURE */

@@ -39,6 +39,7 @@ struct op {
     enum plan_action_kind kind;
     int slot;
     char vm[96];
+    char ref[128];      /* the VM's id (plan_action.vm_ref); "": look it up by name */
     int cpu, memory_mb; /* RECONFIGURE: what was asked */
     /* Done in vCenter but not yet seen in the inventory cache: it still
      * counts as in flight, so that nothing is done twice meanwhile
@@ -260,25 +261,33 @@ static int start_clone(reconciler *r, struct op *op, const struct vmgroup *g,
                            op_done, op);
 }
 
+/* ref_of: the id of op's VM, NULL when it is to be looked up by name. */
+static const char *ref_of(const struct op *op)
+{
+    return op->ref[0] ? op->ref : NULL;
+}
+
 static int start_power(reconciler *r, struct op *op, const struct vmgroup *g,
                        const struct plan_action *a)
 {
     (void)g;
-    return r->w.power(r->w.vcdata, op->gs->folder, a->vm, a->kind == PLAN_POWER_ON, op_done, op);
+    return r->w.power(r->w.vcdata, op->gs->folder, a->vm, ref_of(op), a->kind == PLAN_POWER_ON,
+                      op_done, op);
 }
 
 static int start_reconfigure(reconciler *r, struct op *op, const struct vmgroup *g,
                              const struct plan_action *a)
 {
     (void)g;
-    return r->w.reconfigure(r->w.vcdata, op->gs->folder, a->vm, a->cpu, a->memory_mb, op_done, op);
+    return r->w.reconfigure(r->w.vcdata, op->gs->folder, a->vm, ref_of(op), a->cpu, a->memory_mb,
+                            op_done, op);
 }
 
 static int start_destroy_vm(reconciler *r, struct op *op, const struct vmgroup *g,
                             const struct plan_action *a)
 {
     (void)g;
-    return r->w.destroy_vm(r->w.vcdata, op->gs->folder, a->vm, op_done, op);
+    return r->w.destroy_vm(r->w.vcdata, op->gs->folder, a->vm, ref_of(op), op_done, op);
 }
 
 /* The seen_ functions tell whether the inventory shows what op did; v is
@@ -476,7 +485,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
 
     /* The group's state. */
     if (d.reread && r->w.reread)
-        (void)r->w.reread(r->w.vcdata, gs->folder, op->vm);
+        (void)r->w.reread(r->w.vcdata, gs->folder, op->vm, ref_of(op));
     if (d.transient)
         note_transient(r, gs, text);
     if (d.settle)
@@ -527,6 +536,8 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     op->slot = a->slot;
     if (a->vm)
         snprintf(op->vm, sizeof(op->vm), "%s", a->vm);
+    if (a->vm_ref && strlen(a->vm_ref) < sizeof(op->ref))
+        memcpy(op->ref, a->vm_ref, strlen(a->vm_ref) + 1);
     op->cpu = a->cpu;
     op->memory_mb = a->memory_mb;
 
@@ -644,18 +655,30 @@ static int start_write(reconciler *r, struct gstate *gs, const struct vmgroup *g
     return 0;
 }
 
-static bool has_vm_op(const struct gstate *gs, const char *vm)
+/* is_op_vm says whether v is the VM of op: the same id when both have
+ * one (a VM moved out of the folder may share its name with one in it),
+ * else the same name. */
+static bool is_op_vm(const struct op *op, const struct plan_vm *v)
+{
+    if (!op->vm[0])
+        return false;
+    if (op->ref[0] && v->ref)
+        return strcmp(op->ref, v->ref) == 0;
+    return v->name && strcmp(op->vm, v->name) == 0;
+}
+
+static bool has_vm_op(const struct gstate *gs, const struct plan_vm *v)
 {
     for (const struct op *op = gs->ops; op; op = op->next)
-        if (op->vm[0] && strcmp(op->vm, vm) == 0)
+        if (is_op_vm(op, v))
             return true;
     return false;
 }
 
-static const struct plan_vm *find_vm(const struct rec_folder *f, const char *name)
+static const struct plan_vm *find_vm(const struct rec_folder *f, const struct op *op)
 {
     for (size_t i = 0; i < f->n_vms; i++)
-        if (f->vms[i].name && strcmp(f->vms[i].name, name) == 0)
+        if (is_op_vm(op, &f->vms[i]))
             return &f->vms[i];
     return NULL;
 }
@@ -665,7 +688,7 @@ static bool seen(const struct op *op, const struct rec_folder *f)
 {
     const struct op_kind *k = kind_of(op->kind);
 
-    return !k->seen || k->seen(op, f, op->vm[0] ? find_vm(f, op->vm) : NULL);
+    return !k->seen || k->seen(op, f, find_vm(f, op));
 }
 
 /* sweep drops the finished operations that the inventory now shows, or
@@ -684,7 +707,7 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
             continue;
         }
         if (op->awaiting && t >= op->deadline && !op->reread && op->vm[0] && r->w.reread &&
-            r->w.reread(r->w.vcdata, gs->folder, op->vm) == 0) {
+            r->w.reread(r->w.vcdata, gs->folder, op->vm, ref_of(op)) == 0) {
             /* The watch may lag or have missed the change: read the VM
              * itself, and wait once more before acting on the cache. */
             vmg_log_v(1, LOGGER, gs->ns, gs->name,
@@ -829,7 +852,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     ps->vr = r->w.vcenter_ready(r->w.vcdata, ps->vmsg, sizeof(ps->vmsg));
     ps->vc_down = ps->vr < 0;
     if (ps->vr == 0) {
-        rc = r->w.folder(r->w.vcdata, gs->folder, f);
+        rc = r->w.folder(r->w.vcdata, gs->folder, g->meta.uid, f);
         if (rc < 0) {
             snprintf(ps->vmsg, sizeof(ps->vmsg), "Cannot read the inventory: %s", vmg_strerror(rc));
             ps->vr = rc;
@@ -847,7 +870,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
         return -ENOMEM;
     for (size_t i = 0; i < f->n_vms; i++) {
         ps->vms[i] = f->vms[i];
-        if (has_vm_op(gs, ps->vms[i].name))
+        if (has_vm_op(gs, &ps->vms[i]))
             ps->vms[i].inflight = true;
     }
     for (const struct op *op = gs->ops; op; op = op->next) {

@@ -69,8 +69,10 @@ struct rec_world {
      * was or since the start; 0 while it is. With it, an outage shorter
      * than rec_options.vc_grace_ms leaves the groups' status as it is. */
     uint64_t (*vcenter_down_ms)(void *data);
-    /* The VMs in the folder named folder under the root folder. */
-    int (*folder)(void *data, const char *folder, struct rec_folder *ret);
+    /* The VMs in the folder named folder under the root folder, then the
+     * VMs marked with uid elsewhere (moved out of it by hand), each with
+     * its plan_vm.ref. */
+    int (*folder)(void *data, const char *folder, const char *uid, struct rec_folder *ret);
     /* "now" in RFC 3339, for condition transitions. */
     void (*now)(void *data, char *buf, size_t len);
 
@@ -107,16 +109,20 @@ struct rec_world {
     int (*clone)(void *data, const struct vmgroup *g, const char *folder, const char *vm,
                  const char *template_, int cpu, int memory_mb, const struct rec_keyval *extra,
                  size_t n_extra, rec_done_cb cb, void *cbdata);
-    int (*power)(void *data, const char *folder, const char *vm, bool on, rec_done_cb cb,
-                 void *cbdata);
-    int (*reconfigure)(void *data, const char *folder, const char *vm, int cpu, int memory_mb,
-                       rec_done_cb cb, void *cbdata);
-    int (*destroy_vm)(void *data, const char *folder, const char *vm, rec_done_cb cb, void *cbdata);
-    /* Optional: read the VM vm of folder again from vCenter, because an
-     * operation on it ended but the cache has not shown that in time.
-     * Returns 0 when the read is under way (the cache reports what it
-     * reads like any change), else a negative code. */
-    int (*reread)(void *data, const char *folder, const char *vm);
+    /* The operations on a VM name it (vm, in folder) and give its ref
+     * (plan_vm.ref, NULL when unknown): a VM with a ref is acted on by it,
+     * wherever it is; one without is looked up by name in folder. */
+    int (*power)(void *data, const char *folder, const char *vm, const char *ref, bool on,
+                 rec_done_cb cb, void *cbdata);
+    int (*reconfigure)(void *data, const char *folder, const char *vm, const char *ref, int cpu,
+                       int memory_mb, rec_done_cb cb, void *cbdata);
+    int (*destroy_vm)(void *data, const char *folder, const char *vm, const char *ref,
+                      rec_done_cb cb, void *cbdata);
+    /* Optional: read the VM vm of folder (or ref) again from vCenter,
+     * because an operation on it ended but the cache has not shown that
+     * in time. Returns 0 when the read is under way (the cache reports
+     * what it reads like any change), else a negative code. */
+    int (*reread)(void *data, const char *folder, const char *vm, const char *ref);
 
     /* Optional: called after each plan, for metrics (current, desired...). */
     void (*observed)(void *data, const struct vmgroup *g, const struct plan *p);

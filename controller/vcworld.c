@@ -46,6 +46,7 @@ struct vcworld {
 
     /* The VMs of the last folder asked for, valid until the next call. */
     const struct vs_obj *objs[MAX_FOLDER_VMS];
+    const struct vs_obj *marked[MAX_FOLDER_VMS]; /* w_folder's VMs marked with a group's uid */
     struct plan_vm vms[MAX_FOLDER_VMS];
     char ips[MAX_FOLDER_VMS][VS_IP_MAX][VS_IP_LEN]; /* their guest addresses, as text */
 
@@ -347,13 +348,15 @@ static void on_tracker(void *data, const struct vs_tracker_note *t)
 static void on_change(void *data, const struct vs_cache_event *ev)
 {
     vcworld *w = data;
+    const struct vs_obj *o = ev->obj;
 
-    if (!w->hooks.changed)
-        return;
-    if (ev->group)
+    if (w->hooks.changed && ev->group)
         w->hooks.changed(w->hooks.data, ev->group);
-    if (ev->old_group)
+    if (w->hooks.changed && ev->old_group)
         w->hooks.changed(w->hooks.data, ev->old_group);
+    /* Its group's, wherever it is. */
+    if (w->hooks.marked && o && o->kind == VS_OBJ_VM && o->has_mark_uid && o->mark_uid[0])
+        w->hooks.marked(w->hooks.data, o->mark_uid);
 }
 
 /* ---- metrics ---- */
@@ -610,12 +613,40 @@ static uint64_t w_down_ms(void *data)
     return vcworld_down_ms(data);
 }
 
-static int w_folder(void *data, const char *folder, struct rec_folder *ret)
+/* put_vm describes the VM o of the cache as the planner sees it, in
+ * w->vms[i]. */
+static void put_vm(vcworld *w, size_t i, const struct vs_obj *o)
+{
+    struct plan_vm *v = &w->vms[i];
+
+    memset(v, 0, sizeof(*v));
+    v->name = o->name;
+    v->ref = o->ref;
+    v->mark_uid = o->has_mark_uid ? o->mark_uid : NULL;
+    v->template = o->has_mark_template ? o->mark_template : NULL;
+    v->instance_uuid = o->instance_uuid;
+    v->power_state = o->power_state;
+    for (unsigned k = 0; k < VS_IP_MAX && v->n_ip < VMGROUP_VM_MAX_IPS; k++)
+        if (vs_obj_ip_at(o, k, w->ips[i][k]))
+            v->ip[v->n_ip++] = w->ips[i][k];
+    v->powered_on = o->powered_on;
+    v->num_cpu = o->num_cpu;
+    v->memory_mb = (int)o->memory_mb;
+    v->create_order = o->create_order;
+    /* A half-made or broken VM: no name or no power state yet. */
+    v->failed = o->is_template;
+}
+
+/* w_folder lists the VMs of the group's folder, then those marked with
+ * the group's uid elsewhere under the root folder (moved out by hand, or
+ * left in a folder renamed): they are the group's still, counted and
+ * acted on by their ref, and a deleted group destroys them too. */
+static int w_folder(void *data, const char *folder, const char *uid, struct rec_folder *ret)
 {
     vcworld *w = data;
     const vs_cache *c = vs_inventory_cache(w->inv);
     const struct vs_obj *f;
-    size_t n, others;
+    size_t n = 0, m;
 
     memset(ret, 0, sizeof(*ret));
     if (!c || !vs_inventory_synced(w->inv)) {
@@ -623,39 +654,33 @@ static int w_folder(void *data, const char *folder, struct rec_folder *ret)
         return 0;
     }
     f = vs_cache_folder(c, folder);
-    if (!f) {
-        ret->state = PLAN_FOLDER_ABSENT;
-        return 0;
+    ret->state = f ? PLAN_FOLDER_PRESENT : PLAN_FOLDER_ABSENT;
+    if (f) {
+        n = vs_cache_children(c, f->ref, true, w->objs, MAX_FOLDER_VMS);
+        if (n > MAX_FOLDER_VMS) {
+            n = MAX_FOLDER_VMS;
+            ret->truncated = true;
+        }
+        ret->other_objects = vs_cache_children(c, f->ref, false, NULL, 0);
     }
-    ret->state = PLAN_FOLDER_PRESENT;
-    n = vs_cache_children(c, f->ref, true, w->objs, MAX_FOLDER_VMS);
-    if (n > MAX_FOLDER_VMS) {
-        n = MAX_FOLDER_VMS;
+    m = uid && uid[0] ? vs_cache_marked(c, uid, w->marked, MAX_FOLDER_VMS) : 0;
+    if (m > MAX_FOLDER_VMS) {
+        m = MAX_FOLDER_VMS;
         ret->truncated = true;
     }
-    others = vs_cache_children(c, f->ref, false, NULL, 0);
-    for (size_t i = 0; i < n; i++) {
-        const struct vs_obj *o = w->objs[i];
-        struct plan_vm *v = &w->vms[i];
-        memset(v, 0, sizeof(*v));
-        v->name = o->name;
-        v->mark_uid = o->has_mark_uid ? o->mark_uid : NULL;
-        v->template = o->has_mark_template ? o->mark_template : NULL;
-        v->instance_uuid = o->instance_uuid;
-        v->power_state = o->power_state;
-        for (unsigned k = 0; k < VS_IP_MAX && v->n_ip < VMGROUP_VM_MAX_IPS; k++)
-            if (vs_obj_ip_at(o, k, w->ips[i][k]))
-                v->ip[v->n_ip++] = w->ips[i][k];
-        v->powered_on = o->powered_on;
-        v->num_cpu = o->num_cpu;
-        v->memory_mb = (int)o->memory_mb;
-        v->create_order = o->create_order;
-        /* A half-made or broken VM: no name or no power state yet. */
-        v->failed = o->is_template;
+    for (size_t i = 0; i < m; i++) {
+        if (f && strcmp(w->marked[i]->parent, f->ref) == 0)
+            continue; /* listed above */
+        if (n == MAX_FOLDER_VMS) {
+            ret->truncated = true;
+            break;
+        }
+        w->objs[n++] = w->marked[i];
     }
+    for (size_t i = 0; i < n; i++)
+        put_vm(w, i, w->objs[i]);
     ret->vms = w->vms;
     ret->n_vms = n;
-    ret->other_objects = others;
     return 0;
 }
 
@@ -863,11 +888,25 @@ static int w_clone(void *data, const struct vmgroup *g, const char *folder, cons
     return finish_start(c, vs_ops_clone(w->ops, &spec, op_done, c, NULL));
 }
 
-/* vm_op finds vm in folder and makes the context of an operation on it. */
-static int vm_op(vcworld *w, const char *folder, const char *vm, rec_done_cb cb, void *cbdata,
-                 struct vim_moref *ref, struct opctx **ret)
+/* vm_ref puts the VM in ref: the one whose moref value is id when there
+ * is one, else the one named vm in folder. */
+static int vm_ref(vcworld *w, const char *folder, const char *vm, const char *id,
+                  struct vim_moref *ref)
 {
-    int rc = find_vm(w, folder, vm, ref);
+    if (!id || !id[0])
+        return find_vm(w, folder, vm, ref);
+    if (strlen(id) >= sizeof(ref->value))
+        return -EINVAL;
+    snprintf(ref->type, sizeof(ref->type), "VirtualMachine");
+    snprintf(ref->value, sizeof(ref->value), "%s", id);
+    return 0;
+}
+
+/* vm_op finds the VM (vm_ref) and makes the context of an operation on it. */
+static int vm_op(vcworld *w, const char *folder, const char *vm, const char *id, rec_done_cb cb,
+                 void *cbdata, struct vim_moref *ref, struct opctx **ret)
+{
+    int rc = vm_ref(w, folder, vm, id, ref);
 
     if (rc < 0)
         return rc;
@@ -878,12 +917,12 @@ static int vm_op(vcworld *w, const char *folder, const char *vm, rec_done_cb cb,
     return 0;
 }
 
-static int w_power(void *data, const char *folder, const char *vm, bool on, rec_done_cb cb,
-                   void *cbdata)
+static int w_power(void *data, const char *folder, const char *vm, const char *id, bool on,
+                   rec_done_cb cb, void *cbdata)
 {
     struct vim_moref ref;
     struct opctx *c = NULL;
-    int rc = vm_op(data, folder, vm, cb, cbdata, &ref, &c);
+    int rc = vm_op(data, folder, vm, id, cb, cbdata, &ref, &c);
 
     if (rc < 0)
         return rc;
@@ -891,33 +930,33 @@ static int w_power(void *data, const char *folder, const char *vm, bool on, rec_
                               : vs_ops_power_off(c->w->ops, &ref, op_done, c, NULL));
 }
 
-static int w_reconfigure(void *data, const char *folder, const char *vm, int cpu, int memory_mb,
-                         rec_done_cb cb, void *cbdata)
+static int w_reconfigure(void *data, const char *folder, const char *vm, const char *id, int cpu,
+                         int memory_mb, rec_done_cb cb, void *cbdata)
 {
     struct vim_moref ref;
     struct opctx *c = NULL;
-    int rc = vm_op(data, folder, vm, cb, cbdata, &ref, &c);
+    int rc = vm_op(data, folder, vm, id, cb, cbdata, &ref, &c);
 
     if (rc < 0)
         return rc;
     return finish_start(c, vs_ops_reconfigure(c->w->ops, &ref, cpu, memory_mb, op_done, c, NULL));
 }
 
-static int w_reread(void *data, const char *folder, const char *vm)
+static int w_reread(void *data, const char *folder, const char *vm, const char *id)
 {
     vcworld *w = data;
     struct vim_moref ref;
-    int rc = find_vm(w, folder, vm, &ref);
+    int rc = vm_ref(w, folder, vm, id, &ref);
 
     return rc < 0 ? rc : vs_inventory_reread(w->inv, ref.value);
 }
 
-static int w_destroy_vm(void *data, const char *folder, const char *vm, rec_done_cb cb,
-                        void *cbdata)
+static int w_destroy_vm(void *data, const char *folder, const char *vm, const char *id,
+                        rec_done_cb cb, void *cbdata)
 {
     struct vim_moref ref;
     struct opctx *c = NULL;
-    int rc = vm_op(data, folder, vm, cb, cbdata, &ref, &c);
+    int rc = vm_op(data, folder, vm, id, cb, cbdata, &ref, &c);
 
     if (rc < 0)
         return rc;

@@ -23,6 +23,10 @@ struct vcworld_hooks {
      * the root folder), or, with folder NULL, possibly everywhere (after a
      * reconnect or the first sync): re-enqueue the groups concerned. */
     void (*changed)(void *data, const char *folder);
+    /* Optional: a VM marked with the uid of a group changed, was added or
+     * removed, wherever it is (one moved out of its group's folder too):
+     * re-enqueue that group. */
+    void (*marked)(void *data, const char *uid);
     /* Readiness changed: ready, or not with a sentence saying why. */
     void (*state)(void *data, bool ready, const char *msg);
     void *data;

@@ -65,6 +65,7 @@ struct tvm {
     uint64_t order;
     bool inflight;
     bool failed;
+    const char *ref; /* vCenter's id; NULL: none */
 };
 
 enum { F_PRESENT = 0, F_ABSENT, F_UNKNOWN };
@@ -515,6 +516,15 @@ static const struct tcase cases[] = {
      .actions = "remove-finalizer",
      .phase = VMGROUP_PHASE_PENDING,
      .message = "deleted"},
+    {.title = "delete: a member outside the folder (moved, or its folder renamed) goes first",
+     .deleting = true,
+     .replicas = 2,
+     .folder = F_ABSENT,
+     .vms = {{"web-0", .ref = "vm-9"}, {"web-1", .ref = "vm-10", .off = true}},
+     .actions = "destroy web-1; power-off web-0",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "deleting: 2 VMs left to remove"},
+
     {.title = "delete: a folder with foreign VMs is kept, with a warning",
      .deleting = true,
      .replicas = 2,
@@ -663,6 +673,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
             .create_order = t->order,
             .inflight = t->inflight,
             .failed = t->failed,
+            .ref = t->ref,
         };
     }
     b->in = (struct planner_input){
@@ -774,6 +785,8 @@ static void test_action_fields(void **state)
         .replicas = 2, .memory = 3, .cpu = 1, .tmpl = "lib/ubuntu", .vms = {{"web-1"}}};
     static const struct tcase reconf_case = {
         .replicas = 1, .memory = 8, .cpu = 4, .vms = {{"web-0", .mem_gib = 2, .off = true}}};
+    static const struct tcase moved_case = {
+        .replicas = 1, .vms = {{"web-0", .ref = "vm-3"}, {"web-1", .ref = "vm-10"}}};
     struct built b;
     struct plan *p = NULL;
 
@@ -788,6 +801,17 @@ static void test_action_fields(void **state)
     assert_string_equal(p->actions[0].template, "lib/ubuntu");
     assert_int_equal(p->actions[0].cpu, 1);
     assert_int_equal(p->actions[0].memory_mb, 3072);
+    assert_null(p->actions[0].vm_ref); /* a clone's VM has none yet */
+    plan_free(p);
+    vmgroup_free(b.g);
+
+    /* An action on a VM names it and gives its id, wherever it is. */
+    build(&moved_case, &b, NULL);
+    assert_int_equal(planner_plan(&b.in, &p), 0);
+    assert_int_equal(p->n_actions, 1);
+    assert_int_equal(p->actions[0].kind, PLAN_POWER_OFF);
+    assert_string_equal(p->actions[0].vm, "web-1");
+    assert_string_equal(p->actions[0].vm_ref, "vm-10");
     plan_free(p);
     vmgroup_free(b.g);
 

@@ -20,6 +20,7 @@
 struct call {
     char what[32];
     char vm[96];
+    char ref[64]; /* the VM's id the call was given; "" when none */
     rec_done_cb cb;
     void *cbdata;
     bool done;
@@ -45,6 +46,8 @@ struct fake {
     uint64_t now_ms;                     /* the reconciler's clock */
     int rereads;                         /* VMs asked to be read again */
     char reread_vm[96];
+    char reread_ref[64];
+    char folder_uid[64]; /* the uid the last folder call asked for */
     /* Status writes wait for the client's rate limit (restatus and unwrite
      * take them) rather than being out at once. */
     bool status_queued;
@@ -85,10 +88,11 @@ static void f_reconciled(void *d, const char *key, const char *result, double se
     snprintf(F.result, sizeof(F.result), "%s", result);
 }
 
-static int f_folder(void *d, const char *folder, struct rec_folder *ret)
+static int f_folder(void *d, const char *folder, const char *uid, struct rec_folder *ret)
 {
     (void)d;
     (void)folder;
+    snprintf(F.folder_uid, sizeof(F.folder_uid), "%s", uid ? uid : "");
     ret->state = F.folder;
     ret->vms = F.vms;
     ret->n_vms = F.n_vms;
@@ -228,40 +232,50 @@ static int f_clone(void *d, const struct vmgroup *g, const char *folder, const c
     return 0;
 }
 
-static int f_power(void *d, const char *folder, const char *vm, bool on, rec_done_cb cb,
-                   void *cbdata)
+/* record_vm records an operation on a VM, with the id it was given. */
+static void record_vm(const char *what, const char *vm, const char *ref, rec_done_cb cb,
+                      void *cbdata)
+{
+    struct call *c = record(what, vm, cb, cbdata);
+    snprintf(c->ref, sizeof(c->ref), "%s", ref ? ref : "");
+}
+
+static int f_power(void *d, const char *folder, const char *vm, const char *ref, bool on,
+                   rec_done_cb cb, void *cbdata)
 {
     (void)d;
     (void)folder;
-    record(on ? "power-on" : "power-off", vm, cb, cbdata);
+    record_vm(on ? "power-on" : "power-off", vm, ref, cb, cbdata);
     return 0;
 }
 
-static int f_reconfigure(void *d, const char *folder, const char *vm, int cpu, int mem,
-                         rec_done_cb cb, void *cbdata)
+static int f_reconfigure(void *d, const char *folder, const char *vm, const char *ref, int cpu,
+                         int mem, rec_done_cb cb, void *cbdata)
 {
     (void)d;
     (void)folder;
     (void)cpu;
     (void)mem;
-    record("reconfigure", vm, cb, cbdata);
+    record_vm("reconfigure", vm, ref, cb, cbdata);
     return 0;
 }
 
-static int f_destroy_vm(void *d, const char *folder, const char *vm, rec_done_cb cb, void *cbdata)
+static int f_destroy_vm(void *d, const char *folder, const char *vm, const char *ref,
+                        rec_done_cb cb, void *cbdata)
 {
     (void)d;
     (void)folder;
-    record("destroy", vm, cb, cbdata);
+    record_vm("destroy", vm, ref, cb, cbdata);
     return 0;
 }
 
-static int f_reread(void *d, const char *folder, const char *vm)
+static int f_reread(void *d, const char *folder, const char *vm, const char *ref)
 {
     (void)d;
     (void)folder;
     F.rereads++;
     snprintf(F.reread_vm, sizeof(F.reread_vm), "%s", vm);
+    snprintf(F.reread_ref, sizeof(F.reread_ref), "%s", ref ? ref : "");
     return 0;
 }
 
@@ -375,6 +389,16 @@ static size_t count(const char *what)
     for (size_t i = 0; i < F.n_calls; i++)
         n += strcmp(F.calls[i].what, what) == 0;
     return n;
+}
+
+/* last_call: the last call of what made (the test fails if none). */
+static const struct call *last_call(const char *what)
+{
+    for (size_t i = F.n_calls; i > 0; i--)
+        if (strcmp(F.calls[i - 1].what, what) == 0)
+            return &F.calls[i - 1];
+    fail_msg("no %s", what);
+    return NULL;
 }
 
 static void complete(const char *what, int err, const char *fault, const char *msg)
@@ -1475,6 +1499,34 @@ static void test_unseen_operation_reads_the_vm_before_acting_again(void **state)
     assert_int_equal(F.rereads, 2);
 }
 
+/* A VM of the group moved out of its folder by hand (the folder call lists
+ * it after the folder's own, by the group's uid) is acted on by its id,
+ * though its name is that of a VM in the folder: scaled to 1 of the two
+ * web-0, the newer (vm-9, elsewhere) is powered off, seen off by its id
+ * (the folder's web-0 stays on), and destroyed by its id. */
+static void test_vm_moved_out_is_acted_on_by_its_id(void **state)
+{
+    struct env *e = *state;
+
+    set_group(GROUP("8", FIN, 1, ""));
+    add_vm(0, true);
+    F.vms[0].ref = "vm-1";
+    add_vm(0, true);
+    F.vms[1].ref = "vm-9";
+    F.vms[1].create_order = 9;
+    pass(e);
+    assert_string_equal(F.folder_uid, "u-1");
+    assert_int_equal(count("power-off"), 1);
+    assert_string_equal(last_call("power-off")->vm, F.names[0]);
+    assert_string_equal(last_call("power-off")->ref, "vm-9");
+    complete("power-off", 0, NULL, NULL);
+    F.vms[1].powered_on = false;
+    pass(e);
+    assert_int_equal(count("destroy"), 1);
+    assert_string_equal(last_call("destroy")->ref, "vm-9");
+    assert_int_equal(count("power-off"), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1531,6 +1583,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_conditions_announced_for_a_group_made_again, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_vm_moved_out_is_acted_on_by_its_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unseen_operation_reads_the_vm_before_acting_again,
                                         setup, teardown),
     };
