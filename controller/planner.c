@@ -316,6 +316,51 @@ static int cmp_foreign(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+static void add_member(struct ctx *c, const struct plan_vm *vm, int slot, const int *clones,
+                       size_t n_clones)
+{
+    struct member *m = &c->members[c->n_members++];
+
+    m->vm = vm;
+    m->name = vm->name;
+    m->slot = slot >= 0 ? slot : -1;
+    m->order = vm->create_order;
+    m->creating = slot >= 0 && bsearch(&slot, clones, n_clones, sizeof(int), cmp_int);
+}
+
+/* moved_slot: the slot of in->vms[i] when it is a VM of the group found
+ * outside its folder by its mark (moved out by hand), else -1. It counts
+ * only as a moved replica looks: marked with the group's UID, one of the
+ * group's names, not a template (failed), its slot not taken in the
+ * folder (the first n_folder_slots of c->used_slots), and the oldest such
+ * VM of its slot. A copy someone made of a replica (the mark travels with
+ * a clone: a template, "web-0-debug", another "web-0") is not the group's:
+ * neither counted nor acted on, nor reported. */
+static int moved_slot(const struct ctx *c, size_t i, size_t n_folder_slots)
+{
+    const struct planner_input *in = c->in;
+    const struct plan_vm *vm = &in->vms[i];
+    int slot;
+
+    if (!vm->elsewhere || !vm->name || !is_mine(c, vm) || vm->failed)
+        return -1;
+    slot = naming_vm_slot(c->g->meta.ns, c->g->meta.name, vm->name);
+    if (slot < 0)
+        return -1;
+    for (size_t k = 0; k < n_folder_slots; k++)
+        if (c->used_slots[k] == slot)
+            return -1;
+    for (size_t j = 0; j < in->n_vms; j++) {
+        const struct plan_vm *o = &in->vms[j];
+        if (j == i || !o->elsewhere || !o->name || !is_mine(c, o) || o->failed ||
+            naming_vm_slot(c->g->meta.ns, c->g->meta.name, o->name) != slot)
+            continue;
+        if (o->create_order < vm->create_order || (o->create_order == vm->create_order && j < i))
+            return -1;
+    }
+    return slot;
+}
+
 /* classify splits the observed VMs into members and foreign VMs and lists
  * the slots that are taken. */
 static int classify(struct ctx *c)
@@ -324,7 +369,7 @@ static int classify(struct ctx *c)
     const struct vmgroup *g = c->g;
     size_t n_all = in->n_vms + in->n_clones_inflight;
     int *clones = NULL;
-    size_t n_clones = 0;
+    size_t n_clones = 0, n_folder_slots;
     int r = -ENOMEM;
 
     c->members = calloc(n_all ? n_all : 1, sizeof(*c->members));
@@ -353,18 +398,23 @@ static int classify(struct ctx *c)
     for (size_t i = 0; i < in->n_vms; i++) {
         const struct plan_vm *vm = &in->vms[i];
         int slot = vm->name ? naming_vm_slot(g->meta.ns, g->meta.name, vm->name) : -EINVAL;
+        if (vm->elsewhere)
+            continue; /* below */
         if (slot >= 0)
             c->used_slots[c->n_used_slots++] = slot;
         if (!vm->name || !is_mine(c, vm)) {
             c->foreign[c->n_foreign++] = vm;
             continue;
         }
-        struct member *m = &c->members[c->n_members++];
-        m->vm = vm;
-        m->name = vm->name;
-        m->slot = slot >= 0 ? slot : -1;
-        m->order = vm->create_order;
-        m->creating = slot >= 0 && bsearch(&slot, clones, n_clones, sizeof(int), cmp_int);
+        add_member(c, vm, slot, clones, n_clones);
+    }
+    n_folder_slots = c->n_used_slots;
+    for (size_t i = 0; i < in->n_vms; i++) {
+        int slot = moved_slot(c, i, n_folder_slots);
+        if (slot < 0)
+            continue;
+        c->used_slots[c->n_used_slots++] = slot;
+        add_member(c, &in->vms[i], slot, clones, n_clones);
     }
     for (size_t i = 0; i < n_clones; i++) {
         bool seen = false;

@@ -10,13 +10,17 @@
  *
  * The rules, in short (the tests in tests/unit/test_planner.c spell them out):
  *   - Only VMs whose mark is the group's UID are the group's ("members",
- *     together with clones in flight), in its folder or not: one moved out
- *     of it by hand is still counted, kept, removed and deleted with the
- *     group, each action naming it and giving its id (plan_action.vm_ref),
- *     so that it is neither made again nor left behind. Others are
- *     foreign: never acted on, reported in the status (Degraded=True,
- *     reason ForeignVMs) and, when that report appears or changes, in a
- *     Warning event.
+ *     together with clones in flight). Others in its folder are foreign:
+ *     never acted on, reported in the status (Degraded=True, reason
+ *     ForeignVMs) and, when that report appears or changes, in a Warning
+ *     event. A VM outside the folder (plan_vm.elsewhere) is a member only
+ *     as a replica moved out by hand looks: one of the group's names, not
+ *     a template, its slot free in the folder, the oldest of its slot;
+ *     then it is counted, kept, removed and deleted with the group, each
+ *     action naming it and giving its id (plan_action.vm_ref), so that it
+ *     is neither made again nor left behind. Any other (a copy someone
+ *     made of a replica: the mark travels with a clone) is left alone and
+ *     not reported.
  *   - A live group first gets the finalizer (nothing happens in vCenter in
  *     that pass), then its folder, then members up to spec.replicas: a clone
  *     is planned only while members (marked VMs + clones in flight) are
@@ -88,6 +92,7 @@ struct plan_vm {
     bool inflight;         /* an operation on it is in flight */
     bool failed;           /* unusable, to be replaced (e.g. its clone failed half-way,
                               or it is inaccessible or orphaned) */
+    bool elsewhere;        /* not in the group's folder: found by its mark */
 };
 
 enum plan_folder_state {

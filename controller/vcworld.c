@@ -638,9 +638,9 @@ static void put_vm(vcworld *w, size_t i, const struct vs_obj *o)
 }
 
 /* w_folder lists the VMs of the group's folder, then those marked with
- * the group's uid elsewhere under the root folder (moved out by hand, or
- * left in a folder renamed): they are the group's still, counted and
- * acted on by their ref, and a deleted group destroys them too. */
+ * the group's uid elsewhere under the root folder (plan_vm.elsewhere):
+ * moved out by hand, or left in a folder renamed, they are the group's
+ * still; the planner tells them from copies someone made of its VMs. */
 static int w_folder(void *data, const char *folder, const char *uid, struct rec_folder *ret)
 {
     vcworld *w = data;
@@ -677,8 +677,10 @@ static int w_folder(void *data, const char *folder, const char *uid, struct rec_
         }
         w->objs[n++] = w->marked[i];
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         put_vm(w, i, w->objs[i]);
+        w->vms[i].elsewhere = !f || strcmp(w->objs[i]->parent, f->ref) != 0;
+    }
     ret->vms = w->vms;
     ret->n_vms = n;
     return 0;

@@ -204,39 +204,6 @@ EOF
 	kubectl delete vg a a-b -n ctl --timeout=90s
 }
 
-# moved_anywhere: the VMs named moved-* anywhere under the root folder.
-moved_anywhere() {
-	GOVC_PERSIST_SESSION=false govc find /DC0/vm/vm-operator -type m -name 'moved-*' | sort
-}
-
-@test "controller: a VM moved out of its group's folder is still the group's: not made again, removed with it" {
-	apply_vg ctl moved 1 1 vm-operator-template 2
-	wait_running ctl moved 2
-	GOVC_PERSIST_SESSION=false govc object.mv "$(folder_of ctl moved)/moved-1" /DC0/vm/vm-operator
-	# The move changes the folder, which enqueues the group (and so does
-	# the resync, every 3 s): for 8 s, no VM is cloned in its place.
-	for _ in $(seq 8); do
-		sleep 1
-		run moved_anywhere
-		[ "$output" = "$(printf '%s\n%s' "$(folder_of ctl moved)/moved-0" /DC0/vm/vm-operator/moved-1)" ]
-	done
-	[ "$(phase ctl moved)" = RUNNING ]
-	[ "$(vg_field ctl moved '{.status.currentReplicas}')" = 2 ]
-	[ "$(vg_field ctl moved '{.status.vms[*].name}')" = "moved-0 moved-1" ]
-	# Powered off by hand where it is now: powered on again.
-	GOVC_PERSIST_SESSION=false govc vm.power -off /DC0/vm/vm-operator/moved-1 >/dev/null
-	retry 30 bash -c '[ "$(GOVC_PERSIST_SESSION=false govc object.collect -s /DC0/vm/vm-operator/moved-1 runtime.powerState)" = poweredOn ]'
-	# Scaled to 1: the highest slot goes, the one moved out.
-	kubectl scale vg moved -n ctl --replicas=1
-	retry 30 bash -c '[ -z "$(GOVC_PERSIST_SESSION=false govc find /DC0/vm/vm-operator -type m -name moved-1)" ]'
-	wait_running ctl moved 1
-	# Deleted while its last VM is out of its folder: that VM goes too.
-	GOVC_PERSIST_SESSION=false govc object.mv "$(folder_of ctl moved)/moved-0" /DC0/vm/vm-operator
-	kubectl delete vg moved -n ctl --timeout=90s
-	run moved_anywhere
-	[ -z "$output" ]
-}
-
 @test "controller: a group in sync causes no API write and no vCenter request on resync" {
 	apply_vg ctl quiet 1 1 vm-operator-template 2
 	wait_running ctl quiet 2

@@ -70,8 +70,11 @@ vm_prop() {
 }
 
 # vm_mark NS NAME VM: the group UID the VM is marked with.
-vm_mark() {
-	GOVC_PERSIST_SESSION=false govc vm.info -e -json "$(folder_of "$1" "$2")/$3" |
+vm_mark() { vm_mark_at "$(folder_of "$1" "$2")/$3"; }
+
+# vm_mark_at PATH: the group UID the VM at PATH is marked with.
+vm_mark_at() {
+	GOVC_PERSIST_SESSION=false govc vm.info -e -json "$1" |
 		jq -r '(.virtualMachines // .VirtualMachines)[0] | (.config // .Config) | (.extraConfig // .ExtraConfig)[] | select((.key // .Key) == "vmgroup.codeconnect.vmworld.com.uid") | (.value // .Value)'
 }
 

@@ -66,6 +66,7 @@ struct tvm {
     bool inflight;
     bool failed;
     const char *ref; /* vCenter's id; NULL: none */
+    bool elsewhere;  /* outside the group's folder, found by its mark */
 };
 
 enum { F_PRESENT = 0, F_ABSENT, F_UNKNOWN };
@@ -516,14 +517,50 @@ static const struct tcase cases[] = {
      .actions = "remove-finalizer",
      .phase = VMGROUP_PHASE_PENDING,
      .message = "deleted"},
-    {.title = "delete: a member outside the folder (moved, or its folder renamed) goes first",
+    {.title = "delete: members outside the folder (moved, or the folder renamed) go first",
      .deleting = true,
      .replicas = 2,
      .folder = F_ABSENT,
-     .vms = {{"web-0", .ref = "vm-9"}, {"web-1", .ref = "vm-10", .off = true}},
+     .vms = {{"web-0", .ref = "vm-9", .elsewhere = true},
+             {"web-1", .ref = "vm-10", .off = true, .elsewhere = true}},
      .actions = "destroy web-1; power-off web-0",
      .phase = VMGROUP_PHASE_PENDING,
      .message = "deleting: 2 VMs left to remove"},
+    {.title = "delete: copies of its VMs outside the folder (marked too) are left alone",
+     .deleting = true,
+     .replicas = 2,
+     .folder = F_ABSENT,
+     .vms = {{"golden", .elsewhere = true, .failed = true},
+             {"web-0-debug", .elsewhere = true},
+             {"web-0", .elsewhere = true, .failed = true}},
+     .actions = "remove-finalizer",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "deleted"},
+    {.title = "a member moved out of the folder counts: its slot is not cloned again",
+     .replicas = 2,
+     .vms = {{"web-0"}, {"web-1", .ref = "vm-9", .elsewhere = true}},
+     .actions = "event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 2 VMs running",
+     .current = 2},
+    {.title = "copies outside the folder are not members: a template, another name, a slot taken",
+     .replicas = 1,
+     .vms = {{"web-0"},
+             {"golden", .elsewhere = true, .failed = true},
+             {"web-0-debug", .elsewhere = true},
+             {"web-0", .order = 9, .elsewhere = true}},
+     .actions = "event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 1 VM running",
+     .current = 1},
+    {.title = "of two VMs of one slot outside the folder, the older is the member",
+     .replicas = 1,
+     .vms = {{"web-0", .order = 9, .elsewhere = true, .off = true},
+             {"web-0", .order = 5, .elsewhere = true}},
+     .actions = "event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 1 VM running",
+     .current = 1},
 
     {.title = "delete: a folder with foreign VMs is kept, with a warning",
      .deleting = true,
@@ -674,6 +711,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
             .inflight = t->inflight,
             .failed = t->failed,
             .ref = t->ref,
+            .elsewhere = t->elsewhere,
         };
     }
     b->in = (struct planner_input){
@@ -786,7 +824,8 @@ static void test_action_fields(void **state)
     static const struct tcase reconf_case = {
         .replicas = 1, .memory = 8, .cpu = 4, .vms = {{"web-0", .mem_gib = 2, .off = true}}};
     static const struct tcase moved_case = {
-        .replicas = 1, .vms = {{"web-0", .ref = "vm-3"}, {"web-1", .ref = "vm-10"}}};
+        .replicas = 1,
+        .vms = {{"web-0", .ref = "vm-3"}, {"web-1", .ref = "vm-10", .elsewhere = true}}};
     struct built b;
     struct plan *p = NULL;
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env bats
+# A group's VMs are those marked with its UID, wherever they are under the
+# root folder: one moved out of the group's folder by hand is not cloned
+# again, is repaired where it is, goes by the usual order on scale-down and
+# is destroyed with the group; a copy of one, made by hand, is left alone. The manager runs with the default
+# --sync-period (10 minutes), so that what it does here comes from the
+# inventory watch: a change of a VM outside any group's folder reaches its
+# group by the VM's mark.
+
+load helpers
+load manager
+
+ROOT=/DC0/vm/vm-operator
+
+setup_file() {
+	kubectl apply -k "$VMG_TOP/crds" >/dev/null
+	kubectl wait --for=condition=Established --timeout=30s crd/vmgroups.vm.codeconnect.vmworld.com >/dev/null
+	kubectl create namespace moved --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+	start_manager moved-manager --watch-namespace moved
+}
+
+teardown_file() {
+	kubectl delete vg --all -n moved --timeout=90s >/dev/null 2>&1 || true
+	local vm
+	for vm in $(GOVC_PERSIST_SESSION=false govc find "$ROOT" -type m -name 'mv-*' 2>/dev/null); do
+		GOVC_PERSIST_SESSION=false govc vm.destroy "$vm" >/dev/null 2>&1 || true
+	done
+	stop_manager moved-manager
+	kubectl delete namespace moved --wait=false >/dev/null 2>&1 || true
+}
+
+setup() {
+	manager_urls moved-manager
+}
+
+# anywhere: the VMs of group mv anywhere under the root folder, by path.
+anywhere() {
+	GOVC_PERSIST_SESSION=false govc find "$ROOT" -type m -name 'mv-*' | LC_ALL=C sort
+}
+
+@test "moved: a VM moved out of its group's folder is not cloned again" {
+	apply_vg moved mv 1 1 vm-operator-template 2
+	wait_running moved mv 2
+	GOVC_PERSIST_SESSION=false govc object.mv "$(folder_of moved mv)/mv-1" "$ROOT"
+	# The move changes the group's folder, which enqueues the group: for
+	# 8 s, no VM is cloned in place of the one moved out.
+	for _ in $(seq 8); do
+		sleep 1
+		run anywhere
+		[ "$output" = "$(printf '%s\n%s' "$(folder_of moved mv)/mv-0" "$ROOT/mv-1")" ]
+	done
+	[ "$(phase moved mv)" = RUNNING ]
+	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 2 ]
+	[ "$(vg_field moved mv '{.status.vms[*].name}')" = "mv-0 mv-1" ]
+}
+
+@test "moved: powered off by hand where it is now, it is powered on again" {
+	GOVC_PERSIST_SESSION=false govc vm.power -off "$ROOT/mv-1" >/dev/null
+	retry 30 bash -c "[ \"\$(GOVC_PERSIST_SESSION=false govc object.collect -s $ROOT/mv-1 runtime.powerState)\" = poweredOn ]"
+}
+
+@test "moved: destroyed by hand where it is now, the group clones it again in its folder" {
+	# The operator may power it on again between the two steps: retry.
+	retry 20 bash -c "GOVC_PERSIST_SESSION=false govc vm.power -off $ROOT/mv-1 >/dev/null 2>&1; GOVC_PERSIST_SESSION=false govc vm.destroy $ROOT/mv-1"
+	wait_running moved mv 2 60
+	run anywhere
+	[ "$output" = "$(printf '%s\n%s' "$(folder_of moved mv)/mv-0" "$(folder_of moved mv)/mv-1")" ]
+}
+
+@test "moved: scaled down, the VM moved out goes by the usual order (the highest slot)" {
+	GOVC_PERSIST_SESSION=false govc object.mv "$(folder_of moved mv)/mv-1" "$ROOT"
+	kubectl scale vg mv -n moved --replicas=1
+	retry 60 bash -c "[ -z \"\$(GOVC_PERSIST_SESSION=false govc find $ROOT -type m -name mv-1)\" ]"
+	wait_running moved mv 1
+	run anywhere
+	[ "$output" = "$(folder_of moved mv)/mv-0" ]
+}
+
+@test "moved: a clone of its VM made by hand outside its folder (the mark copied) is left alone" {
+	GOVC_PERSIST_SESSION=false govc vm.clone -vm "$(folder_of moved mv)/mv-0" -folder "$ROOT" -on=false mv-0-debug >/dev/null
+	# vSphere copies extraConfig with a clone, vcsim does not: the mark is
+	# set as the clone would carry it.
+	GOVC_PERSIST_SESSION=false govc vm.change -vm "$ROOT/mv-0-debug" \
+		-e "vmgroup.codeconnect.vmworld.com.uid=$(vg_field moved mv '{.metadata.uid}')"
+	[ "$(vm_mark_at "$ROOT/mv-0-debug")" = "$(vg_field moved mv '{.metadata.uid}')" ]
+	for _ in $(seq 6); do
+		sleep 1
+		[ "$(GOVC_PERSIST_SESSION=false govc object.collect -s "$ROOT/mv-0-debug" runtime.powerState)" = poweredOff ]
+	done
+	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 1 ]
+	[ "$(phase moved mv)" = RUNNING ]
+	GOVC_PERSIST_SESSION=false govc vm.destroy "$ROOT/mv-0-debug"
+}
+
+@test "moved: deleted while its VM is out of its folder, the group destroys that VM too" {
+	GOVC_PERSIST_SESSION=false govc object.mv "$(folder_of moved mv)/mv-0" "$ROOT"
+	kubectl delete vg mv -n moved --timeout=90s
+	run anywhere
+	[ -z "$output" ]
+	run env GOVC_PERSIST_SESSION=false govc ls "$(folder_of moved mv)"
+	[ -z "$output" ]
+}
