@@ -2,10 +2,10 @@
 # A group's VMs are those marked with its UID, wherever they are under the
 # root folder: one moved out of the group's folder by hand is not cloned
 # again, is repaired where it is, goes by the usual order on scale-down and
-# is destroyed with the group; a copy of one, made by hand, is left alone. The manager runs with the default
-# --sync-period (10 minutes), so that what it does here comes from the
-# inventory watch: a change of a VM outside any group's folder reaches its
-# group by the VM's mark.
+# is destroyed with the group; a copy of one, made by hand, is left alone.
+# The manager runs with the default --sync-period (10 minutes), so that
+# what it does here comes from the inventory watch: a change of a VM
+# outside any group's folder reaches its group by the VM's mark.
 
 load helpers
 load manager
