@@ -70,8 +70,9 @@ struct rec_world {
      * than rec_options.vc_grace_ms leaves the groups' status as it is. */
     uint64_t (*vcenter_down_ms)(void *data);
     /* The VMs in the folder named folder under the root folder, then the
-     * VMs marked with uid elsewhere (moved out of it by hand), each with
-     * its plan_vm.ref. */
+     * VMs marked with uid elsewhere under it (plan_vm.elsewhere: moved out
+     * of the folder by hand, or copies of the group's VMs, which the
+     * planner tells apart), each with its plan_vm.ref. */
     int (*folder)(void *data, const char *folder, const char *uid, struct rec_folder *ret);
     /* "now" in RFC 3339, for condition transitions. */
     void (*now)(void *data, char *buf, size_t len);
