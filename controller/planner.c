@@ -329,31 +329,28 @@ static void add_member(struct ctx *c, const struct plan_vm *vm, int slot, const 
 }
 
 /* moved_slot: the slot of in->vms[i] when it is a VM of the group found
- * outside its folder by its mark (moved out by hand), else -1. It counts
+ * outside its folder by its mark (moved out by hand), else -1; slots[j]
+ * is the slot of in->vms[j]'s name (negative: none). It counts
  * only as a moved replica looks: marked with the group's UID, one of the
  * group's names, not a template (failed), its slot not taken in the
  * folder (the first n_folder_slots of c->used_slots), and the oldest such
  * VM of its slot. A copy someone made of a replica (the mark travels with
  * a clone: a template, "web-0-debug", another "web-0") is not the group's:
  * neither counted nor acted on, nor reported. */
-static int moved_slot(const struct ctx *c, size_t i, size_t n_folder_slots)
+static int moved_slot(const struct ctx *c, const int *slots, size_t i, size_t n_folder_slots)
 {
     const struct planner_input *in = c->in;
     const struct plan_vm *vm = &in->vms[i];
-    int slot;
+    int slot = slots[i];
 
-    if (!vm->elsewhere || !vm->name || !is_mine(c, vm) || vm->failed)
-        return -1;
-    slot = naming_vm_slot(c->g->meta.ns, c->g->meta.name, vm->name);
-    if (slot < 0)
+    if (!vm->elsewhere || !vm->name || !is_mine(c, vm) || vm->failed || slot < 0)
         return -1;
     for (size_t k = 0; k < n_folder_slots; k++)
         if (c->used_slots[k] == slot)
             return -1;
     for (size_t j = 0; j < in->n_vms; j++) {
         const struct plan_vm *o = &in->vms[j];
-        if (j == i || !o->elsewhere || !o->name || !is_mine(c, o) || o->failed ||
-            naming_vm_slot(c->g->meta.ns, c->g->meta.name, o->name) != slot)
+        if (j == i || !o->elsewhere || !o->name || !is_mine(c, o) || o->failed || slots[j] != slot)
             continue;
         if (o->create_order < vm->create_order || (o->create_order == vm->create_order && j < i))
             return -1;
@@ -368,7 +365,7 @@ static int classify(struct ctx *c)
     const struct planner_input *in = c->in;
     const struct vmgroup *g = c->g;
     size_t n_all = in->n_vms + in->n_clones_inflight;
-    int *clones = NULL;
+    int *clones = NULL, *vm_slots = NULL;
     size_t n_clones = 0, n_folder_slots;
     int r = -ENOMEM;
 
@@ -377,7 +374,8 @@ static int classify(struct ctx *c)
     c->foreign = calloc(in->n_vms ? in->n_vms : 1, sizeof(*c->foreign));
     c->used_slots = calloc(n_all ? n_all : 1, sizeof(*c->used_slots));
     clones = calloc(in->n_clones_inflight ? in->n_clones_inflight : 1, sizeof(*clones));
-    if (!c->members || !c->by_priority || !c->foreign || !c->used_slots || !clones)
+    vm_slots = calloc(in->n_vms ? in->n_vms : 1, sizeof(*vm_slots));
+    if (!c->members || !c->by_priority || !c->foreign || !c->used_slots || !clones || !vm_slots)
         goto out;
 
     for (size_t i = 0; i < in->n_clones_inflight; i++) {
@@ -398,6 +396,7 @@ static int classify(struct ctx *c)
     for (size_t i = 0; i < in->n_vms; i++) {
         const struct plan_vm *vm = &in->vms[i];
         int slot = vm->name ? naming_vm_slot(g->meta.ns, g->meta.name, vm->name) : -EINVAL;
+        vm_slots[i] = slot;
         if (vm->elsewhere)
             continue; /* below */
         if (slot >= 0)
@@ -410,7 +409,7 @@ static int classify(struct ctx *c)
     }
     n_folder_slots = c->n_used_slots;
     for (size_t i = 0; i < in->n_vms; i++) {
-        int slot = moved_slot(c, i, n_folder_slots);
+        int slot = moved_slot(c, vm_slots, i, n_folder_slots);
         if (slot < 0)
             continue;
         c->used_slots[c->n_used_slots++] = slot;
@@ -454,6 +453,7 @@ static int classify(struct ctx *c)
     r = 0;
 out:
     free(clones);
+    free(vm_slots);
     return r;
 }
 

@@ -646,7 +646,7 @@ static int w_folder(void *data, const char *folder, const char *uid, struct rec_
     vcworld *w = data;
     const vs_cache *c = vs_inventory_cache(w->inv);
     const struct vs_obj *f;
-    size_t n = 0, m;
+    size_t n = 0, n_in, m; /* VMs listed, of them in the folder, marked */
 
     memset(ret, 0, sizeof(*ret));
     if (!c || !vs_inventory_synced(w->inv)) {
@@ -663,6 +663,7 @@ static int w_folder(void *data, const char *folder, const char *uid, struct rec_
         }
         ret->other_objects = vs_cache_children(c, f->ref, false, NULL, 0);
     }
+    n_in = n;
     m = uid && uid[0] ? vs_cache_marked(c, uid, w->marked, MAX_FOLDER_VMS) : 0;
     if (m > MAX_FOLDER_VMS) {
         m = MAX_FOLDER_VMS;
@@ -679,7 +680,7 @@ static int w_folder(void *data, const char *folder, const char *uid, struct rec_
     }
     for (size_t i = 0; i < n; i++) {
         put_vm(w, i, w->objs[i]);
-        w->vms[i].elsewhere = !f || strcmp(w->objs[i]->parent, f->ref) != 0;
+        w->vms[i].elsewhere = i >= n_in;
     }
     ret->vms = w->vms;
     ret->n_vms = n;

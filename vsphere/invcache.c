@@ -797,8 +797,8 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
         unlink_parent(c, n);
         link_parent(c, n);
     }
-    if (before.kind != n->o.kind || before.has_mark_uid != n->o.has_mark_uid ||
-        strcmp(before.mark_uid, n->o.mark_uid) != 0 || (n->o.has_mark_uid && !n->mg))
+    if (before.has_mark_uid != n->o.has_mark_uid || strcmp(before.mark_uid, n->o.mark_uid) != 0 ||
+        (n->o.has_mark_uid && !n->mg))
         relink_mark(c, n);
     if (!obj_equal(&before, &n->o))
         mark_dirty(c, n, D_CHANGED);
