@@ -13,7 +13,8 @@ static bool fault_is(const char *fault, const char *name)
 /* What vCenter's answers mean for each kind of operation. */
 struct kind_rules {
     /* The fault that says it is as wanted already: the folder or a clone
-     * re-issued after a restart is there (DuplicateName), the VM is in the
+     * re-issued after a restart is there (DuplicateName; with
+     * VMG_ECONFLICT, something else holds the name), the VM is in the
      * asked power state (InvalidPowerState), the VM or folder is gone. */
     const char *as_wanted_fault;
     bool not_found_as_wanted; /* VMG_ENOTFOUND says so too (deletions) */
@@ -53,7 +54,7 @@ static enum op_outcome classify(enum plan_action_kind k, int err, const char *fa
         return OP_CANCELED;
     if (err == 0)
         return OP_DONE;
-    if ((kr->as_wanted_fault && fault_is(fault, kr->as_wanted_fault)) ||
+    if ((kr->as_wanted_fault && fault_is(fault, kr->as_wanted_fault) && err != VMG_ECONFLICT) ||
         (kr->not_found_as_wanted && err == VMG_ENOTFOUND))
         return OP_AS_WANTED;
     if (kr->vm_may_go && fault_is(fault, "ManagedObjectNotFound"))

@@ -190,21 +190,29 @@ static void assume(vs_op *op, struct vs_op_result *r)
         r->assumed = vs_inventory_assume(op->o->inv, &a.u, op->since) == 1;
 }
 
-/* vanished: the VM op acted on, when vCenter said it does not exist
- * (ManagedObjectNotFound, VMG_ENOTFOUND): the cache may still hold it (a
- * VM deleted by hand, an assumption gone wrong), and nothing else would
- * ever change that; else NULL. */
-static const char *vanished(const vs_op *op, const struct vs_op_result *r)
+/* read_back: the VM whose entry in the inventory's cache the end of op,
+ * r, puts in doubt, to be read again from vCenter; else NULL:
+ * - the VM op acted on, when vCenter said it does not exist
+ *   (ManagedObjectNotFound, VMG_ENOTFOUND): the cache may still hold it (a
+ *   VM deleted by hand, an assumption gone wrong), and nothing else would
+ *   ever change that;
+ * - the VM that holds the name a clone asked for (DuplicateName names it):
+ *   the cache may not show it yet (a watch that lags, or lost the change),
+ *   and an owner that does not see it would clone it again. */
+static const char *read_back(const vs_op *op, const struct vs_op_result *r)
 {
-    return r->err == VMG_ENOTFOUND && strcmp(op->target.type, "VirtualMachine") == 0
-               ? op->target.value
-               : NULL;
+    if (r->err == VMG_ENOTFOUND && strcmp(op->target.type, "VirtualMachine") == 0)
+        return op->target.value;
+    if (op->kind == VS_OP_CLONE && r->err && r->existed && r->result &&
+        strcmp(r->result->type, "VirtualMachine") == 0)
+        return r->result->value;
+    return NULL;
 }
 
 #ifdef VMG_TESTING
-const char *vs_op_testing_vanished(const vs_op *op, const struct vs_op_result *r)
+const char *vs_op_testing_read_back(const vs_op *op, const struct vs_op_result *r)
 {
-    return vanished(op, r);
+    return read_back(op, r);
 }
 
 int vs_op_testing_assume(const vs_op *op, const struct vs_op_result *r, vs_cache *c, uint64_t since,
@@ -248,8 +256,8 @@ void vs__op_finish(vs_op *op, struct vs_op_result *r)
     r->assumed = false;
     if (r->err == 0 && o->inv && !o->closing)
         assume(op, r);
-    else if (vanished(op, r) && o->inv && !o->closing)
-        (void)vs_inventory_reread(o->inv, vanished(op, r)); /* its answer removes it */
+    else if (read_back(op, r) && o->inv && !o->closing)
+        (void)vs_inventory_reread(o->inv, read_back(op, r)); /* its answer mends the cache */
     if (!r->fault_type)
         r->fault_type = "";
     if (!r->message)
@@ -817,6 +825,12 @@ static void on_op_reply(void *data, const struct vs_reply *r)
                      "create-folder %s: vCenter says the name exists but no child has it",
                      op->name);
             finish_err(op, e == VMG_ENOTFOUND ? VMG_ECONFLICT : e, "DuplicateName", msg);
+            return;
+        }
+        if (strcmp(ref.type, "Folder") != 0) {
+            vmg_putf(msg, sizeof(msg), "create-folder %s: a %s (%s) holds that name", op->name,
+                     ref.type, ref.value);
+            finish_err(op, VMG_ECONFLICT, "DuplicateName", msg);
             return;
         }
         res.result = &ref;

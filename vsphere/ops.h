@@ -84,16 +84,22 @@ struct vs_op_result {
      * VMG_EAMBIGUOUS (several templates of that name); VMG_ECONFIG (no
      * placement yet, or the template refused: a VM that is not a template,
      * one inside the root folder, a path outside the datacenter's VM
-     * folder, something that is not a VM; message says which); and the
-     * session's errors (VMG_EAUTH, VMG_ETRANSPORT, ...), VMG_ECANCELED. */
+     * folder, something that is not a VM; message says which);
+     * VMG_ECONFLICT (the name asked for is held by something else than
+     * asked, fault_type "DuplicateName": no folder of that name for
+     * CREATE_FOLDER, what is not a VM for CLONE; a folder to destroy that
+     * holds objects); and the session's errors (VMG_EAUTH, VMG_ETRANSPORT,
+     * ...), VMG_ECANCELED. */
     int err;
     const char *fault_type; /* "" unless a fault */
     const char *message;    /* "" on success; else one sentence */
-    /* CLONE: the new VM; CREATE_FOLDER: the folder (also when it existed);
-     * else NULL. */
+    /* CLONE: the new VM, or, when it failed with DuplicateName, the object
+     * vCenter says holds the name (when it says: existed); err is then
+     * VMG_ECONFLICT when that object is not a VM;
+     * CREATE_FOLDER: the folder (also when it existed); else NULL. */
     const struct vim_moref *result;
     const struct vim_moref *task; /* NULL when no task was started */
-    bool existed;                 /* CREATE_FOLDER: it existed already */
+    bool existed; /* CREATE_FOLDER: it existed already; CLONE: result holds the name */
     /* On success, with an inventory: what the operation did is in the
      * inventory's cache already (vs_inventory_assume held all of it): the
      * VM powered on or off, resized, entered by the clone (with its spec's
@@ -228,9 +234,10 @@ void vs_ops_close(vs_ops *o, void (*closed)(void *data), void *data);
  * cannot say, else vs_cache_assume's answer (not committed). */
 int vs_op_testing_assume(const vs_op *op, const struct vs_op_result *r, vs_cache *c, uint64_t since,
                          uint64_t asked);
-/* vs_op_testing_vanished is the VM that op, which ended with r, has the
- * inventory read back because vCenter did not find it, or NULL. */
-const char *vs_op_testing_vanished(const vs_op *op, const struct vs_op_result *r);
+/* vs_op_testing_read_back is the VM that op, which ended with r, has the
+ * inventory read back (vCenter did not find it, or it holds the name a
+ * clone asked for), or NULL. */
+const char *vs_op_testing_read_back(const vs_op *op, const struct vs_op_result *r);
 #endif
 
 #endif

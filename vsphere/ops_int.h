@@ -53,6 +53,8 @@ struct task_info {
     char state[16];
     bool has_fault;
     struct soap_fault fault;
+    bool has_fault_object; /* the fault names an object (DuplicateName's) */
+    struct vim_moref fault_object;
     bool has_result;
     struct vim_moref result;
 };

@@ -40,6 +40,8 @@ void vs__task_apply(struct task_info *ti, const struct vim_object_update *u)
                                                                                       : "");
         } else if (strcmp(c->name, "info.error") == 0) {
             ti->has_fault = c->kind == VIM_VAL_FAULT && soap_method_fault(c->node, &ti->fault) == 0;
+            ti->has_fault_object =
+                ti->has_fault && vim_fault_object(c->node, &ti->fault_object) == 0;
         } else if (strcmp(c->name, "info.result") == 0) {
             ti->has_result = c->kind == VIM_VAL_MOREF &&
                              vim_moref_set(&ti->result, c->ref_type, c->ref_value) == 0;
@@ -64,6 +66,17 @@ void vs__tracker_complete(vs_op *op)
         vmg_putf(msg, sizeof(msg), "%s %s: %s failed: %s: %s", vs_op_kind_name(op->kind),
                  vs_op_target(op), vs__op_method(op->kind), op->ti.fault.type,
                  op->ti.fault.message);
+        if (op->kind == VS_OP_CLONE && op->ti.has_fault_object &&
+            strcmp(op->ti.fault.type, "DuplicateName") == 0) {
+            r.result = &op->ti.fault_object;
+            r.existed = true;
+            if (strcmp(op->ti.fault_object.type, "VirtualMachine") != 0) {
+                /* Not the VM asked for, cloned before: something else. */
+                r.err = VMG_ECONFLICT;
+                vmg_putf(msg, sizeof(msg), "clone %s: a %s (%s) holds that name in the folder",
+                         op->name, op->ti.fault_object.type, op->ti.fault_object.value);
+            }
+        }
     } else {
         r.fault_type = "";
         vmg_putf(msg, sizeof(msg), "%s %s: %s failed", vs_op_kind_name(op->kind), vs_op_target(op),

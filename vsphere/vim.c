@@ -529,6 +529,13 @@ static int moref_of(const xmlNode *node, struct vim_moref *ret)
     return 0;
 }
 
+int vim_fault_object(const xmlNode *node, struct vim_moref *ret)
+{
+    const xmlNode *obj = soap_child(soap_child(node, "fault"), "object");
+
+    return obj ? moref_of(obj, ret) : VMG_ENOTFOUND;
+}
+
 /* text_of copies a required text child named name into buf. */
 static int text_of(const xmlNode *parent, const char *name, char *buf, size_t size)
 {

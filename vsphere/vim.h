@@ -191,6 +191,12 @@ int vim_decode_user_session(const soap_resp *resp, struct vim_user_session *ret)
  * nothing). */
 int vim_decode_moref(const soap_resp *resp, struct vim_moref *ret);
 
+/* vim_fault_object reads the managed object that a LocalizedMethodFault's
+ * fault names in its <object> (DuplicateName: the object that holds the
+ * name). VMG_ENOTFOUND when it names none, VMG_EPARSE when that is not a
+ * valid reference. */
+int vim_fault_object(const xmlNode *node, struct vim_moref *ret);
+
 /* vim_decode_morefs calls cb for each ManagedObjectReference of an array
  * returnval (ModifyListView's objects not found), none when there is no
  * returnval. Returns the count, VMG_EPARSE (cb never called: the whole

@@ -9,7 +9,8 @@
  * answers empty, or one that does not answer, or when other tasks keep
  * the long poll answering), a task the
  * view does not find, the collector or the view lost, CreateFolder's
- * DuplicateName, clones with their spec and marks, a missing template,
+ * and a clone's DuplicateName (what holds the name, a VM read back),
+ * clones with their spec and marks, a missing template,
  * cancelation and close, and what a successful operation did, as the
  * inventory's cache assumes it. */
 #include "tests/unit/unit.h"
@@ -43,6 +44,7 @@
 struct task {
     char state[16]; /* running, success, error */
     char fault[64];
+    char fault_object[64]; /* "Type value": the object the fault names, "" none */
     char result[32];
     int filter;        /* in the tracker's view (its filter's number), 0 when not */
     int filter_pc;     /* the collector (pc_gen) of that view */
@@ -58,9 +60,9 @@ struct fake {
     struct unit_vcenter vc; /* the fake vCenter and the client */
     vs_session *s;
     vs_ops *ops;
-    vs_cache *cache;   /* when set, each success's result is assumed in it */
-    int assumed;       /* vs_op_testing_assume's answers, summed */
-    char vanished[32]; /* the last VM read back as not found (vs_op_testing_vanished) */
+    vs_cache *cache;    /* when set, each success's result is assumed in it */
+    int assumed;        /* vs_op_testing_assume's answers, summed */
+    char read_back[32]; /* the last VM read back (vs_op_testing_read_back) */
     uv_timer_t guard;
     bool timed_out;
 
@@ -161,12 +163,17 @@ static int task_xml(char *buf, size_t size, const struct task *t)
                      "<changeSet><name>info.state</name><op>assign</op>"
                      "<val xsi:type=\"TaskInfoState\">%s</val></changeSet>",
                      t->state);
-    if (strcmp(t->state, "error") == 0)
+    if (strcmp(t->state, "error") == 0) {
+        char type[32] = "", value[32] = "", object[128] = "";
+        if (sscanf(t->fault_object, "%31s %31s", type, value) == 2)
+            snprintf(object, sizeof(object), "<name>web-0</name><object type=\"%s\">%s</object>",
+                     type, value);
         n += snprintf(buf + n, size - (size_t)n,
                       "<changeSet><name>info.error</name><op>assign</op>"
-                      "<val xsi:type=\"LocalizedMethodFault\"><fault xsi:type=\"%s\"></fault>"
+                      "<val xsi:type=\"LocalizedMethodFault\"><fault xsi:type=\"%s\">%s</fault>"
                       "<localizedMessage>the %s message</localizedMessage></val></changeSet>",
-                      t->fault, t->fault);
+                      t->fault, object, t->fault);
+    }
     if (t->result[0])
         n += snprintf(buf + n, size - (size_t)n,
                       "<changeSet><name>info.result</name><op>assign</op>"
@@ -605,8 +612,8 @@ static void observer(void *data, const vs_op *op, enum vs_op_phase phase,
         f->assumed += vs_op_testing_assume(op, r, f->cache, UINT64_MAX, 1);
         vs_cache_commit(f->cache);
     }
-    if (phase == VS_OP_DONE && vs_op_testing_vanished(op, r))
-        snprintf(f->vanished, sizeof(f->vanished), "%s", vs_op_testing_vanished(op, r));
+    if (phase == VS_OP_DONE && vs_op_testing_read_back(op, r))
+        snprintf(f->read_back, sizeof(f->read_back), "%s", vs_op_testing_read_back(op, r));
     if (phase == VS_OP_STARTED && ++f->inflight > f->max_inflight)
         f->max_inflight = f->inflight;
     if (phase == VS_OP_DONE && f->inflight > 0)
@@ -1797,6 +1804,15 @@ static void test_create_folder(void **state)
     assert_int_equal(f.done[1].err, 0);
     assert_string_equal(f.done[1].result, "group-41");
     assert_true(f.done[1].existed);
+    /* A VM holds the name: not a folder that exists, a conflict. */
+    assert_int_equal(vs_ops_create_folder(f.ops, &placement.root_folder, "tmpl", on_done, &c, NULL),
+                     0);
+    want_done = 3;
+    spin(&f, done_enough);
+    assert_int_equal(f.done[2].err, VMG_ECONFLICT);
+    assert_string_equal(f.done[2].fault, "DuplicateName");
+    assert_string_equal(f.done[2].result, "");
+    assert_non_null(strstr(f.done[2].message, "a VirtualMachine (vm-40) holds that name"));
     teardown(&f);
 }
 
@@ -2041,9 +2057,9 @@ static void test_vanished_vm_read_back(void **state)
     want_done = 1;
     spin(&f, done_enough);
     assert_int_equal(f.done[0].err, VMG_ENOTFOUND);
-    assert_string_equal(f.vanished, "vm-7");
+    assert_string_equal(f.read_back, "vm-7");
 
-    f.vanished[0] = '\0';
+    f.read_back[0] = '\0';
     vm = vmref(8);
     assert_int_equal(vs_ops_power_on(f.ops, &vm, on_done, &c, NULL), 0);
     want_tasks = 1;
@@ -2053,7 +2069,53 @@ static void test_vanished_vm_read_back(void **state)
     want_done = 2;
     spin(&f, done_enough);
     assert_int_equal(f.done[1].err, VMG_EFAULT);
-    assert_string_equal(f.vanished, "");
+    assert_string_equal(f.read_back, "");
+    teardown(&f);
+}
+
+/* A clone that fails with DuplicateName names the object that holds the
+ * name: a VM is read back (the cache may not show it, and the owner would
+ * clone it again); anything else is a conflict, said with what it is;
+ * without the object, the fault alone. */
+static void test_clone_duplicate_name_names_the_holder(void **state)
+{
+    static const struct {
+        const char *object, *result, *read_back;
+        bool existed;
+        int err;
+        const char *message;
+    } rows[] = {
+        {"VirtualMachine vm-77", "vm-77", "vm-77", true, VMG_EFAULT, "the DuplicateName message"},
+        {"Folder group-v9", "group-v9", "", true, VMG_ECONFLICT,
+         "clone web-0: a Folder (group-v9) holds that name in the folder"},
+        {"", "", "", false, VMG_EFAULT, "the DuplicateName message"},
+    };
+    struct fake f;
+    struct ctx c = {0};
+    struct vim_moref folder;
+    struct vs_clone_spec spec = web0(&folder);
+
+    (void)state;
+    setup(&f, 8, 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-41"), 0);
+    c.f = &f;
+    for (int i = 0; i < 3; i++) {
+        f.read_back[0] = '\0';
+        assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), 0);
+        want_tasks = i + 1;
+        want_held_tasks = 1;
+        spin(&f, tracked);
+        snprintf(f.tasks[i].fault_object, sizeof(f.tasks[i].fault_object), "%s", rows[i].object);
+        end_task(&f, i, "error", "DuplicateName");
+        want_done = i + 1;
+        spin(&f, done_enough);
+        assert_int_equal(f.done[i].err, rows[i].err);
+        assert_non_null(strstr(f.done[i].message, rows[i].message));
+        assert_string_equal(f.done[i].fault, "DuplicateName");
+        assert_string_equal(f.done[i].result, rows[i].result);
+        assert_int_equal(f.done[i].existed, rows[i].existed);
+        assert_string_equal(f.read_back, rows[i].read_back);
+    }
     teardown(&f);
 }
 
@@ -2279,6 +2341,7 @@ int main(void)
         cmocka_unit_test(test_clone_extra),
         cmocka_unit_test(test_marks_are_inputs),
         cmocka_unit_test(test_vanished_vm_read_back),
+        cmocka_unit_test(test_clone_duplicate_name_names_the_holder),
         cmocka_unit_test(test_clone_template_missing),
         cmocka_unit_test(test_clone_from_a_plain_vm_refused),
         cmocka_unit_test(test_cached_template_turned_into_a_vm_refused),

@@ -66,6 +66,10 @@ static const struct tcase cases[] = {
     {"folder not found", PLAN_DESTROY_FOLDER, VMG_ENOTFOUND, NULL, OP_AS_WANTED, "as---",
      OP_EVENT_NONE, NOW, NULL},
     /* The same faults where they do not mean "as wanted": failures. */
+    {"clone name held by what is not a VM", PLAN_CLONE, VMG_ECONFLICT, "DuplicateName", OP_FAILED,
+     "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
+    {"folder name held by what is not a folder", PLAN_CREATE_FOLDER, VMG_ECONFLICT, "DuplicateName",
+     OP_FAILED, "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
     {"reconfigure DuplicateName", PLAN_RECONFIGURE, VMG_EFAULT, "DuplicateName", OP_FAILED, "--t--",
      OP_EVENT_WARNING, BACKOFF, NULL},
     {"delete VM InvalidPowerState", PLAN_DESTROY_VM, VMG_EFAULT, "InvalidPowerState", OP_FAILED,
