@@ -365,6 +365,7 @@ static int classify(struct ctx *c)
     const struct planner_input *in = c->in;
     const struct vmgroup *g = c->g;
     size_t n_all = in->n_vms + in->n_clones_inflight;
+    size_t n_slots = n_all + in->n_folder_other_names;
     int *clones = NULL, *vm_slots = NULL;
     size_t n_clones = 0, n_folder_slots;
     int r = -ENOMEM;
@@ -372,7 +373,7 @@ static int classify(struct ctx *c)
     c->members = calloc(n_all ? n_all : 1, sizeof(*c->members));
     c->by_priority = calloc(n_all ? n_all : 1, sizeof(*c->by_priority));
     c->foreign = calloc(in->n_vms ? in->n_vms : 1, sizeof(*c->foreign));
-    c->used_slots = calloc(n_all ? n_all : 1, sizeof(*c->used_slots));
+    c->used_slots = calloc(n_slots ? n_slots : 1, sizeof(*c->used_slots));
     clones = calloc(in->n_clones_inflight ? in->n_clones_inflight : 1, sizeof(*clones));
     vm_slots = calloc(in->n_vms ? in->n_vms : 1, sizeof(*vm_slots));
     if (!c->members || !c->by_priority || !c->foreign || !c->used_slots || !clones || !vm_slots)
@@ -414,6 +415,12 @@ static int classify(struct ctx *c)
             continue;
         c->used_slots[c->n_used_slots++] = slot;
         add_member(c, &in->vms[i], slot, clones, n_clones);
+    }
+    for (size_t i = 0; i < in->n_folder_other_names; i++) {
+        const char *name = in->folder_other_names[i];
+        int slot = name ? naming_vm_slot(g->meta.ns, g->meta.name, name) : -EINVAL;
+        if (slot >= 0)
+            c->used_slots[c->n_used_slots++] = slot;
     }
     for (size_t i = 0; i < n_clones; i++) {
         bool seen = false;

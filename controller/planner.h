@@ -125,7 +125,12 @@ struct planner_input {
     enum plan_folder_state folder;
     bool folder_inflight;        /* creating or destroying the folder is in flight */
     size_t folder_other_objects; /* objects in the folder that are not VMs (folders, vApps) */
-    const int *clones_inflight;  /* slots whose clone is in flight (duplicates ignored) */
+    /* The names of some or all of those objects: one with a VM's name
+     * takes that VM's slot, as a foreign VM does (vCenter refuses a second
+     * child of the same name). */
+    const char *const *folder_other_names;
+    size_t n_folder_other_names;
+    const int *clones_inflight; /* slots whose clone is in flight (duplicates ignored) */
     size_t n_clones_inflight;
     enum plan_block block;
     const char *block_reason;  /* CamelCase; NULL: TemplateNotFound, InvalidPlacement, Blocked */

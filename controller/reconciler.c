@@ -896,6 +896,8 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     in->n_vms = f->n_vms;
     in->folder = f->state;
     in->folder_other_objects = f->other_objects;
+    in->folder_other_names = f->other_names;
+    in->n_folder_other_names = f->n_other_names;
     in->clones_inflight = ps->slots;
     in->n_clones_inflight = ns;
     in->block = gs->block;

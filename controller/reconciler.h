@@ -50,8 +50,10 @@ struct rec_folder {
     enum plan_folder_state state;
     const struct plan_vm *vms;
     size_t n_vms;
-    size_t other_objects; /* children that are not VMs */
-    bool truncated;       /* the folder holds more VMs than vms[] (VMGROUP_REPLICAS_MAX) */
+    size_t other_objects;           /* children that are not VMs */
+    const char *const *other_names; /* the names of some or all of them */
+    size_t n_other_names;
+    bool truncated; /* the folder holds more VMs than vms[] (VMGROUP_REPLICAS_MAX) */
 };
 
 struct rec_world {

@@ -22,6 +22,10 @@
 
 #define LOGGER "vcenter"
 #define MAX_FOLDER_VMS VMGROUP_REPLICAS_MAX
+/* The most objects other than VMs in a group's folder whose names the
+ * planner hears of, to skip (a clone of a name held beyond these fails
+ * with DuplicateName, which vsphere says is a conflict). */
+#define MAX_FOLDER_OTHERS 256
 #define PASS_POLL_MS 5000                              /* how often VC_PASS_FILE is looked at */
 #define BAD_PASSWORD "incorrect user name or password" /* vsphere/session.c's words */
 
@@ -49,6 +53,8 @@ struct vcworld {
     const struct vs_obj *marked[MAX_FOLDER_VMS]; /* w_folder's VMs marked with a group's uid */
     struct plan_vm vms[MAX_FOLDER_VMS];
     char ips[MAX_FOLDER_VMS][VS_IP_MAX][VS_IP_LEN]; /* their guest addresses, as text */
+    const struct vs_obj *others[MAX_FOLDER_OTHERS]; /* the folder's other children */
+    const char *other_names[MAX_FOLDER_OTHERS];
 
     vmg_metrics *metrics;
     struct vmg_metric *m_requests, *m_logins, *m_tasks, *m_task_seconds;
@@ -661,7 +667,12 @@ static int w_folder(void *data, const char *folder, const char *uid, struct rec_
             n = MAX_FOLDER_VMS;
             ret->truncated = true;
         }
-        ret->other_objects = vs_cache_children(c, f->ref, false, NULL, 0);
+        ret->other_objects = vs_cache_children(c, f->ref, false, w->others, MAX_FOLDER_OTHERS);
+        ret->n_other_names =
+            ret->other_objects < MAX_FOLDER_OTHERS ? ret->other_objects : MAX_FOLDER_OTHERS;
+        for (size_t i = 0; i < ret->n_other_names; i++)
+            w->other_names[i] = w->others[i]->name;
+        ret->other_names = w->other_names;
     }
     n_in = n;
     m = uid && uid[0] ? vs_cache_marked(c, uid, w->marked, MAX_FOLDER_VMS) : 0;

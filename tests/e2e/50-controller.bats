@@ -112,6 +112,18 @@ teardown() {
 	retry 30 bash -c '[ "$(kubectl get vg web -n ctl -o jsonpath={.status.currentReplicas})" = 1 ]'
 }
 
+@test "controller: a VM's name taken in the group's folder by a folder is skipped, as a foreign VM's is" {
+	GOVC_PERSIST_SESSION=false govc folder.create "$(folder_of ctl web)/web-1" >/dev/null
+	kubectl scale vg web -n ctl --replicas=2
+	retry 60 bash -c '[ "$(kubectl get vg web -n ctl -o jsonpath="{.status.phase} {.status.currentReplicas} {.status.vms[*].name}")" = "RUNNING 2 web-0 web-2" ]'
+	run vms ctl web
+	[ "$output" = "$(printf 'intruder\nweb-0\nweb-2')" ]
+	kubectl scale vg web -n ctl --replicas=1
+	retry 60 bash -c '[ "$(kubectl get vg web -n ctl -o jsonpath="{.status.phase} {.status.currentReplicas} {.status.vms[*].name}")" = "RUNNING 1 web-0" ]'
+	run vms ctl web
+	[ "$output" = "$(printf 'intruder\nweb-0')" ]
+}
+
 @test "controller: deleting a group whose folder holds a foreign VM keeps the folder and says so" {
 	kubectl delete vg web -n ctl --timeout=90s
 	run vms ctl web

@@ -82,6 +82,7 @@ struct tcase {
     int folder; /* F_* */
     bool folder_inflight;
     size_t other_objects;
+    const char *others[4]; /* the names of objects that are not VMs (counted too) */
     enum plan_block block;
     const char *block_reason;
     const char *block_message;
@@ -166,6 +167,14 @@ static const struct tcase cases[] = {
     {.title = "a slot whose name a foreign VM holds is skipped",
      .replicas = 2,
      .vms = {{"web-0"}, {"web-1", .mark = ""}},
+     .actions = "clone web-2; event Warning ForeignVMs",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "creating 1 VM (1 of 2 exist)",
+     .current = 1},
+    {.title = "a slot whose name another kind of object holds is skipped",
+     .replicas = 2,
+     .vms = {{"web-0"}},
+     .others = {"web-1", "web-x"},
      .actions = "clone web-2; event Warning ForeignVMs",
      .phase = VMGROUP_PHASE_PENDING,
      .message = "creating 1 VM (1 of 2 exist)",
@@ -695,7 +704,9 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
     memset(b, 0, sizeof(*b));
     b->g = make_group(tc->cpu ? tc->cpu : 2, tc->memory ? tc->memory : 4, tc->replicas,
                       tc->tmpl ? tc->tmpl : "tmpl-a", !tc->no_finalizer, tc->deleting, status);
-    size_t n = 0;
+    size_t n = 0, n_others = 0;
+    while (n_others < 4 && tc->others[n_others])
+        n_others++;
     for (; n < 8 && tc->vms[n].name; n++) {
         const struct tvm *t = &tc->vms[n];
         b->vms[n] = (struct plan_vm){
@@ -722,7 +733,9 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
                   : tc->folder == F_UNKNOWN ? PLAN_FOLDER_UNKNOWN
                                             : PLAN_FOLDER_PRESENT,
         .folder_inflight = tc->folder_inflight,
-        .folder_other_objects = tc->other_objects,
+        .folder_other_objects = tc->other_objects + n_others,
+        .folder_other_names = tc->others,
+        .n_folder_other_names = n_others,
         .clones_inflight = tc->clones,
         .n_clones_inflight = tc->n_clones,
         .block = tc->block,
