@@ -47,6 +47,7 @@ static int on_object(void *arg, const struct vim_object_update *u)
     for (size_t i = 0; i < u->n_changes; i++) {
         const struct vim_change *c = &u->changes[i];
         struct soap_fault f;
+        struct vim_moref fo;
         const char *k, *v;
 
         if (!c->name || !*c->name)
@@ -78,6 +79,10 @@ static int on_object(void *arg, const struct vim_object_update *u)
                 abort();
             if (strnlen(f.type, sizeof(f.type)) == sizeof(f.type) ||
                 strnlen(f.message, sizeof(f.message)) == sizeof(f.message))
+                abort();
+            if (vim_fault_object(c->node, &fo) == 0 &&
+                (!fo.type[0] || !fo.value[0] ||
+                 strnlen(fo.value, sizeof(fo.value)) == sizeof(fo.value)))
                 abort();
             break;
         default:
