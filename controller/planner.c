@@ -872,6 +872,11 @@ static int plan_delete(struct ctx *c)
     } else if (c->n_members > 0) {
         msg_add(&c->message, "deleting: %zu VM%s left to remove", c->n_members,
                 plural((long)c->n_members));
+    } else if (in->vms_partial) {
+        /* The group's VMs may be among those not listed: the finalizer
+         * waits until they are. */
+        msg_add(&c->message, "deleting: folder \"%s\" holds more VMs than can be listed",
+                c->p->folder);
     } else if (in->folder_inflight) {
         /* The finalizer waits for the folder's task: a folder being created
          * would be left behind once the task made it, and a destroy's

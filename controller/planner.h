@@ -122,6 +122,7 @@ struct planner_input {
     const struct plan_vm *vms; /* every VM in the group's folder, and any other VM marked
                                   with the group's UID */
     size_t n_vms;
+    bool vms_partial; /* vms[] is not all of them: more than VMGROUP_REPLICAS_MAX */
     enum plan_folder_state folder;
     bool folder_inflight;        /* creating or destroying the folder is in flight */
     size_t folder_other_objects; /* objects in the folder that are not VMs (folders, vApps) */

@@ -894,6 +894,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     in->g = g;
     in->vms = ps->vms;
     in->n_vms = f->n_vms;
+    in->vms_partial = f->truncated;
     in->folder = f->state;
     in->folder_other_objects = f->other_objects;
     in->folder_other_names = f->other_names;

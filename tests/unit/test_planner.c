@@ -76,6 +76,7 @@ struct tcase {
     int cpu, memory, replicas; /* 0 cpu/memory: 2 and 4 */
     const char *tmpl;          /* NULL: "tmpl-a" */
     bool no_finalizer, deleting;
+    bool partial; /* the VMs listed are not all the folder holds */
     struct tvm vms[8];
     int clones[4];
     size_t n_clones;
@@ -578,6 +579,14 @@ static const struct tcase cases[] = {
      .actions = "event Warning FolderKept; remove-finalizer",
      .phase = VMGROUP_PHASE_PENDING,
      .message = "deleted"},
+    {.title = "delete: a folder seen in part keeps the finalizer, whatever VMs are seen",
+     .deleting = true,
+     .replicas = 2,
+     .partial = true,
+     .vms = {{"bob", .mark = ""}, {"web-0", .mark = OTHER}},
+     .actions = "event Warning ForeignVMs",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "deleting: folder \"default_web\" holds more VMs than can be listed"},
     {.title = "delete: a folder with other objects is kept",
      .deleting = true,
      .replicas = 2,
@@ -729,6 +738,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
         .g = b->g,
         .vms = b->vms,
         .n_vms = n,
+        .vms_partial = tc->partial,
         .folder = tc->folder == F_ABSENT    ? PLAN_FOLDER_ABSENT
                   : tc->folder == F_UNKNOWN ? PLAN_FOLDER_UNKNOWN
                                             : PLAN_FOLDER_PRESENT,

@@ -1126,7 +1126,8 @@ static void test_outage_status_not_sent_is_dropped_when_vcenter_is_back(void **s
 
 /* A folder holding more VMs than a group can manage is seen only in part:
  * a live group does nothing (it could clone over VMs it does not see) and
- * says why; a deleting one goes on removing what it sees. */
+ * says why; a deleting one goes on removing what it sees, and keeps its
+ * finalizer while it may not see all of its VMs. */
 static void test_folder_beyond_the_limit_blocks_a_live_group(void **state)
 {
     struct env *e = *state;
@@ -1143,6 +1144,18 @@ static void test_folder_beyond_the_limit_blocks_a_live_group(void **state)
     set_group(GROUP("11", FIN DELETED, 3, ""));
     pass(e);
     assert_true(count("power-off") + count("destroy") >= 1);
+
+    /* All it sees is someone else's VM: its own may be among the rest. */
+    F.n_vms = 0;
+    add_vm(5, false);
+    F.vms[0].mark_uid = "someone-else";
+    set_group(GROUP("12", FIN DELETED, 3, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 0);
+    F.truncated = false;
+    set_group(GROUP("13", FIN DELETED, 3, ""));
+    pass(e);
+    assert_int_equal(count("meta"), 1);
 }
 
 static void test_invalid_placement_is_an_error(void **state)
