@@ -360,9 +360,11 @@ static void on_change(void *data, const struct vs_cache_event *ev)
         w->hooks.changed(w->hooks.data, ev->group);
     if (w->hooks.changed && ev->old_group)
         w->hooks.changed(w->hooks.data, ev->old_group);
-    /* Its group's, wherever it is. */
+    /* Its group's, wherever it is; and the group it was marked with. */
     if (w->hooks.marked && o && o->kind == VS_OBJ_VM && o->has_mark_uid && o->mark_uid[0])
         w->hooks.marked(w->hooks.data, o->mark_uid);
+    if (w->hooks.marked && ev->old_mark_uid && ev->old_mark_uid[0])
+        w->hooks.marked(w->hooks.data, ev->old_mark_uid);
 }
 
 /* ---- metrics ---- */

@@ -42,6 +42,7 @@ struct node {
     bool old_valid; /* old_group* hold the group before this batch */
     char old_group[VS_NAME_MAX];
     char old_group_ref[VS_REF_MAX];
+    char *old_mark;       /* a VM's uid mark before this batch changed it, else NULL */
     uint64_t set_at[F_N]; /* the cache's mark when an update last set each F_* */
     uint64_t pin[F_N];    /* while pinned: answers to requests up to pin keep it */
     unsigned pinned;      /* bits of F_* */
@@ -662,6 +663,7 @@ void vs_cache_free(vs_cache *c)
         struct node *n = c->objs.b[i];
         while (n) {
             struct node *next = n->hnext;
+            free(n->old_mark);
             free(n);
             n = next;
         }
@@ -798,8 +800,12 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
         link_parent(c, n);
     }
     if (before.has_mark_uid != n->o.has_mark_uid || strcmp(before.mark_uid, n->o.mark_uid) != 0 ||
-        (n->o.has_mark_uid && !n->mg))
+        (n->o.has_mark_uid && !n->mg)) {
         relink_mark(c, n);
+        /* The first of the batch (NULL when out of memory: no event says it). */
+        if (before.has_mark_uid && !n->old_mark && !(n->dirty & D_NEW))
+            n->old_mark = strdup(before.mark_uid);
+    }
     if (!obj_equal(&before, &n->o))
         mark_dirty(c, n, D_CHANGED);
     return lost;
@@ -1088,6 +1094,7 @@ static void free_node(vs_cache *c, struct node *n)
     unlink_parent(c, n);
     pg_unlink(&c->marks, &n->mg, &n->mlink);
     ht_del(&c->objs, n);
+    free(n->old_mark);
     free(n);
 }
 
@@ -1124,6 +1131,9 @@ size_t vs_cache_commit(vs_cache *c)
             ev.old_group = n->old_group;
             ev.old_group_ref = n->old_group_ref;
         }
+        if (ev.change == VS_CHANGE_UPDATED && n->old_mark &&
+            (!n->o.has_mark_uid || strcmp(n->old_mark, n->o.mark_uid) != 0))
+            ev.old_mark_uid = n->old_mark;
         events++;
         if (c->cb)
             c->cb(c->data, &ev);
@@ -1132,6 +1142,8 @@ size_t vs_cache_commit(vs_cache *c)
     while ((l = lq_pop_head(&list)) != NULL) {
         struct node *n = lq_entry(l, struct node, dlink);
         n->old_valid = false;
+        free(n->old_mark);
+        n->old_mark = NULL;
         if (n->dirty & D_REMOVED)
             free_node(c, n);
         else

@@ -111,6 +111,10 @@ struct vs_cache_event {
      * renamed group folder); else NULL. */
     const char *old_group;
     const char *old_group_ref;
+    /* UPDATED, a VM: its uid mark before the change, when the change
+     * removed or replaced it (its owner's view of it changed, wherever it
+     * is); else NULL. */
+    const char *old_mark_uid;
 };
 
 typedef void (*vs_cache_cb)(void *data, const struct vs_cache_event *ev);

@@ -2,7 +2,8 @@
 # A group's VMs are those marked with its UID, wherever they are under the
 # root folder: one moved out of the group's folder by hand is not cloned
 # again, is repaired where it is, goes by the usual order on scale-down and
-# is destroyed with the group; a copy of one, made by hand, is left alone.
+# is destroyed with the group; a copy of one, made by hand, is left alone,
+# and so is one whose mark someone changed.
 # The manager runs with the default --sync-period (10 minutes), so that
 # what it does here comes from the inventory watch: a change of a VM
 # outside any group's folder reaches its group by the VM's mark.
@@ -90,6 +91,24 @@ anywhere() {
 	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 1 ]
 	[ "$(phase moved mv)" = RUNNING ]
 	GOVC_PERSIST_SESSION=false govc vm.destroy "$ROOT/mv-0-debug"
+}
+
+@test "moved: its mark changed by hand outside its folder, the VM is no longer the group's, which clones another at once" {
+	kubectl scale vg mv -n moved --replicas=2
+	wait_running moved mv 2
+	GOVC_PERSIST_SESSION=false govc object.mv "$(folder_of moved mv)/mv-1" "$ROOT"
+	sleep 2
+	[ "$(vms moved mv)" = mv-0 ]
+	# Marked for another owner: only that change of the mark can tell the
+	# group (the default --sync-period is 10 minutes).
+	GOVC_PERSIST_SESSION=false govc vm.change -vm "$ROOT/mv-1" -e "vmgroup.codeconnect.vmworld.com.uid=someone-else"
+	wait_running moved mv 2 60
+	[ "$(vm_mark_at "$ROOT/mv-1")" = someone-else ]
+	[ "$(GOVC_PERSIST_SESSION=false govc object.collect -s "$ROOT/mv-1" runtime.powerState)" = poweredOn ]
+	GOVC_PERSIST_SESSION=false govc vm.power -off "$ROOT/mv-1" >/dev/null
+	GOVC_PERSIST_SESSION=false govc vm.destroy "$ROOT/mv-1"
+	kubectl scale vg mv -n moved --replicas=1
+	wait_running moved mv 1
 }
 
 @test "moved: deleted while its VM is out of its folder, the group destroys that VM too" {

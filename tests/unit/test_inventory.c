@@ -148,6 +148,7 @@ struct ev {
     char name[VS_NAME_MAX];
     char group[VS_NAME_MAX];
     char old_group[VS_NAME_MAX];
+    char old_mark[VS_MARK_MAX]; /* "-": none */
 };
 
 struct rec {
@@ -167,6 +168,7 @@ static void on_event(void *data, const struct vs_cache_event *e)
     snprintf(x->name, sizeof(x->name), "%s", e->obj->name);
     snprintf(x->group, sizeof(x->group), "%s", e->group ? e->group : "-");
     snprintf(x->old_group, sizeof(x->old_group), "%s", e->old_group ? e->old_group : "-");
+    snprintf(x->old_mark, sizeof(x->old_mark), "%s", e->old_mark_uid ? e->old_mark_uid : "-");
     if (e->group)
         assert_non_null(e->group_ref);
 }
@@ -398,7 +400,8 @@ static void test_leave_and_enter_in_one_set(void **state)
 
 /* vs_cache_marked follows each VM's uid mark, wherever the VM is: moved to
  * another folder it stays listed; its mark changed, it moves to the other
- * list; its mark removed, or the VM gone, it leaves. */
+ * list; its mark removed, or the VM gone, it leaves. The event of a change
+ * of mark says the mark it had (its owner lost it), once a batch. */
 static void test_marked_follows_the_mark(void **state)
 {
     struct rec r;
@@ -411,28 +414,51 @@ static void test_marked_follows_the_mark(void **state)
     obj_start(&b, "modify", "VirtualMachine", "vm-11");
     ch_parent(&b, "group-b");
     sb_add(&b, "</objectSet>");
+    r.n = 0;
     assert_int_equal(feed(c, &b), 1);
     assert_int_equal(vs_cache_marked(c, "uid-a", list, 4), 1);
     assert_string_equal(list[0]->ref, "vm-11");
     assert_string_equal(list[0]->parent, "group-b");
+    assert_string_equal(find_ev(&r, "vm-11")->old_mark, "-");
 
+    /* Changed twice in one batch: the mark before the batch. */
     begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_marks(&b, "uid-x", "tmpl-1");
+    sb_add(&b, "</objectSet>");
     obj_start(&b, "modify", "VirtualMachine", "vm-11");
     ch_marks(&b, "uid-c", "tmpl-1");
     sb_add(&b, "</objectSet>");
     vm(&b, "enter", "vm-20", "b-1", "group-a", "poweredOn", 1, 1024, "uid-c");
+    r.n = 0;
     assert_int_equal(feed(c, &b), 2);
     assert_int_equal(vs_cache_marked(c, "uid-a", list, 4), 0);
     assert_int_equal(vs_cache_marked(c, "uid-c", list, 4), 2);
     assert_int_equal(vs_cache_marked(c, "uid-c", list, 1), 2); /* counts beyond max */
+    assert_string_equal(find_ev(&r, "vm-11")->old_mark, "uid-a");
+    assert_string_equal(find_ev(&r, "vm-20")->old_mark, "-");
 
     begin(&b);
     obj_start(&b, "modify", "VirtualMachine", "vm-11");
     ch_marks(&b, NULL, NULL);
     sb_add(&b, "</objectSet>");
+    r.n = 0;
     assert_int_equal(feed(c, &b), 1);
     assert_int_equal(vs_cache_marked(c, "uid-c", list, 4), 1);
     assert_string_equal(list[0]->ref, "vm-20");
+    assert_string_equal(find_ev(&r, "vm-11")->old_mark, "uid-c");
+
+    /* Marked again as it was within one batch: no change of mark. */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-20");
+    ch_marks(&b, "uid-y", "tmpl-1");
+    sb_add(&b, "</objectSet>");
+    obj_start(&b, "modify", "VirtualMachine", "vm-20");
+    ch_marks(&b, "uid-c", "tmpl-1");
+    sb_add(&b, "</objectSet>");
+    r.n = 0;
+    (void)feed(c, &b);
+    assert_true(!find_ev(&r, "vm-20") || strcmp(find_ev(&r, "vm-20")->old_mark, "-") == 0);
 
     begin(&b);
     leave(&b, "VirtualMachine", "vm-20");
