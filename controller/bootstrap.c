@@ -195,8 +195,9 @@ static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secre
                 : rc == VMG_ETOOBIG ? OUTCOME_BOOTSTRAP_TOO_BIG
                 : rc == -ENOMEM     ? OUTCOME_BOOTSTRAP_UNREADABLE
                                     : OUTCOME_BOOTSTRAP_INVALID;
-    } else if (!(g = c->get_group(c->data, c->key))) {
-        /* The group went meanwhile: a failure (not a cancel), so that the
+    } else if (!(g = c->get_group(c->data, c->key)) || !vmg_streq(g->meta.uid, c->uid)) {
+        /* The group went meanwhile (another of its name may have come,
+         * whose VM this is not): a failure (not a cancel), so that the
          * reconciler plans the key again and forgets the group. */
         rc = VMG_ENOTFOUND;
         fault = OUTCOME_BOOTSTRAP_NOT_STARTED;

@@ -239,21 +239,26 @@ static const struct rec_world world = {
     .clone = f_clone,
 };
 
-static struct vmgroup *group(const char *bootstrap)
+static struct vmgroup *group_uid(const char *uid, const char *bootstrap)
 {
     char json[1024];
     cJSON *o;
     struct vmgroup *g = NULL;
 
     snprintf(json, sizeof(json),
-             "{\"metadata\":{\"name\":\"web\",\"namespace\":\"team-a\",\"uid\":\"u1\"},"
+             "{\"metadata\":{\"name\":\"web\",\"namespace\":\"team-a\",\"uid\":\"%s\"},"
              "\"spec\":{\"cpu\":1,\"memory\":1,\"replicas\":2,\"template\":\"t\"%s}}",
-             bootstrap);
+             uid, bootstrap);
     o = cJSON_Parse(json);
     assert_non_null(o);
     assert_int_equal(vmgroup_from_json(o, &g, NULL, 0), 0);
     cJSON_Delete(o);
     return g;
+}
+
+static struct vmgroup *group(const char *bootstrap)
+{
+    return group_uid("u1", bootstrap);
 }
 
 static void start(const char *vm)
@@ -311,7 +316,8 @@ static void test_clone_with_secret(void **state)
 /* Each failure ends the clone with a fault; those only a user mends block. */
 static void test_clone_failures(void **state)
 {
-    struct vmgroup *g = group(",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"init\"}}}");
+    static const char b[] = ",\"bootstrap\":{\"cloudInit\":{\"secretRef\":{\"name\":\"init\"}}}";
+    struct vmgroup *g = group(b), *again = group_uid("u2", b);
     cJSON *other = secret_with("other", "I2Nsb3VkLWNvbmZpZwo=");
     cJSON *bad = secret_with("user-data", "not base64!");
     cJSON *good;
@@ -377,6 +383,18 @@ static void test_clone_failures(void **state)
     assert_int_equal(F.dones, 1);
     assert_string_equal(F.done_fault, "BootstrapCloneNotStarted");
     assert_null(outcome_bootstrap_block(F.done_fault));
+    /* Gone and made again under its name (another UID): the VM is not the
+     * new group's to clone, with the old group's Secret. */
+    memset(&F, 0, sizeof(F));
+    F.g = g;
+    start("web-0");
+    F.g = again;
+    good = secret_with("user-data", "I2Nsb3VkLWNvbmZpZwo=");
+    F.scb(F.scbdata, 0, NULL, good);
+    cJSON_Delete(good);
+    assert_int_equal(F.clones, 0);
+    assert_int_equal(F.dones, 1);
+    assert_string_equal(F.done_fault, "BootstrapCloneNotStarted");
     /* Canceled: no fault, VMG_ECANCELED. */
     memset(&F, 0, sizeof(F));
     F.g = g;
@@ -388,6 +406,7 @@ static void test_clone_failures(void **state)
     cJSON_Delete(other);
     cJSON_Delete(bad);
     vmgroup_free(g);
+    vmgroup_free(again);
 }
 
 /* A RUNNING group with a bootstrap says which Secret, and that a change of
