@@ -875,7 +875,9 @@ static int plan_delete(struct ctx *c)
     } else if (in->vms_partial) {
         /* The group's VMs may be among those not listed: the finalizer
          * waits until they are. */
-        msg_add(&c->message, "deleting: folder \"%s\" holds more VMs than can be listed",
+        msg_add(&c->message,
+                "deleting: more VMs than can be listed, in folder \"%s\" or marked as this "
+                "group's elsewhere",
                 c->p->folder);
     } else if (in->folder_inflight) {
         /* The finalizer waits for the folder's task: a folder being created

@@ -586,7 +586,8 @@ static const struct tcase cases[] = {
      .vms = {{"bob", .mark = ""}, {"web-0", .mark = OTHER}},
      .actions = "event Warning ForeignVMs",
      .phase = VMGROUP_PHASE_PENDING,
-     .message = "deleting: folder \"default_web\" holds more VMs than can be listed"},
+     .message = "deleting: more VMs than can be listed, in folder \"default_web\" or marked as "
+                "this group's elsewhere"},
     {.title = "delete: a folder with other objects is kept",
      .deleting = true,
      .replicas = 2,
