@@ -42,7 +42,8 @@ struct node {
     bool old_valid; /* old_group* hold the group before this batch */
     char old_group[VS_NAME_MAX];
     char old_group_ref[VS_REF_MAX];
-    char *old_mark;       /* a VM's uid mark before this batch changed it, else NULL */
+    bool mark_changed;    /* a VM: this batch changed its uid mark */
+    char *old_mark;       /* then, the mark it had before (NULL: none, or out of memory) */
     uint64_t set_at[F_N]; /* the cache's mark when an update last set each F_* */
     uint64_t pin[F_N];    /* while pinned: answers to requests up to pin keep it */
     unsigned pinned;      /* bits of F_* */
@@ -784,6 +785,7 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
 {
     struct vs_obj before = n->o;
     unsigned set = fields_of(u, reset), lost;
+    bool mark_differs;
 
     c->mark++;
     if (reset)
@@ -799,12 +801,14 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
         unlink_parent(c, n);
         link_parent(c, n);
     }
-    if (before.has_mark_uid != n->o.has_mark_uid || strcmp(before.mark_uid, n->o.mark_uid) != 0 ||
-        (n->o.has_mark_uid && !n->mg)) {
+    mark_differs =
+        before.has_mark_uid != n->o.has_mark_uid || strcmp(before.mark_uid, n->o.mark_uid) != 0;
+    if (mark_differs || (n->o.has_mark_uid && !n->mg))
         relink_mark(c, n);
-        /* The first of the batch (NULL when out of memory: no event says it). */
-        if (before.has_mark_uid && !n->old_mark && !(n->dirty & D_NEW))
-            n->old_mark = strdup(before.mark_uid);
+    if (mark_differs && !n->mark_changed && !(n->dirty & D_NEW)) {
+        /* The mark before the batch: kept at its first change. */
+        n->mark_changed = true;
+        n->old_mark = before.has_mark_uid ? strdup(before.mark_uid) : NULL;
     }
     if (!obj_equal(&before, &n->o))
         mark_dirty(c, n, D_CHANGED);
@@ -1131,7 +1135,7 @@ size_t vs_cache_commit(vs_cache *c)
             ev.old_group = n->old_group;
             ev.old_group_ref = n->old_group_ref;
         }
-        if (ev.change == VS_CHANGE_UPDATED && n->old_mark &&
+        if ((ev.change == VS_CHANGE_UPDATED || ev.change == VS_CHANGE_REMOVED) && n->old_mark &&
             (!n->o.has_mark_uid || strcmp(n->old_mark, n->o.mark_uid) != 0))
             ev.old_mark_uid = n->old_mark;
         events++;
@@ -1144,6 +1148,7 @@ size_t vs_cache_commit(vs_cache *c)
         n->old_valid = false;
         free(n->old_mark);
         n->old_mark = NULL;
+        n->mark_changed = false;
         if (n->dirty & D_REMOVED)
             free_node(c, n);
         else

@@ -111,9 +111,9 @@ struct vs_cache_event {
      * renamed group folder); else NULL. */
     const char *old_group;
     const char *old_group_ref;
-    /* UPDATED, a VM: its uid mark before the change, when the change
-     * removed or replaced it (its owner's view of it changed, wherever it
-     * is); else NULL. */
+    /* UPDATED or REMOVED, a VM: its uid mark before the batch, when the
+     * batch removed or replaced it (its owner's view of it changed,
+     * wherever it is; obj holds the new mark, or the last); else NULL. */
     const char *old_mark_uid;
 };
 

@@ -400,8 +400,9 @@ static void test_leave_and_enter_in_one_set(void **state)
 
 /* vs_cache_marked follows each VM's uid mark, wherever the VM is: moved to
  * another folder it stays listed; its mark changed, it moves to the other
- * list; its mark removed, or the VM gone, it leaves. The event of a change
- * of mark says the mark it had (its owner lost it), once a batch. */
+ * list; its mark removed, or the VM gone, it leaves. The event of a batch
+ * that changed the mark (a removal's too) says the mark the VM had before
+ * the batch: its owner lost it. */
 static void test_marked_follows_the_mark(void **state)
 {
     struct rec r;
@@ -446,6 +447,30 @@ static void test_marked_follows_the_mark(void **state)
     assert_int_equal(feed(c, &b), 1);
     assert_int_equal(vs_cache_marked(c, "uid-c", list, 4), 1);
     assert_string_equal(list[0]->ref, "vm-20");
+    assert_string_equal(find_ev(&r, "vm-11")->old_mark, "uid-c");
+
+    /* Unmarked before the batch: no old mark, however the batch went. */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_marks(&b, "uid-x", "tmpl-1");
+    sb_add(&b, "</objectSet>");
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_marks(&b, "uid-c", "tmpl-1");
+    sb_add(&b, "</objectSet>");
+    r.n = 0;
+    assert_int_equal(feed(c, &b), 1);
+    assert_string_equal(find_ev(&r, "vm-11")->old_mark, "-");
+
+    /* Its mark changed, then the VM gone, in one batch: the removal says
+     * the mark it had (the object, the last one). */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-11");
+    ch_marks(&b, "uid-s", "tmpl-1");
+    sb_add(&b, "</objectSet>");
+    leave(&b, "VirtualMachine", "vm-11");
+    r.n = 0;
+    assert_int_equal(feed(c, &b), 1);
+    assert_int_equal(find_ev(&r, "vm-11")->change, VS_CHANGE_REMOVED);
     assert_string_equal(find_ev(&r, "vm-11")->old_mark, "uid-c");
 
     /* Marked again as it was within one batch: no change of mark. */
