@@ -196,12 +196,14 @@ static void on_secret(void *cbdata, int err, const char *msg, const cJSON *secre
                 : rc == -ENOMEM     ? OUTCOME_BOOTSTRAP_UNREADABLE
                                     : OUTCOME_BOOTSTRAP_INVALID;
     } else if (!(g = c->get_group(c->data, c->key)) || !vmg_streq(g->meta.uid, c->uid)) {
-        /* The group went meanwhile (another of its name may have come,
-         * whose VM this is not): a failure (not a cancel), so that the
-         * reconciler plans the key again and forgets the group. */
+        /* The group went meanwhile: a failure (not a cancel), so that the
+         * reconciler plans the key again, and forgets the group or plans
+         * the new one of its name (whose VM this is not). */
         rc = VMG_ENOTFOUND;
         fault = OUTCOME_BOOTSTRAP_NOT_STARTED;
-        vmg_putf(text, sizeof(text), "the VmGroup is gone");
+        vmg_putf(text, sizeof(text), "%s",
+                 g ? "the VmGroup it was for was deleted, and this one made since"
+                   : "the VmGroup is gone");
     } else if ((rc = bootstrap_guestinfo(ud, c->vm, c->uid, &gi)) < 0 ||
                (rc = c->clone(c->vcdata, g, c->folder, c->vm, c->template_, c->cpu, c->memory_mb,
                               gi.kv, BOOTSTRAP_N_KEYS, c->cb, c->cbdata)) < 0) {

@@ -395,6 +395,7 @@ static void test_clone_failures(void **state)
     assert_int_equal(F.clones, 0);
     assert_int_equal(F.dones, 1);
     assert_string_equal(F.done_fault, "BootstrapCloneNotStarted");
+    assert_non_null(strstr(F.done_msg, "deleted, and this one made since"));
     /* Canceled: no fault, VMG_ECANCELED. */
     memset(&F, 0, sizeof(F));
     F.g = g;
