@@ -316,6 +316,12 @@ static int cmp_foreign(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* name_slot: the slot of one of the group's VM names (web-3: 3), else negative. */
+static int name_slot(const struct ctx *c, const char *name)
+{
+    return name ? naming_vm_slot(c->g->meta.ns, c->g->meta.name, name) : -EINVAL;
+}
+
 static void add_member(struct ctx *c, const struct plan_vm *vm, int slot, const int *clones,
                        size_t n_clones)
 {
@@ -396,7 +402,7 @@ static int classify(struct ctx *c)
 
     for (size_t i = 0; i < in->n_vms; i++) {
         const struct plan_vm *vm = &in->vms[i];
-        int slot = vm->name ? naming_vm_slot(g->meta.ns, g->meta.name, vm->name) : -EINVAL;
+        int slot = name_slot(c, vm->name);
         vm_slots[i] = slot;
         if (vm->elsewhere)
             continue; /* below */
@@ -417,8 +423,7 @@ static int classify(struct ctx *c)
         add_member(c, &in->vms[i], slot, clones, n_clones);
     }
     for (size_t i = 0; i < in->n_folder_other_names; i++) {
-        const char *name = in->folder_other_names[i];
-        int slot = name ? naming_vm_slot(g->meta.ns, g->meta.name, name) : -EINVAL;
+        int slot = name_slot(c, in->folder_other_names[i]);
         if (slot >= 0)
             c->used_slots[c->n_used_slots++] = slot;
     }

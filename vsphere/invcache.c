@@ -805,7 +805,7 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
         before.has_mark_uid != n->o.has_mark_uid || strcmp(before.mark_uid, n->o.mark_uid) != 0;
     if (mark_differs || (n->o.has_mark_uid && !n->mg))
         relink_mark(c, n);
-    if (mark_differs && !n->mark_changed && !(n->dirty & D_NEW)) {
+    if (mark_differs && !n->mark_changed) {
         /* The mark before the batch: kept at its first change. */
         n->mark_changed = true;
         n->old_mark = before.has_mark_uid ? strdup(before.mark_uid) : NULL;
