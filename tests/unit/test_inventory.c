@@ -398,6 +398,15 @@ static void test_leave_and_enter_in_one_set(void **state)
     vs_cache_free(c);
 }
 
+/* remark appends a modification of the VM ref's marks: uid (and template
+ * "tmpl-1"), or none when uid is NULL. */
+static void remark(struct sb *b, const char *ref, const char *uid)
+{
+    obj_start(b, "modify", "VirtualMachine", ref);
+    ch_marks(b, uid, uid ? "tmpl-1" : NULL);
+    sb_add(b, "</objectSet>");
+}
+
 /* vs_cache_marked follows each VM's uid mark, wherever the VM is: moved to
  * another folder it stays listed; its mark changed, it moves to the other
  * list; its mark removed, or the VM gone, it leaves. The event of a batch
@@ -424,12 +433,8 @@ static void test_marked_follows_the_mark(void **state)
 
     /* Changed twice in one batch: the mark before the batch. */
     begin(&b);
-    obj_start(&b, "modify", "VirtualMachine", "vm-11");
-    ch_marks(&b, "uid-x", "tmpl-1");
-    sb_add(&b, "</objectSet>");
-    obj_start(&b, "modify", "VirtualMachine", "vm-11");
-    ch_marks(&b, "uid-c", "tmpl-1");
-    sb_add(&b, "</objectSet>");
+    remark(&b, "vm-11", "uid-x");
+    remark(&b, "vm-11", "uid-c");
     vm(&b, "enter", "vm-20", "b-1", "group-a", "poweredOn", 1, 1024, "uid-c");
     r.n = 0;
     assert_int_equal(feed(c, &b), 2);
@@ -440,9 +445,7 @@ static void test_marked_follows_the_mark(void **state)
     assert_string_equal(find_ev(&r, "vm-20")->old_mark, "-");
 
     begin(&b);
-    obj_start(&b, "modify", "VirtualMachine", "vm-11");
-    ch_marks(&b, NULL, NULL);
-    sb_add(&b, "</objectSet>");
+    remark(&b, "vm-11", NULL);
     r.n = 0;
     assert_int_equal(feed(c, &b), 1);
     assert_int_equal(vs_cache_marked(c, "uid-c", list, 4), 1);
@@ -451,12 +454,8 @@ static void test_marked_follows_the_mark(void **state)
 
     /* Unmarked before the batch: no old mark, however the batch went. */
     begin(&b);
-    obj_start(&b, "modify", "VirtualMachine", "vm-11");
-    ch_marks(&b, "uid-x", "tmpl-1");
-    sb_add(&b, "</objectSet>");
-    obj_start(&b, "modify", "VirtualMachine", "vm-11");
-    ch_marks(&b, "uid-c", "tmpl-1");
-    sb_add(&b, "</objectSet>");
+    remark(&b, "vm-11", "uid-x");
+    remark(&b, "vm-11", "uid-c");
     r.n = 0;
     assert_int_equal(feed(c, &b), 1);
     assert_string_equal(find_ev(&r, "vm-11")->old_mark, "-");
@@ -464,9 +463,7 @@ static void test_marked_follows_the_mark(void **state)
     /* Its mark changed, then the VM gone, in one batch: the removal says
      * the mark it had (the object, the last one). */
     begin(&b);
-    obj_start(&b, "modify", "VirtualMachine", "vm-11");
-    ch_marks(&b, "uid-s", "tmpl-1");
-    sb_add(&b, "</objectSet>");
+    remark(&b, "vm-11", "uid-s");
     leave(&b, "VirtualMachine", "vm-11");
     r.n = 0;
     assert_int_equal(feed(c, &b), 1);
@@ -475,12 +472,8 @@ static void test_marked_follows_the_mark(void **state)
 
     /* Marked again as it was within one batch: no change of mark. */
     begin(&b);
-    obj_start(&b, "modify", "VirtualMachine", "vm-20");
-    ch_marks(&b, "uid-y", "tmpl-1");
-    sb_add(&b, "</objectSet>");
-    obj_start(&b, "modify", "VirtualMachine", "vm-20");
-    ch_marks(&b, "uid-c", "tmpl-1");
-    sb_add(&b, "</objectSet>");
+    remark(&b, "vm-20", "uid-y");
+    remark(&b, "vm-20", "uid-c");
     r.n = 0;
     (void)feed(c, &b);
     assert_true(!find_ev(&r, "vm-20") || strcmp(find_ev(&r, "vm-20")->old_mark, "-") == 0);
