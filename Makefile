@@ -98,6 +98,21 @@ build/unit-support/%.o: tests/unit/%.c $(HDRS) $(UNIT_SUPPORT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -c -o $@ $<
 
+# The benchmarks' own programs (tests/bench/*.c, and the e2e vCenter
+# driver that converge, vc_cost and vs_clone time), optimized and without
+# sanitizers. `make test` builds them too, so that a change of an API they
+# use cannot leave `make bench` broken unnoticed.
+BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=build/bench/%) build/bench/vsdrv
+
+build/bench/vsdrv: tests/e2e/drivers/vsdrv.c build/libvmgroup.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< build/libvmgroup.a $(PKG_LIBS) -lm
+
+build/bench/%: tests/bench/%.c build/libvmgroup.a $(HDRS) $(wildcard tests/bench/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< build/libvmgroup.a $(PKG_LIBS) -lm
+
 build/unit-support/libunit.a: $(UNIT_SUPPORT_SRCS:tests/unit/%.c=build/unit-support/%.o)
 	@mkdir -p $(@D)
 	rm -f $@
@@ -161,10 +176,11 @@ fuzz: deps
 test: deps
 	@hack/env/tools ensure cluster
 	@$(MAKE) --no-print-directory build
-	@$(MAKE) --no-print-directory $(UNIT_BINS) $(DRIVER_BINS)
+	@$(MAKE) --no-print-directory $(UNIT_BINS) $(DRIVER_BINS) $(BENCH_BINS)
 	@tests/run all $(UNIT_BINS)
 
 bench: tools build
+	@$(MAKE) --no-print-directory $(BENCH_BINS)
 	@tests/bench/run
 
 # make demo: the operator deployed with make image, image-push and deploy

@@ -123,7 +123,7 @@ static void on_created(void *data, const struct kube_result *res)
                                                   .message = "All 2 VMs are running.",
                                                   .last_transition_time = "2026-01-01T00:00:00Z"};
     patch = cJSON_CreateObject();
-    if (!patch || !cJSON_IsString(name) || vmgroup_status_to_json(&st, &status) < 0)
+    if (!patch || !cJSON_IsString(name) || vmgroup_status_to_json(&st, NULL, &status) < 0)
         goto fail;
     if (!cJSON_AddItemToObject(patch, "status", status)) {
         cJSON_Delete(status);

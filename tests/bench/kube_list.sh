@@ -35,14 +35,10 @@ make -s --no-print-directory build >&2 || {
 	exit 1
 }
 manager=${VMG_BIN:-$top/bin/vmgroup-operator}
-mkvar() { make -s --no-print-directory --eval 'print-var-%: ; @echo $($*)' "print-var-$1"; }
-cflags=$(mkvar ALL_CFLAGS)
-libs=$(mkvar PKG_LIBS)
-mkdir -p build/bench
-# shellcheck disable=SC2086 # word splitting of the flags is wanted
-cc $cflags -o build/bench/kube_list tests/bench/kube_list.c build/libvmgroup.a $libs -lm
-# shellcheck disable=SC2086
-cc $cflags -o build/bench/lib_floor tests/bench/lib_floor.c $libs
+make -s --no-print-directory build/bench/kube_list build/bench/lib_floor >&2 || {
+	say "building tests/bench/kube_list.c or lib_floor.c failed"
+	exit 1
+}
 
 own_env=0
 if [ -n "${ENV_DIR:-}" ] && [ -f "$ENV_DIR/env" ]; then

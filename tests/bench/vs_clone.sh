@@ -11,8 +11,8 @@
 #                                       environment, else starts its own)
 #   VS_BENCH_CLONES=64 VS_BENCH_N="1 8 32" VS_BENCH_IDLE=10   (the defaults)
 #
-# The driver is tests/e2e/drivers/vsdrv.c, built here without sanitizers
-# against build/libvmgroup.a.
+# The driver is tests/e2e/drivers/vsdrv.c, built without sanitizers
+# against build/libvmgroup.a (build/bench/vsdrv).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$top"
@@ -23,14 +23,8 @@ idle=${VS_BENCH_IDLE:-10}
 
 say() { printf 'vs_clone: %s\n' "$*" >&2; }
 
-# The driver, optimized and without sanitizers.
-make --no-print-directory build/libvmgroup.a >&2
-mkdir -p build/bench
-pkgs="libuv libcurl openssl libxml-2.0 libcjson yaml-0.1"
-# shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE -O2 -g -I. $(pkg-config --cflags $pkgs) \
-	-o build/bench/vsdrv tests/e2e/drivers/vsdrv.c build/libvmgroup.a \
-	$(pkg-config --libs $pkgs) -lhttp_parser -lm
+# The driver, optimized and without sanitizers (the Makefile's rule).
+make --no-print-directory build/bench/vsdrv >&2
 drv=$top/build/bench/vsdrv
 
 # An environment: the caller's, or one of our own.
