@@ -664,8 +664,14 @@ static void on_note(void *data, const struct informer_note *n)
                  n->count);
         break;
     case INFORMER_NOTE_GONE:
-        vmg_logf(VMG_LOG_INFO, "informer", NULL, NULL,
-                 "resourceVersion %s expired (410); listing again", n->rv);
+        if (n->retry_ms == 0)
+            vmg_logf(VMG_LOG_INFO, "informer", NULL, NULL,
+                     "resourceVersion %s expired (410); listing again", n->rv);
+        else
+            vmg_logf(VMG_LOG_WARN, "informer", NULL, NULL,
+                     "resourceVersion %s expired (410) again, with no event since the last "
+                     "list; listing again in %llu ms",
+                     n->rv, (unsigned long long)n->retry_ms);
         break;
     case INFORMER_NOTE_ERROR:
         vmg_logf(VMG_LOG_WARN, "informer", NULL, NULL,

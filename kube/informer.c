@@ -66,7 +66,7 @@ struct informer {
     enum next next;
     kube_req *req;
     unsigned failures; /* consecutive, for the backoff */
-    unsigned gones;    /* consecutive 410s without an event between */
+    unsigned gones;    /* consecutive 410s, with no watch event or stable watch between */
     bool rewatch;      /* the watch is being canceled to start another */
     enum informer_list_mode mode;
     bool streaming; /* a streaming list's initial events are arriving */
@@ -596,7 +596,11 @@ static void list_finished(struct informer *inf, const char *op)
     struct informer_note n = {0};
 
     list_end(inf);
-    inf->failures = 0;
+    /* A list that 410s made, back to back, keeps the backoff growing:
+     * a server that expires every watch at once (or a proxy answering 410)
+     * would otherwise be listed in full about every base delay. */
+    if (inf->gones == 0)
+        inf->failures = 0;
     n.kind = INFORMER_NOTE_LISTED;
     n.op = op;
     n.count = inf->count;
@@ -687,10 +691,13 @@ static void start_list(struct informer *inf)
 static int on_watch_line(void *data, const char *line, size_t len)
 {
     struct informer *inf = data;
+    bool listing = inf->streaming;
     int r;
 
     r = apply_line(inf, line, len, &inf->watch_status);
-    if (r == 0 && len > 0)
+    /* An event of the watch proper (not one of a streaming list's, nor
+     * the bookmark that ends them) ends a run of 410s. */
+    if (r == 0 && len > 0 && !listing)
         inf->gones = 0;
     return r;
 }
@@ -742,8 +749,10 @@ static void on_watch_done(void *data, const struct kube_result *res)
         stream_failed(inf, res);
         return;
     }
-    if (lasted >= STABLE_WATCH_MS || inf->watch_events > 0)
+    if (lasted >= STABLE_WATCH_MS || inf->watch_events > 0) {
         inf->failures = 0;
+        inf->gones = 0;
+    }
     if (res->err == VMG_ECANCELED && inf->rewatch) {
         inf->rewatch = false;
         start_watch(inf);
@@ -762,17 +771,19 @@ static void on_watch_done(void *data, const struct kube_result *res)
         n.message = res->message;
     }
     if (res->err == VMG_EGONE) {
+        /* List again at once, unless 410s come back to back. */
+        d = inf->gones++ == 0 ? 0 : next_backoff(inf, 0);
         n.kind = INFORMER_NOTE_GONE;
+        n.retry_ms = d;
         inf->stats.gone++;
         note(inf, &n);
         /* The note may have closed the informer: nothing may start then. */
         if (inf->closing)
             return;
-        /* List again at once, unless 410s come back to back. */
-        if (inf->gones++ == 0)
+        if (d == 0)
             start_list(inf);
         else
-            wait_then(inf, NEXT_LIST, next_backoff(inf, 0));
+            wait_then(inf, NEXT_LIST, d);
         return;
     }
     if (res->err == 0) {

@@ -101,7 +101,7 @@ enum informer_note_kind {
     INFORMER_NOTE_SYNCED,      /* the first list finished: count */
     INFORMER_NOTE_WATCHING,    /* a watch was sent: rv */
     INFORMER_NOTE_WATCH_ENDED, /* the server ended a watch: events, rv */
-    INFORMER_NOTE_GONE,        /* rv expired (410): listing again; status, message */
+    INFORMER_NOTE_GONE,        /* rv expired (410): listing again; status, message, retry_ms */
     INFORMER_NOTE_ERROR,       /* a list or watch failed: op, err..., retry_ms */
     INFORMER_NOTE_BAD_OBJECT,  /* an object could not be decoded and is left out: key, message */
 };
@@ -117,7 +117,7 @@ struct informer_note {
     const char *rv;
     const char *key;
     size_t count, added, updated, deleted, events;
-    uint64_t retry_ms; /* ERROR: when the next attempt comes */
+    uint64_t retry_ms; /* ERROR, GONE: when the next attempt comes (GONE: 0, at once) */
 };
 
 /* How the informer lists. */

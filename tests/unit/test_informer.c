@@ -868,6 +868,7 @@ struct st {
     kube_client *kc;
     struct informer *inf;
     char notes[32][160];
+    uint64_t retry_ms[32]; /* each note's */
     int nnotes;
     int adds, updates, deletes;
     int step;                         /* the test's script position */
@@ -887,6 +888,8 @@ static void st_note(void *data, const struct informer_note *n)
                                         "ended", "gone",   "error",  "bad"};
 
     assert_false(t->inf_closed);
+    if (t->nnotes < 32)
+        t->retry_ms[t->nnotes] = n->retry_ms;
     if (t->nnotes < 32)
         snprintf(t->notes[t->nnotes++], sizeof(t->notes[0]), "%s %s %ld a%zu u%zu d%zu rv=%s",
                  kinds[n->kind], n->op, n->status, n->added, n->updated, n->deleted, n->rv);
@@ -1309,6 +1312,78 @@ static void test_informer_restarts_stalled_watch(void **state)
     st_stop(t, false);
 }
 
+/* A server that expires every watch at once: a paged list's watch is
+ * answered 410, a streaming list's ends in an ERROR 410 event right after
+ * the bookmark that ends its initial events. */
+static void h_always_gone(struct srv *s, int i, struct sconn *c)
+{
+    static const char *const a[] = {"a"};
+    const char *target = s->reqs[i].target;
+
+    if (strstr(target, "sendInitialEvents=true")) {
+        srv_stream_start(c);
+        send_obj_line(c, "ADDED", "a", "5", false);
+        srv_stream_send(
+            c,
+            "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/"
+            "initial-events-end\":\"true\"},\"resourceVersion\":\"7\"}}}\n",
+            false);
+        srv_stream_send(c,
+                        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
+                        "\"reason\":\"Expired\",\"message\":\"too old\"}}\n",
+                        false);
+        s->held = c;
+    } else if (strstr(target, "watch=1")) {
+        srv_reply(c, 410, NULL,
+                  "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"too old resource "
+                  "version: 10 (20)\",\"reason\":\"Expired\",\"code\":410}");
+    } else {
+        list_page_reply(c, "10", NULL, a, 1);
+    }
+}
+
+/* 410s back to back, each list between them a success: the first relist
+ * goes at once, the next ones after a backoff that grows (10 ms, 20 ms, at
+ * most 40 ms in these tests, less up to a quarter of jitter), as a
+ * successful list does not reset it; before, it restarted from its base
+ * at each list (about a full list a second with the defaults), or, when
+ * streaming, the list's own bookmark counted as an event between and
+ * every relist went at once. */
+static void expect_gone_backoff(enum informer_list_mode mode)
+{
+    struct st *t = st_start(h_always_gone, mode);
+    uint64_t retry[4];
+    int n = 0;
+
+    uv_timer_start(&t->dog, st_watchdog, 10000, 0);
+    while (n < 4) {
+        uv_run(&t->loop, UV_RUN_ONCE);
+        n = 0;
+        for (int i = 0; i < t->nnotes && n < 4; i++)
+            if (strncmp(t->notes[i], "gone watch 410 ", 15) == 0)
+                retry[n++] = t->retry_ms[i];
+    }
+    uv_timer_stop(&t->dog);
+    assert_int_equal(retry[0], 0);
+    assert_in_range(retry[1], 8, 10);
+    assert_in_range(retry[2], 16, 20);
+    assert_in_range(retry[3], 31, 40);
+    assert_int_equal(informer_count(t->inf), 1);
+    st_stop(t, false);
+}
+
+static void test_gone_back_to_back_paged(void **state)
+{
+    (void)state;
+    expect_gone_backoff(INFORMER_LIST_PAGED);
+}
+
+static void test_gone_back_to_back_streamed(void **state)
+{
+    (void)state;
+    expect_gone_backoff(INFORMER_LIST_STREAM);
+}
+
 /* st_after_close runs the loop for a while after the informer closed
  * itself from its on_note, then closes the client and the server. A
  * request the informer had sent after its close would reach the server,
@@ -1398,6 +1473,8 @@ int main(void)
         cmocka_unit_test(test_informer_streams),
         cmocka_unit_test(test_informer_not_starved_by_hurried_writes),
         cmocka_unit_test(test_informer_restarts_stalled_watch),
+        cmocka_unit_test(test_gone_back_to_back_paged),
+        cmocka_unit_test(test_gone_back_to_back_streamed),
         cmocka_unit_test(test_note_closes_on_gone),
         cmocka_unit_test(test_note_closes_on_stream_end),
     };
