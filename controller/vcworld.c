@@ -23,9 +23,11 @@
 #define LOGGER "vcenter"
 #define MAX_FOLDER_VMS VMGROUP_REPLICAS_MAX
 /* The most objects other than VMs in a group's folder whose names the
- * planner hears of, to skip (a clone of a name held beyond these fails
- * with DuplicateName, which vsphere says is a conflict). */
-#define MAX_FOLDER_OTHERS 256
+ * planner hears of, to skip: as many as its VMs (a clone of a name held
+ * beyond these fails with DuplicateName, which vsphere says is a
+ * conflict). The arrays' pages are touched only as far as a folder
+ * fills them. */
+#define MAX_FOLDER_OTHERS MAX_FOLDER_VMS
 #define PASS_POLL_MS 5000                              /* how often VC_PASS_FILE is looked at */
 #define BAD_PASSWORD "incorrect user name or password" /* vsphere/session.c's words */
 
