@@ -599,11 +599,29 @@ static void holding_record(struct leader *le, const struct leader_record *old,
         snprintf(ret->resource_version, sizeof(ret->resource_version), "%s", old->resource_version);
 }
 
+/* other_holds: the record last read names another holder, whose lease,
+ * counted from when this process saw the record change, has not expired. */
+static bool other_holds(const struct leader *le, uint64_t now)
+{
+    const struct leader_record *r = &le->observed;
+
+    return le->have_observed && r->holder[0] && strcmp(r->holder, le->identity) != 0 &&
+           le->observed_ms + (uint64_t)(r->lease_duration_s > 0 ? r->lease_duration_s : 0) * 1000u >
+               now;
+}
+
 static void got_lease(struct leader *le, int err, const cJSON *obj, const char *msg)
 {
     uint64_t now = now_ms(le);
     struct leader_record rec, want;
     if (err == VMG_ENOTFOUND) {
+        /* Deleted while another held it (by hand: a release only clears
+         * it): the holder acts on until it next reads the Lease, so it is
+         * held until the lease last seen expires, as if unchanged. */
+        if (other_holds(le, now)) {
+            try_failed(le, 0, NULL);
+            return;
+        }
         holding_record(le, NULL, &want);
         start_write(le, OP_CREATE, &want);
         return;
@@ -620,10 +638,7 @@ static void got_lease(struct leader *le, int err, const cJSON *obj, const char *
     report_leader(le, rec.holder);
     if (le->closing)
         return;
-    bool other = rec.holder[0] && strcmp(rec.holder, le->identity) != 0;
-    if (other &&
-        le->observed_ms + (uint64_t)(rec.lease_duration_s > 0 ? rec.lease_duration_s : 0) * 1000u >
-            now) {
+    if (other_holds(le, now)) {
         if (le->state == ST_LEADER) {
             char m[3 * LEADER_MAX_NAME + 64];
             snprintf(m, sizeof(m), "the Lease %s/%s is held by %s", le->ns, le->name, rec.holder);

@@ -506,6 +506,35 @@ static void test_held_not_expired_then_expired(void **state)
     assert_int_equal(b->new_leader, 2);
 }
 
+/* A Lease deleted by hand while another holds it: that holder acts on
+ * until it next reads the Lease, so a candidate takes it only once the
+ * lease it last saw has expired, not at its next try. */
+static void test_deleted_while_held(void **state)
+{
+    struct world *w = *state;
+    store_put(&w->store, "other", 15, "2023-11-14T22:13:20.000000Z", 3);
+    struct cand *b = make(w, 1, "b");
+    w->jitter = 0.0;
+
+    leader_poll(b->le);
+    assert_int_equal(deliver_one(&b->io), R_GET);
+    assert_false(leader_is_leader(b->le));
+    cJSON_Delete(w->store.lease);
+    w->store.lease = NULL;
+
+    /* Read absent every try, for 14.9 s since "other" was seen: held. */
+    run_for(w, 14900, 100);
+    assert_false(leader_is_leader(b->le));
+    assert_int_equal(w->store.writes, 0);
+    assert_null(w->store.lease);
+
+    /* Once that lease has expired, the Lease is made anew. */
+    run_for(w, 200, 100);
+    assert_true(leader_is_leader(b->le));
+    assert_int_equal(b->started, 1);
+    assert_string_equal(stored(&w->store).holder, "b");
+}
+
 static void test_expiry_counts_from_last_change(void **state)
 {
     struct world *w = *state;
@@ -1015,6 +1044,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_new_validates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acquire_when_absent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_not_expired_then_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deleted_while_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_counts_from_last_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_candidate_wakes_at_expiry_and_jitters, setup,
                                         teardown),
