@@ -9,7 +9,8 @@
  * ERROR event with code 410) it lists again and replaces the cache,
  * notifying the differences only: an add for a new key, an update for a key
  * whose resourceVersion changed, a delete for a key the list no longer
- * holds.
+ * holds. It lists again at once, and after the backoff below when 410s
+ * come back to back (no event and no stable watch between them).
  *
  * Lists come in one of two ways (informer_opts.list_mode). A paged list
  * GETs the collection in pages (limit 500) and then starts a watch. A
