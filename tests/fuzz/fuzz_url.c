@@ -60,18 +60,19 @@ static void check_sdk_url(const char *host)
             abort();
         /* User information (before the last '@') may hold a password:
          * the error may show it only where VC_HOST shows it with the user
-         * information masked ("***"), e.g. the same text after the '@',
-         * or the mask's '*' followed by a host that ends the secret. */
+         * information masked ("***") and quoted, e.g. the same text after
+         * the '@', or the mask's '*' followed by a host and the closing
+         * quote that end the secret. */
         if (at) {
             const char *from = scheme && scheme < at ? scheme + 3 : host;
             size_t n = (size_t)(at - from);
-            size_t mlen = strlen(host) + 4;
+            size_t mlen = strlen(host) + 6;
             char secret[256], *masked = malloc(mlen);
 
             if (masked && n >= 4 && n < sizeof(secret)) {
                 memcpy(secret, from, n);
                 secret[n] = '\0';
-                snprintf(masked, mlen, "%.*s***%s", (int)(from - host), host, at);
+                snprintf(masked, mlen, "\"%.*s***%s\"", (int)(from - host), host, at);
                 if (strpbrk(secret, "!$%&=") && !strstr(masked, secret) && strstr(err, secret))
                     abort();
             }
