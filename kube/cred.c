@@ -20,6 +20,7 @@
 
 #include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/file.h"
 
 void kcred_free_str(char *p)
 {
@@ -41,7 +42,9 @@ char *kcred_dup(const char *s, size_t len)
 
 /* kcred_read_file reads all of path (at most max bytes) into a new NUL-terminated
  * buffer. The file's status, taken before reading, goes to *ret_st when
- * ret_st is not NULL. Returns 0, a negated errno or VMG_ETOOBIG. */
+ * ret_st is not NULL. Returns 0, a negated errno, VMG_ETOOBIG, or
+ * VMG_ENOTREG for what is not a regular file (a FIFO, a device), which is
+ * never opened for blocking reads. */
 int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, struct stat *ret_st)
 {
     struct stat st;
@@ -49,20 +52,13 @@ int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, s
     size_t size, len;
     char *out;
     int r = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Never a FIFO or a device: a token file is read again on the loop. */
+    int fd = vmg_open_regular(path, &st);
     if (fd < 0)
-        return -errno;
+        return fd;
     /* One byte more than max: a file of max bytes is read, a longer one
      * is found out when that byte arrives. */
     vmg_buf_init(&b, max + 1, VMG_BUF_WIPE);
-    if (fstat(fd, &st) < 0) {
-        r = -errno;
-        goto out;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        r = -EISDIR;
-        goto out;
-    }
     /* The size stat gives, and one byte to see the end: one allocation for
      * a file that does not change while it is read. */
     size = st.st_size > 0 && (size_t)st.st_size < max ? (size_t)st.st_size + 1 : 0;

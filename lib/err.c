@@ -38,6 +38,8 @@ const char *vmg_strerror(int code)
         return "ambiguous";
     case VMG_EUNKNOWN:
         return "outcome unknown";
+    case VMG_ENOTREG:
+        return "not a regular file";
     default:
         break;
     }

@@ -25,6 +25,7 @@ enum {
     VMG_ECANCELED = -(VMG_EBASE + 13),  /* the operation was canceled */
     VMG_EAMBIGUOUS = -(VMG_EBASE + 14), /* more than one object matches */
     VMG_EUNKNOWN = -(VMG_EBASE + 15),   /* an operation's outcome cannot be known */
+    VMG_ENOTREG = -(VMG_EBASE + 16),    /* a file read is a FIFO, a device, a socket */
 };
 
 /* vmg_strerror returns a static description of code; never NULL. */

@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 
 #include "lib/err.h"
+#include "lib/file.h"
 #include "lib/log.h"
 #include "lib/str.h"
 
@@ -44,9 +45,9 @@ int vmg_secret_file_read(const char *path, char *buf, size_t size, char *err, si
         vmg_putf(err, errlen, "no secret file given");
         return VMG_ECONFIG;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = vmg_open_regular(path, NULL);
     if (fd < 0) {
-        vmg_putf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        vmg_putf(err, errlen, "cannot open %s: %s", path, vmg_strerror(fd));
         return VMG_ECONFIG;
     }
     while (len < sizeof(tmp)) {

@@ -11,8 +11,9 @@
 
 /* vmg_secret_file_read reads the secret in path into buf (size bytes, at
  * least 2, NUL-terminated). Returns its length, or VMG_ECONFIG with one
- * sentence in err naming the file (never the content): unreadable, empty,
- * longer than VMG_SECRET_FILE_MAX or size - 1, or holding a NUL byte. */
+ * sentence in err naming the file (never the content): unreadable, not a
+ * regular file, empty, longer than VMG_SECRET_FILE_MAX or size - 1, or
+ * holding a NUL byte. */
 int vmg_secret_file_read(const char *path, char *buf, size_t size, char *err, size_t errlen);
 
 /* vmg_secret_replace makes *slot (NULL or from malloc) a copy of secret,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -13,6 +14,7 @@
 
 #include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/file.h"
 
 struct vmg_tls {
     uv_loop_t *loop;
@@ -57,13 +59,17 @@ static void wipe_str(char *p)
 
 static int read_file(const char *path, char **ret)
 {
-    FILE *f = fopen(path, "re");
+    int fd = vmg_open_regular(path, NULL); /* never a FIFO: it is read again on the loop */
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     char *buf = NULL;
     size_t n;
     int r = VMG_ECONFIG;
 
-    if (!f)
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return VMG_ECONFIG;
+    }
     setvbuf(f, NULL, _IONBF, 0); /* no copy of a key in stdio's buffer */
     buf = malloc(VMG_TLS_MAX_PEM + 1);
     if (!buf) {

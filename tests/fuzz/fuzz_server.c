@@ -13,7 +13,7 @@
  * answers and one final error; nothing follows an error; the connection
  * is gone at the end and no request is left unanswered.
  *
- * fuzz-sources: lib/server.c lib/server_req.c lib/tls.c lib/err.c
+ * fuzz-sources: lib/server.c lib/server_req.c lib/tls.c lib/err.c lib/file.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  */
 #include <errno.h>

@@ -791,6 +791,34 @@ static void test_no_secrets_in_messages(void **state)
     assert_null(strstr(t->err, "SECRET"));
 }
 
+/* A FIFO named where a file is expected (a tokenFile, a certificate
+ * authority) is refused at once: opening it waited for a writer, forever
+ * at the start, and a token file read again would have stopped the
+ * loop. */
+static void test_fifo_refused(void **state)
+{
+    struct t *t = *state;
+    char fifo[PATH_MAX];
+    static const char *const texts[][2] = {
+        {"", "    tokenFile: fifo\n"},
+        {"    certificate-authority: fifo\n", ""},
+    };
+
+    tpath(t, "fifo", fifo, sizeof(fifo));
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        char *text = kc(texts[i][0], texts[i][1]);
+        kcfg *c = NULL;
+
+        assert_int_equal(load_text(t, text, &c), VMG_ECONFIG);
+        assert_null(c);
+        assert_has(t->err, fifo);
+        assert_has(t->err, "not a regular file");
+        free(text);
+    }
+    unlink(fifo);
+}
+
 /* ---- exec credential plugins ---- */
 
 struct done_rec {
@@ -1413,6 +1441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_canceled_by_free, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_refresh_without_exec, setup, teardown),
         cmocka_unit_test(test_parse_time),
         cmocka_unit_test_setup_teardown(test_tls_handshake_with_server_name_and_client_cert, setup,

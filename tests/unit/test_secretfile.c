@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/err.h"
@@ -87,6 +88,21 @@ static void test_refused_and_named(void **state)
     assert_non_null(strstr(err, "/nonexistent/vc-pass"));
 }
 
+/* A FIFO is refused at once (opening it waited for a writer: the start,
+ * or the loop when a rotated VC_PASS_FILE is read again, hung). */
+static void test_fifo_refused(void **state)
+{
+    char buf[64], err[256], fifo[80];
+
+    (void)state;
+    snprintf(fifo, sizeof(fifo), "%s.fifo", path);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(vmg_secret_file_read(fifo, buf, sizeof(buf), err, sizeof(err)), VMG_ECONFIG);
+    assert_non_null(strstr(err, fifo));
+    assert_non_null(strstr(err, "not a regular file"));
+    unlink(fifo);
+}
+
 static void test_replace(void **state)
 {
     char *slot = NULL;
@@ -121,6 +137,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_newline_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_and_named, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_refused, setup, teardown),
         cmocka_unit_test(test_replace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
