@@ -1153,6 +1153,9 @@ int manager_run(const struct vmg_options *o)
         vmg_http_close(m->http, NULL, NULL);
         m->http = NULL;
     }
+    /* An exec plugin still running (a refresh when the stop came) closes
+     * its own handles, which close_walk would otherwise close under it. */
+    kcfg_exec_stop(m->cfg);
     uv_walk(&m->loop, close_walk, NULL);
     uv_run(&m->loop, UV_RUN_DEFAULT);
     uv_loop_close(&m->loop);

@@ -46,7 +46,8 @@ struct kcfg_exec {
     int have; /* a credential was fetched */
     int invalid;
     struct kexec_cred cred;
-    kexec *run; /* the plugin running, if any */
+    kexec *run;  /* the plugin running, if any */
+    int stopped; /* kcfg_exec_stop: no run starts again */
 };
 
 struct kcfg {
@@ -992,6 +993,8 @@ int kcfg_exec_refresh(kcfg *c, uv_loop_t *loop, void (*done)(void *data, int err
     if (!c || !loop || !done || !c->exec)
         return -EINVAL;
     e = c->exec;
+    if (e->stopped)
+        return VMG_ECANCELED;
     if (e->run)
         return kexec_join(e->run, done, data);
     json = exec_info(c);
@@ -1011,6 +1014,19 @@ int kcfg_exec_refresh(kcfg *c, uv_loop_t *loop, void (*done)(void *data, int err
     r = kexec_start(loop, &spec, exec_result, e, done, data, &e->run);
     free(json);
     return r;
+}
+
+void kcfg_exec_stop(kcfg *c)
+{
+    struct kcfg_exec *e = c ? c->exec : NULL;
+
+    if (!e)
+        return;
+    e->stopped = 1;
+    if (e->run) {
+        kexec_cancel(e->run);
+        e->run = NULL;
+    }
 }
 
 /* ---- kcfg_free ---- */

@@ -150,10 +150,18 @@ void kcfg_invalidate(kcfg *c);
  * kcfg_free came first) and a message naming the command and what happened
  * (exit status and the first line of stderr, bounded), valid during the
  * call. On failure the previous credential, if any, is kept.
- * Returns 0, or -EINVAL (no exec plugin, NULL arguments) or -ENOMEM, in which
- * case done is never called. */
+ * Returns 0, or -EINVAL (no exec plugin, NULL arguments), -ENOMEM or
+ * VMG_ECANCELED (after kcfg_exec_stop), in which case done is never
+ * called. */
 int kcfg_exec_refresh(kcfg *c, uv_loop_t *loop, void (*done)(void *data, int err, const char *msg),
                       void *data);
+
+/* kcfg_exec_stop kills a running exec plugin as kcfg_free does (its
+ * refresh callbacks are called with VMG_ECANCELED once the loop has
+ * closed its handles) and makes kcfg_exec_refresh answer VMG_ECANCELED
+ * from then on: a program that closes every handle left on its loop
+ * before kcfg_free calls it first, while the loop still runs. */
+void kcfg_exec_stop(kcfg *c);
 
 #ifdef VMG_TESTING
 /* What kcfg_apply would set, for unit tests. Pointers belong to c. */

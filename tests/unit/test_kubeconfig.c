@@ -1135,6 +1135,41 @@ static void test_exec_canceled_by_free(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void close_any(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* A program that stops closes every handle left on its loop (the manager
+ * does, after a stop that took too long), and frees the configuration only
+ * once the loop is closed: kcfg_exec_stop, first, lets a plugin still
+ * running close its own handles and call its callbacks; a refresh after
+ * it starts nothing. Before, the handles closed under the run made
+ * kcfg_free close them again (libuv aborts on that). */
+static void test_exec_stopped_before_the_loop_closes(void **state)
+{
+    struct t *t = *state;
+    struct done_rec d = {0}, late = {0};
+    uv_loop_t loop;
+    kcfg *c = exec_load(t, "client.authentication.k8s.io/v1", "[sleep]", "");
+
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(kcfg_exec_refresh(c, &loop, on_done, &d), 0);
+    kcfg_exec_stop(c);
+    kcfg_exec_stop(c); /* again: nothing more */
+    assert_int_equal(kcfg_exec_refresh(c, &loop, on_done, &late), VMG_ECANCELED);
+    uv_walk(&loop, close_any, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.err, VMG_ECANCELED);
+    assert_int_equal(late.calls, 0);
+    kcfg_free(c);
+    kcfg_exec_stop(NULL);
+}
+
 static void test_exec_refresh_without_exec(void **state)
 {
     struct t *t = *state;
@@ -1441,6 +1476,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_canceled_by_free, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_stopped_before_the_loop_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_refresh_without_exec, setup, teardown),
         cmocka_unit_test(test_parse_time),
