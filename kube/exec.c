@@ -24,7 +24,8 @@ extern char **environ;
 #define MAX_EXEC_OUT (1u << 20) /* an exec plugin's stdout */
 #define MAX_EXEC_ERR 4096       /* what is kept of its stderr */
 #define EXEC_ERR_LINE 200       /* what of that a message shows */
-#define EXEC_GRACE_MS 2000      /* after SIGKILL, before giving up on the pipes */
+/* After SIGKILL, or the plugin's exit, before giving up on the pipes. */
+#define EXEC_GRACE_MS 2000
 
 struct exec_waiter {
     struct exec_waiter *next;
@@ -100,12 +101,14 @@ static void exec_maybe_finish(struct kexec *run)
 static void exec_on_timer(uv_timer_t *t)
 {
     struct kexec *run = t->data;
-    if (!run->killed) {
+    if (!run->killed && !run->exited) {
         run->timed_out = 1;
         exec_kill(run);
         return;
     }
-    exec_start_close(run); /* killed, and the pipes still not closed */
+    /* Killed, or exited, and the pipes still not closed: a process the
+     * plugin left running holds them. What the plugin wrote is read. */
+    exec_start_close(run);
 }
 
 static void exec_on_exit(uv_process_t *p, int64_t status, int sig)
@@ -115,6 +118,14 @@ static void exec_on_exit(uv_process_t *p, int64_t status, int sig)
     run->exit_status = status;
     run->term_signal = sig;
     exec_maybe_finish(run);
+    /* A process the plugin started in the background (an agent, a cache)
+     * may keep its stdout or stderr open for as long as it runs: the
+     * plugin's output is in the pipes by now, so the run ends
+     * EXEC_GRACE_MS after the exit, with what was read, not at the
+     * timeout as a failure. That process is the plugin's and is left
+     * alone. */
+    if (!run->closing && !run->killed)
+        uv_timer_start(&run->timer, exec_on_timer, EXEC_GRACE_MS, 0);
 }
 
 static void exec_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

@@ -1,7 +1,9 @@
 /* exec.h: client-go exec credential plugins, run on the loop. A run spawns
  * the plugin (in its own process group, with a filtered environment and
  * KUBERNETES_EXEC_INFO), reads its stdout (bounded) and stderr, kills it
- * after a timeout and parses the ExecCredential it printed. kubeconfig.c
+ * after a timeout and parses the ExecCredential it printed: once it has
+ * exited and both pipes have closed, or 2 s after its exit when a process
+ * it left running still holds them (that process is left alone). kubeconfig.c
  * says what to run and keeps the credential; it reaches this file only
  * through kcfg_exec_refresh.
  *

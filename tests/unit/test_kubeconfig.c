@@ -1096,6 +1096,39 @@ static void test_exec_failures(void **state)
     }
 }
 
+/* A plugin that leaves a process running that holds its stdout and
+ * stderr (an agent it starts) has printed its credential all the same: it
+ * is taken 2 s after the plugin's exit (EXEC_GRACE_MS), not refused as
+ * "did not finish" at the timeout; the process is left alone. */
+static void test_exec_plugin_leaves_a_process(void **state)
+{
+    struct t *t = *state;
+    char info[PATH_MAX], pidf[PATH_MAX + 8];
+    struct done_rec d;
+    uint64_t start;
+    FILE *f;
+    int pid = 0;
+    kcfg *c;
+
+    t->o.exec_timeout_ms = 20000;
+    c = exec_load(t, "client.authentication.k8s.io/v1", "[linger]", "");
+    start = uv_hrtime();
+    run_refresh(c, &d);
+    if (d.err != 0)
+        fail_msg("refresh failed: %s", d.msg);
+    assert_true(uv_hrtime() - start < 10000ull * 1000000);
+    assert_auth(c, "Authorization: Bearer exec-abc");
+    snprintf(pidf, sizeof(pidf), "%s.linger", tpath(t, "info.json", info, sizeof(info)));
+    f = fopen(pidf, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%d", &pid), 1);
+    fclose(f);
+    assert_int_equal(kill(pid, 0), 0); /* still running: left alone */
+    kill(pid, SIGKILL);
+    unlink(pidf);
+    kcfg_free(c);
+}
+
 static void test_exec_not_found(void **state)
 {
     struct t *t = *state;
@@ -1478,6 +1511,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_canceled_by_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_stopped_before_the_loop_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_plugin_leaves_a_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_refresh_without_exec, setup, teardown),
         cmocka_unit_test(test_parse_time),
         cmocka_unit_test_setup_teardown(test_tls_handshake_with_server_name_and_client_cert, setup,
