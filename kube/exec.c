@@ -17,6 +17,7 @@
 #include "kube/cred.h"
 #include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/jsonwipe.h"
 #include "lib/str.h"
 
 extern char **environ;
@@ -293,14 +294,12 @@ int kexec_parse_cred(const char *out, size_t len, const char *command, const cha
         kexec_cred_clear(cr);
     }
 out:
-    if (j) {
-        /* Wipe the credential's copies inside the parsed tree. */
-        if (tok && cJSON_IsString(tok))
-            OPENSSL_cleanse(tok->valuestring, strlen(tok->valuestring));
-        if (key && cJSON_IsString(key))
-            OPENSSL_cleanse(key->valuestring, strlen(key->valuestring));
-        cJSON_Delete(j);
-    }
+    /* The whole tree, wiped: the credential's copies in it are there also
+     * when the output was refused before they were looked at (a kind or
+     * apiVersion not the one asked for), and a string may go on after a
+     * NUL ("\u0000"). */
+    json_wipe(j);
+    cJSON_Delete(j);
     return r;
 }
 

@@ -163,6 +163,30 @@ int kfile_bool(struct kfile *f, yaml_node_t *map, const char *key, const char *w
                       f->path, key, what);
 }
 
+/* A kubeconfig holds tokens and keys: libyaml's copies of it are wiped
+ * before libyaml frees them. The parser's: its working and raw buffers
+ * (the input, decoded), and the scalars of tokens not yet loaded (a
+ * document that failed). The document's: every scalar's value, when the
+ * file is done with. What libyaml's own realloc gave back while a buffer
+ * grew is beyond reach (libyaml takes no allocator). */
+static void kfile_wipe_parser(yaml_parser_t *p)
+{
+    if (p->buffer.start)
+        vmg_wipe(p->buffer.start, (size_t)(p->buffer.end - p->buffer.start));
+    if (p->raw_buffer.start)
+        vmg_wipe(p->raw_buffer.start, (size_t)(p->raw_buffer.end - p->raw_buffer.start));
+    for (yaml_token_t *t = p->tokens.head; t && t != p->tokens.tail; t++)
+        if (t->type == YAML_SCALAR_TOKEN && t->data.scalar.value)
+            vmg_wipe(t->data.scalar.value, t->data.scalar.length);
+}
+
+static void kfile_wipe_document(yaml_document_t *d)
+{
+    for (yaml_node_t *n = d->nodes.start; n && n < d->nodes.top; n++)
+        if (n->type == YAML_SCALAR_NODE && n->data.scalar.value)
+            vmg_wipe(n->data.scalar.value, n->data.scalar.length);
+}
+
 static int kfile_parse(struct kfile *f, const char *buf, size_t len, char *errbuf, size_t errlen)
 {
     yaml_parser_t p;
@@ -188,6 +212,7 @@ static int kfile_parse(struct kfile *f, const char *buf, size_t len, char *errbu
     else if (f->root->type != YAML_MAPPING_NODE)
         r = kfile_fail(errbuf, errlen, VMG_EPARSE, "kubeconfig %s: not a YAML mapping", f->path);
 out:
+    kfile_wipe_parser(&p);
     yaml_parser_delete(&p);
     return r;
 }
@@ -229,8 +254,10 @@ int kset_add(struct kset *s, const char *path, int required, char *errbuf, size_
 void kset_clear(struct kset *s)
 {
     for (size_t i = 0; i < s->n; i++) {
-        if (s->f[i].has_doc)
+        if (s->f[i].has_doc) {
+            kfile_wipe_document(&s->f[i].doc);
             yaml_document_delete(&s->f[i].doc);
+        }
         free(s->f[i].path);
         free(s->f[i].dir);
     }

@@ -433,8 +433,12 @@ static int refresh_file_token(kcfg *c, int force)
         vmg_wipe_free(buf, len);
         return VMG_EPARSE;
     }
-    if (start > 0)
+    if (start > 0) {
+        /* The token's last start bytes stay behind its new end: wiped,
+         * as kcred_free_str wipes only up to the NUL. */
         memmove(buf, buf + start, len - start + 1);
+        vmg_wipe(buf + len - start + 1, start);
+    }
     kcred_free_str(c->file_token);
     c->file_token = buf;
     c->token_st = st;

@@ -5,7 +5,7 @@
  * key); one that does not must say why without quoting the token or key.
  *
  * fuzz-sources: kube/kubeconfig.c lib/err.c
- * fuzz-sources: kube/cred.c kube/exec.c kube/kfile.c lib/str.c lib/file.c
+ * fuzz-sources: kube/cred.c kube/exec.c lib/jsonwipe.c kube/kfile.c lib/str.c lib/file.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  */
 #include <errno.h>

@@ -13,7 +13,7 @@
  * break that joins two lines).
  *
  * fuzz-sources: kube/kubeconfig.c lib/err.c
- * fuzz-sources: kube/cred.c kube/exec.c kube/kfile.c lib/str.c lib/file.c
+ * fuzz-sources: kube/cred.c kube/exec.c lib/jsonwipe.c kube/kfile.c lib/str.c lib/file.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  * fuzz-seeds: tests/unit/fixtures/kubeconfig/relative.yaml
  */

@@ -17,7 +17,7 @@
  * fuzz-sources: kube/kube.c lib/jsonarena.c lib/http.c lib/err.c lib/log.c lib/str.c
  * fuzz-sources: kube/api.c
  * fuzz-sources: lib/secretfile.c kube/kubeconfig.c lib/file.c
- * fuzz-sources: kube/cred.c kube/exec.c kube/kfile.c
+ * fuzz-sources: kube/cred.c kube/exec.c lib/jsonwipe.c kube/kfile.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
  */
 #include <ctype.h>

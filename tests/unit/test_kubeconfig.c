@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -791,6 +792,50 @@ static void test_no_secrets_in_messages(void **state)
     assert_null(strstr(t->err, "SECRET"));
 }
 
+/* cJSON's blocks, looked at as they are freed: none may still hold the
+ * secret a test put in a plugin's output. */
+static const char *secret_looked_for;
+static int secret_blocks;
+
+static void free_looking(void *p)
+{
+    if (p && memmem(p, malloc_usable_size(p), secret_looked_for, strlen(secret_looked_for)))
+        secret_blocks++;
+    free(p);
+}
+
+/* What a plugin printed is wiped whole before it is freed: also when it is
+ * refused before its token was looked at (an apiVersion or a kind not the
+ * one asked for), and past a NUL in a string ("\u0000"). */
+static void test_exec_output_wiped(void **state)
+{
+    cJSON_Hooks hooks = {malloc, free_looking};
+#define V1 "\"apiVersion\":\"client.authentication.k8s.io/v1\","
+    static const char *const outputs[] = {
+        "{" V1 "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"SECRET-TOKEN-1\"}}",
+        "{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\","
+        "\"status\":{\"token\":\"SECRET-TOKEN-1\"}}",
+        "{" V1 "\"kind\":\"Other\",\"status\":{\"token\":\"SECRET-TOKEN-1\"}}",
+        "{" V1 "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"x\\u0000SECRET-TOKEN-1\"}}",
+    };
+#undef V1
+
+    (void)state;
+    secret_looked_for = "SECRET-TOKEN-1";
+    cJSON_InitHooks(&hooks);
+    for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
+        struct kcfg_testing_cred cr;
+        char msg[256];
+
+        (void)kcfg_testing_parse_cred(outputs[i], strlen(outputs[i]),
+                                      "client.authentication.k8s.io/v1", &cr, msg, sizeof(msg));
+        kcfg_testing_cred_clear(&cr);
+        if (secret_blocks)
+            fail_msg("output %zu: freed holding the token", i);
+    }
+    cJSON_InitHooks(NULL);
+}
+
 /* A FIFO named where a file is expected (a tokenFile, a certificate
  * authority) is refused at once: opening it waited for a writer, forever
  * at the start, and a token file read again would have stopped the
@@ -1511,6 +1556,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_canceled_by_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_stopped_before_the_loop_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_refused, setup, teardown),
+        cmocka_unit_test(test_exec_output_wiped),
         cmocka_unit_test_setup_teardown(test_exec_plugin_leaves_a_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_refresh_without_exec, setup, teardown),
         cmocka_unit_test(test_parse_time),
