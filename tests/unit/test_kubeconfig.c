@@ -30,7 +30,9 @@
 #include <openssl/x509.h>
 #include <uv.h>
 
+#include "kube/kube.h"
 #include "kube/kubeconfig.h"
+#include "lib/http.h"
 #include "lib/err.h"
 
 #define FIXTURES "tests/unit/fixtures/kubeconfig"
@@ -1533,6 +1535,67 @@ static void test_tls_verification(void **state)
     free(ca64);
 }
 
+struct refused {
+    int calls, err;
+    char msg[512];
+};
+
+static void on_refused(void *data, const struct kube_result *res)
+{
+    struct refused *r = data;
+
+    r->calls++;
+    r->err = res->err;
+    snprintf(r->msg, sizeof(r->msg), "%s", res->message);
+}
+
+/* A server certificate refused for its name fails the request at once:
+ * trying again cannot help. Retried, each try would wait for a handshake
+ * the server no longer answers here (it takes one connection), and the
+ * error would come after five timeouts. */
+static void test_refused_name_not_retried(void **state)
+{
+    struct t *t = *state;
+    struct kube_client_opts co = {.qps = -1, .timeout_ms = 3000, .backoff_base_ms = 10};
+    struct refused r = {0};
+    char *ca64 = fixture_b64(t, "ca.crt");
+    kube_client *kc = NULL;
+    vmg_http *http;
+    uv_loop_t loop;
+    uint64_t start;
+    struct srv s;
+    char *text;
+    kcfg *c;
+    int e;
+
+    srv_start(t, &s, 0);
+    text = fmt("current-context: dev\n"
+               "clusters: [{name: c1, cluster: {server: 'https://127.0.0.1:%d', "
+               "certificate-authority-data: %s}}]\n"
+               "contexts: [{name: dev, context: {cluster: c1}}]\n",
+               s.port, ca64);
+    c = load_ok(t, text);
+    assert_int_equal(uv_loop_init(&loop), 0);
+    http = vmg_http_new(&loop, &e);
+    assert_non_null(http);
+    assert_int_equal(kube_client_new(&loop, http, c, &co, &kc), 0);
+    start = uv_hrtime();
+    assert_int_equal(kube_get(kc, "/version", on_refused, &r), 0);
+    while (r.calls == 0)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_true(uv_hrtime() - start < 2500ull * 1000000);
+    assert_int_equal(r.err, VMG_ETRANSPORT);
+    assert_has(r.msg, "127.0.0.1");
+    kube_client_close(kc, NULL, NULL);
+    vmg_http_close(http, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    srv_stop(&s);
+    kcfg_free(c);
+    free(text);
+    free(ca64);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1557,6 +1620,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_stopped_before_the_loop_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_refused, setup, teardown),
         cmocka_unit_test(test_exec_output_wiped),
+        cmocka_unit_test_setup_teardown(test_refused_name_not_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_plugin_leaves_a_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_refresh_without_exec, setup, teardown),
         cmocka_unit_test(test_parse_time),
