@@ -73,7 +73,6 @@ struct kube_client {
     bool refreshed;              /* a refresh ended at last_refresh_ms */
     bool invalidated;            /* a 401 since the last refresh began */
     uint64_t last_refresh_ms;
-    unsigned long cred_gen; /* counts successful refreshes: which credential is current */
 
     bool closing;
     void (*closed)(void *data);
@@ -111,7 +110,7 @@ struct kube_req {
     unsigned attempts; /* exchanges made */
     unsigned retried;  /* retries used (reset per page) */
     bool auth_retried;
-    unsigned long cred_gen; /* the client's cred_gen when this was sent */
+    unsigned long cred_gen; /* kcfg_credential_gen when this was sent */
     bool lines_seen;
     bool canceling;      /* kube_cancel is stopping the transfer */
     bool in_page;        /* on_page is running */
@@ -537,8 +536,6 @@ static void on_refreshed(void *data, int err, const char *msg)
     c->refresh = NULL;
     c->refreshed = true;
     c->last_refresh_ms = uv_now(c->loop);
-    if (err == 0)
-        c->cred_gen++;
     if (err < 0) {
         char m[KUBE_MESSAGE_MAX];
 
@@ -580,8 +577,10 @@ static void pump(kube_client *c)
             break;
         }
         req_detach(r);
-        r->cred_gen = c->cred_gen;
         err = send_req(r, &msg);
+        /* Taken after send_req, whose kcfg_apply may read a token file
+         * anew: the count of the credential the request carries. */
+        r->cred_gen = kcfg_credential_gen(c->cfg);
         if (err < 0)
             finish_err(r, err, msg);
     }
@@ -736,8 +735,9 @@ static void on_done(void *data, const struct vmg_http_result *res)
     }
     if (res->status == 401 && !r->auth_retried && !c->closing) {
         /* Only the credential this request carried is known bad: one
-         * refused before a refresh ended must not throw the new one away. */
-        if (r->cred_gen == c->cred_gen) {
+         * refused before a refresh ended (of this client, or of another
+         * sharing the configuration) must not throw the new one away. */
+        if (r->cred_gen == kcfg_credential_gen(c->cfg)) {
             kcfg_invalidate(c->cfg);
             c->invalidated = true;
         }

@@ -43,7 +43,8 @@ struct kcfg_exec {
     char *install_hint;
     int provide_cluster_info;
 
-    int have; /* a credential was fetched */
+    int have;          /* a credential was fetched */
+    unsigned long gen; /* credentials fetched */
     int invalid;
     struct kexec_cred cred;
     kexec *run;  /* the plugin running, if any */
@@ -71,6 +72,7 @@ struct kcfg {
     char *file_token;
     struct stat token_st;
     int token_st_valid;
+    unsigned long token_gen; /* token file reads that changed the token */
     struct kcfg_exec *exec;
     unsigned exec_timeout_ms;
 };
@@ -439,6 +441,8 @@ static int refresh_file_token(kcfg *c, int force)
         memmove(buf, buf + start, len - start + 1);
         vmg_wipe(buf + len - start + 1, start);
     }
+    if (!c->file_token || strcmp(c->file_token, buf) != 0)
+        c->token_gen++;
     kcred_free_str(c->file_token);
     c->file_token = buf;
     c->token_st = st;
@@ -853,6 +857,11 @@ int kcfg_needs_refresh(const kcfg *c, time_t now)
     return e->cred.expiry != 0 && e->cred.expiry - now <= REFRESH_MARGIN;
 }
 
+unsigned long kcfg_credential_gen(const kcfg *c)
+{
+    return c ? c->token_gen + (c->exec ? c->exec->gen : 0) : 0;
+}
+
 void kcfg_invalidate(kcfg *c)
 {
     if (!c)
@@ -980,6 +989,7 @@ static void exec_result(void *owner, int err, struct kexec_cred *cr)
         kexec_cred_clear(&e->cred);
         e->cred = *cr;
         e->have = 1;
+        e->gen++;
         e->invalid = 0;
         memset(cr, 0, sizeof(*cr));
     }

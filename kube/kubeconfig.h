@@ -132,6 +132,13 @@ int kcfg_has_exec(const kcfg *c);
  * Always 0 without an exec plugin. */
 int kcfg_needs_refresh(const kcfg *c, time_t now);
 
+/* kcfg_credential_gen counts the credentials c has held: it moves when an
+ * exec plugin gives one or a token file is read with a new token. c is
+ * shared by clients: a 401 for a request sent under an older count is for
+ * a credential already replaced, which kcfg_invalidate must not throw
+ * away. */
+unsigned long kcfg_credential_gen(const kcfg *c);
+
 /* kcfg_invalidate tells c that the server refused its credential (HTTP 401):
  * the exec credential is marked for refresh and token files are re-read on
  * the next kcfg_apply. */

@@ -945,6 +945,84 @@ static void test_exec_plugin_refresh(void **state)
     rec_clear(&r2);
 }
 
+/* Two clients on one configuration (the manager has four): /a's 401 for
+ * tok-1 is answered at once, /b's is held until /a came back with tok-2. */
+static struct sconn *held_b;
+
+static void h_two_clients(struct srv *s, int i, struct sconn *c)
+{
+    bool b = strcmp(s->reqs[i].target, "/api/v1/b") == 0;
+
+    if (strcmp(s->reqs[i].auth, "Bearer tok-1") == 0) {
+        if (b)
+            held_b = c;
+        else
+            srv_reply(c, 401, NULL, ST_UNAUTHORIZED);
+        return;
+    }
+    h_ok_object(s, i, c);
+    if (!b && held_b) {
+        srv_reply(held_b, 401, NULL, ST_UNAUTHORIZED);
+        held_b = NULL;
+    }
+}
+
+/* A 401 for a credential another client of the same configuration has
+ * already replaced keeps the new one: the request is sent again with it,
+ * and the plugin is not run once more (each client counted only its own
+ * refreshes, so the late 401 threw the new credential away). */
+static void test_exec_credential_shared_by_clients(void **state)
+{
+    struct t *t = *state;
+    struct kube_client_opts co = {.qps = -1, .backoff_base_ms = 5, .backoff_max_ms = 20};
+    struct rec ra = {0}, rb = {0};
+    char script[160], user[512], text[512], count[160];
+    kube_client *kb = NULL;
+    vmg_http *hb; /* its own: curl would have /a wait behind /b, held */
+    FILE *f;
+    int n = 0, bs = 0, e;
+
+    snprintf(count, sizeof(count), "%s/runs", t->dir);
+    snprintf(script, sizeof(script), "%s/plugin.sh", t->dir);
+    snprintf(text, sizeof(text),
+             "#!/bin/sh\nn=$(cat %s 2>/dev/null || echo 0)\nn=$((n+1))\necho $n > %s\n"
+             "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+             "\"ExecCredential\",\"status\":{\"token\":\"tok-%%s\"}}' $n\n",
+             count, count);
+    write_file(script, text);
+    assert_int_equal(chmod(script, 0755), 0);
+    snprintf(user, sizeof(user),
+             "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+             "      command: %s\n      interactiveMode: Never\n",
+             script);
+    client(t, user, NULL);
+    hb = vmg_http_new(&t->loop, &e);
+    assert_non_null(hb);
+    assert_int_equal(kube_client_new(&t->loop, hb, t->cfg, &co, &kb), 0);
+    held_b = NULL;
+    t->srv.handle = h_two_clients;
+    assert_int_equal(kube_get(t->kc, "/api/v1/a", on_result, &ra), 0);
+    assert_int_equal(kube_get(kb, "/api/v1/b", on_result, &rb), 0);
+    run_until(t, &ra.calls, 1);
+    run_until(t, &rb.calls, 1);
+    assert_int_equal(ra.err, 0);
+    if (rb.err != 0)
+        fail_msg("b: %d %s", rb.err, rb.message);
+    for (int i = 0; i < t->srv.n; i++)
+        if (strcmp(t->srv.reqs[i].target, "/api/v1/b") == 0 && bs++ == 1)
+            assert_string_equal(t->srv.reqs[i].auth, "Bearer tok-2");
+    assert_int_equal(bs, 2);
+    f = fopen(count, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%d", &n), 1);
+    fclose(f);
+    assert_int_equal(n, 2);
+    kube_client_close(kb, NULL, NULL);
+    vmg_http_close(hb, NULL, NULL);
+    rec_clear(&ra);
+    rec_clear(&rb);
+}
+
 static void test_exec_plugin_failure(void **state)
 {
     struct t *t = *state;
@@ -1635,6 +1713,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_401_rereads_token_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_401_retried_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_plugin_refresh, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_credential_shared_by_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_plugin_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_gathers_pages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_page_callback_stops, setup, teardown),
