@@ -657,13 +657,35 @@ static void wrote_lease(struct leader *le, int err, const cJSON *obj, const char
 {
     uint64_t now = now_ms(le);
     struct leader_record rec;
+    bool readable;
     if (err) {
         if (err == VMG_ECONFLICT && le->state == ST_CANDIDATE)
             msg = "another candidate wrote the Lease first";
         try_failed(le, err, msg);
         return;
     }
-    if (leader_record_from_json(obj, &rec) == 0 && strcmp(rec.holder, le->identity) == 0) {
+    readable = leader_record_from_json(obj, &rec) == 0;
+    if (readable && strcmp(rec.holder, le->identity) != 0) {
+        /* Written, but the Lease the server kept names another holder, or
+         * none (a webhook or a proxy rewrote it): this process does not
+         * hold it, and acting as if would lead beside whoever takes it. */
+        char m[3 * LEADER_MAX_NAME + 96];
+
+        observe(le, &rec, obj, now);
+        report_leader(le, rec.holder);
+        if (le->closing)
+            return;
+        snprintf(m, sizeof(m),
+                 "the API server kept the Lease %s/%s with holder \"%s\", not this one", le->ns,
+                 le->name, rec.holder);
+        if (le->state == ST_LEADER) {
+            lose(le, LEADER_STOP_TAKEN, m);
+            return;
+        }
+        try_failed(le, VMG_ECONFLICT, m);
+        return;
+    }
+    if (readable) {
         observe(le, &rec, obj, now);
     } else {
         /* Unreadable answer: the write succeeded; the next try re-reads. */

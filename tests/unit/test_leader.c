@@ -19,7 +19,18 @@ struct store {
     long rv;
     int fail; /* when nonzero, every delivered request fails with it */
     int writes;
+    const char *rewrite_holder; /* non-NULL: a write keeps this holder (a webhook) */
 };
+
+/* rewrite puts s->rewrite_holder in the Lease just written, if set. */
+static void rewrite(struct store *s)
+{
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(s->lease, "spec");
+
+    if (s->rewrite_holder && spec)
+        cJSON_ReplaceItemInObjectCaseSensitive(spec, "holderIdentity",
+                                               cJSON_CreateString(s->rewrite_holder));
+}
 
 enum { R_GET = 1, R_CREATE, R_UPDATE };
 
@@ -152,6 +163,7 @@ static int deliver_one(struct fio *f)
                 err = VMG_ECONFLICT; /* AlreadyExists */
             } else {
                 s->lease = cJSON_Duplicate(r->body, 1);
+                rewrite(s);
                 set_rv(s, s->lease);
                 s->writes++;
                 answer = cJSON_Duplicate(s->lease, 1);
@@ -164,6 +176,7 @@ static int deliver_one(struct fio *f)
             } else {
                 cJSON_Delete(s->lease);
                 s->lease = cJSON_Duplicate(r->body, 1);
+                rewrite(s);
                 set_rv(s, s->lease);
                 s->writes++;
                 answer = cJSON_Duplicate(s->lease, 1);
@@ -533,6 +546,41 @@ static void test_deleted_while_held(void **state)
     assert_true(leader_is_leader(b->le));
     assert_int_equal(b->started, 1);
     assert_string_equal(stored(&w->store).holder, "b");
+}
+
+/* A write the API server accepted but kept with another holder (a
+ * webhook rewrote it) does not make this process the leader, and a
+ * leader's renewal kept so ends its leadership. */
+static void test_write_kept_with_another_holder(void **state)
+{
+    struct world *w = *state;
+    struct cand *b = make(w, 1, "b");
+    w->jitter = 0.0;
+
+    w->store.rewrite_holder = "webhook";
+    leader_poll(b->le);
+    assert_int_equal(deliver_one(&b->io), R_GET);
+    assert_int_equal(deliver_one(&b->io), R_CREATE);
+    assert_int_equal(w->store.writes, 1);
+    assert_false(leader_is_leader(b->le));
+    assert_int_equal(b->started, 0);
+    assert_string_equal(b->last_leader, "webhook");
+
+    /* Held by "webhook" now: taken once that lease has expired. */
+    w->store.rewrite_holder = NULL;
+    run_for(w, 14900, 100);
+    assert_false(leader_is_leader(b->le));
+    run_for(w, 200, 100);
+    assert_true(leader_is_leader(b->le));
+    assert_int_equal(b->started, 1);
+
+    /* A renewal kept with another holder: leadership ends. */
+    w->store.rewrite_holder = "webhook";
+    run_for(w, 2000, 100);
+    assert_false(leader_is_leader(b->le));
+    assert_int_equal(b->stopped, 1);
+    assert_int_equal(b->reason, LEADER_STOP_TAKEN);
+    assert_non_null(strstr(b->stop_msg, "holder \"webhook\""));
 }
 
 static void test_expiry_counts_from_last_change(void **state)
@@ -1045,6 +1093,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_acquire_when_absent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_not_expired_then_expired, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deleted_while_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_kept_with_another_holder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_counts_from_last_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_candidate_wakes_at_expiry_and_jitters, setup,
                                         teardown),
