@@ -105,6 +105,7 @@ struct vs_session {
     bool insecure;
     char *user_agent;
     uint64_t connect_timeout_ms, call_timeout_ms, keepalive_ms, backoff_min_ms, backoff_max_ms;
+    uint64_t refused_retry_ms;
     size_t max_waiting;
 
     enum vs_state state;
@@ -116,7 +117,9 @@ struct vs_session {
     char key[128];           /* the session key */
     unsigned long gen;       /* successful logins */
     bool login_inflight;
-    unsigned attempts; /* failed logins in a row */
+    unsigned long password_gen;       /* vs_session_set_password calls that changed it */
+    unsigned long login_password_gen; /* password_gen when the login in flight began */
+    unsigned attempts;                /* failed logins in a row */
     int last_err;
     char last_msg[512];
     uint64_t retry_in_ms;
@@ -458,6 +461,13 @@ static void login_failed(vs_session *s, int err, const char *msg)
         return;
     s->state = VS_STATE_BACKOFF;
     s->retry_in_ms = vs_backoff_ms(s->attempts, s->backoff_min_ms, s->backoff_max_ms);
+    if (err == VMG_EAUTH && s->login_password_gen != s->password_gen) {
+        /* Refused an older password: the new one goes next. */
+        s->attempts = 0;
+        s->retry_in_ms = s->backoff_min_ms;
+    } else if (err == VMG_EAUTH && s->retry_in_ms < s->refused_retry_ms) {
+        s->retry_in_ms = s->refused_retry_ms;
+    }
     uv_timer_start(&s->backoff_timer, on_backoff, s->retry_in_ms, 0);
     notify(s);
     fail_waiting(s, err, copy);
@@ -473,6 +483,7 @@ int vs_session_set_password(vs_session *s, const char *password)
     if (r != 0)
         return r;
     s->password_len = strlen(s->password);
+    s->password_gen++;
     if (s->state == VS_STATE_BACKOFF && !s->closing) {
         s->attempts = 0;
         start_login(s);
@@ -522,6 +533,7 @@ static void start_login(vs_session *s)
         return;
     uv_timer_stop(&s->backoff_timer);
     s->login_inflight = true;
+    s->login_password_gen = s->password_gen;
     s->cookie[0] = '\0';
     s->key[0] = '\0';
     s->state = VS_STATE_CONNECTING;
@@ -1015,6 +1027,8 @@ vs_session *vs_session_new(uv_loop_t *loop, vmg_http *http, const struct vs_sess
     s->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
     if (s->backoff_max_ms < s->backoff_min_ms)
         s->backoff_max_ms = s->backoff_min_ms;
+    s->refused_retry_ms =
+        cfg->refused_retry_ms ? cfg->refused_retry_ms : VS_DEFAULT_REFUSED_RETRY_MS;
     s->max_waiting = cfg->max_waiting ? cfg->max_waiting : VS_DEFAULT_MAX_WAITING;
     /* uv_timer_init cannot fail: it only fills in the handle. */
     uv_timer_init(loop, &s->backoff_timer);

@@ -75,6 +75,13 @@
 #define VS_DEFAULT_KEEPALIVE_MS (5 * 60 * 1000)
 #define VS_DEFAULT_BACKOFF_MIN_MS 1000
 #define VS_DEFAULT_BACKOFF_MAX_MS 60000
+/* After vCenter refused the credentials, the same password is tried again
+ * no sooner than this: vSphere SSO's default lockout policy locks an
+ * account after 5 failed logins within 180 s, which the backoff above (1,
+ * 2, 4, 8 s ...) reached in 15 s, locking out a service account that
+ * people may share; one try in 5 minutes stays below any such policy. A
+ * new password (vs_session_set_password) is tried at once. */
+#define VS_DEFAULT_REFUSED_RETRY_MS (5 * 60 * 1000)
 #define VS_DEFAULT_MAX_WAITING 4096 /* calls waiting for a login */
 #define VS_PROBE_TIMEOUT_MS 30000   /* a CurrentTime asked under a long poll */
 #define VS_LONG_POLL_PATIENCE 5     /* call timeouts a live vCenter gets beyond a long poll's */
@@ -99,6 +106,7 @@ struct vs_session_config {
     uint64_t keepalive_ms; /* UINT64_MAX: never */
     uint64_t backoff_min_ms;
     uint64_t backoff_max_ms;
+    uint64_t refused_retry_ms; /* see VS_DEFAULT_REFUSED_RETRY_MS */
     size_t max_waiting;
     const char *user_agent; /* NULL: "vmgroup-operator" */
 };

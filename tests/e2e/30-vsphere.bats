@@ -116,14 +116,21 @@ soap_at_least() {
 	[[ "$output" == *'"state":"ready"'* ]]
 }
 
-@test "vsphere: a wrong password is refused clearly and the login is retried with backoff" {
-	run vsd --password "not-$VC_PASS" --attempts 3 login
+@test "vsphere: a wrong password is refused clearly and tried again only after minutes (an account lockout is near)" {
+	run vsd --password "not-$VC_PASS" --attempts 1 login
+	[ "$status" -eq 1 ]
+	echo "$output"
+	grep -q "\"error\":\"EAUTH\",\"message\":\"vCenter refused the login for user $VC_USER: incorrect user name or password\"" <<<"$output"
+	# vSphere SSO locks an account after 5 failures within 180 s by
+	# default: the same password waits 5 minutes.
+	grep -q '"attempts":1,"retry_in_ms":300000' <<<"$output"
+	# With a shorter wait, the backoff above it still doubles.
+	run vsd --password "not-$VC_PASS" --refused-retry 1500 --attempts 3 login
 	[ "$status" -eq 1 ]
 	echo "$output"
 	[ "$(grep -c '"state":"backoff"' <<<"$output")" -eq 3 ]
 	[ "$(grep -c '"state":"connecting"' <<<"$output")" -eq 3 ]
-	grep -q "\"error\":\"EAUTH\",\"message\":\"vCenter refused the login for user $VC_USER: incorrect user name or password\"" <<<"$output"
-	grep -q '"attempts":1,"retry_in_ms":1000' <<<"$output"
+	grep -q '"attempts":1,"retry_in_ms":1500' <<<"$output"
 	grep -q '"attempts":2,"retry_in_ms":2000' <<<"$output"
 	grep -q '"attempts":3,"retry_in_ms":4000' <<<"$output"
 	# The password never shows.

@@ -591,7 +591,7 @@ static void login_refused(struct fake *f, struct vs_session_config *cfg)
 static void test_wrong_password_retries(void **state)
 {
     struct fake f;
-    struct vs_session_config cfg = {0};
+    struct vs_session_config cfg = {.refused_retry_ms = 30};
     struct vs_session_stats st;
     int backoffs = 0;
 
@@ -600,7 +600,8 @@ static void test_wrong_password_retries(void **state)
     assert_string_equal(f.reply_msg[0], "vCenter refused the login for user vcuser@vsphere.local: "
                                         "incorrect user name or password");
     assert_string_equal(f.last_msg, f.reply_msg[0]);
-    /* It keeps trying, with the backoff doubling up to its maximum. */
+    /* It keeps trying, with the backoff doubling up to its maximum, and
+     * never sooner than refused_retry_ms. */
     uv_timer_start(&f.guard, on_guard, 10000, 0);
     while (!f.timed_out) {
         backoffs = 0;
@@ -613,7 +614,7 @@ static void test_wrong_password_retries(void **state)
     uv_timer_stop(&f.guard);
     assert_false(f.timed_out);
     {
-        const uint64_t want[] = {10, 20, 40, 40, 40};
+        const uint64_t want[] = {30, 30, 40, 40, 40};
         size_t k = 0;
         for (size_t i = 0; i < f.nstates; i++) {
             if (f.states[i] != VS_STATE_BACKOFF)
@@ -656,6 +657,10 @@ static void login_fault_gives(const char *type, int want_err, const char *want_m
     assert_int_equal(vs_session_state(f.s), VS_STATE_BACKOFF);
     assert_int_equal(f.state_errs[f.nstates - 1], want_err);
     assert_string_equal(f.last_msg, want_msg);
+    /* Refused credentials are tried again after minutes (an account
+     * lockout is near); a failing vCenter after the usual backoff. */
+    assert_int_equal(f.retry[f.nstates - 1],
+                     want_err == VMG_EAUTH ? VS_DEFAULT_REFUSED_RETRY_MS : 10);
     fake_teardown(&f);
 }
 
@@ -702,6 +707,34 @@ static void test_new_password_logs_in_at_once(void **state)
     assert_int_equal(vs_session_state(f.s), VS_STATE_READY);
     vs_session_stats(f.s, &st);
     assert_int_equal(st.logins, 1);
+    fake_teardown(&f);
+}
+
+/* A password rotated while a login with the old one is in flight: that
+ * login's refusal is for the old password, and the new one is tried after
+ * the shortest backoff, not after the minutes a refused password waits. */
+static void test_new_password_during_a_login(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.password = "not-the-password"};
+
+    (void)state;
+    fake_setup(&f);
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    call_time(&f);
+    /* The Login with the old password has reached vCenter; its answer has
+     * not reached the session yet. */
+    run_until(&f, &f.logins);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_CONNECTING);
+    assert_int_equal(vs_session_set_password(f.s, "secret-pw"), 0);
+    run_until(&f, &f.replies);
+    assert_int_equal(f.reply_err[0], VMG_EAUTH);
+    assert_int_equal(f.retry[f.nstates - 1], 10);
+    call_time(&f);
+    run_to(&f, &f.replies, 2);
+    assert_int_equal(f.reply_err[1], 0);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_READY);
     fake_teardown(&f);
 }
 
@@ -1124,6 +1157,7 @@ int main(void)
         cmocka_unit_test(test_wrong_password_retries),
         cmocka_unit_test(test_login_faults_that_refuse_and_that_pass),
         cmocka_unit_test(test_new_password_logs_in_at_once),
+        cmocka_unit_test(test_new_password_during_a_login),
         cmocka_unit_test(test_relogin_after_not_authenticated),
         cmocka_unit_test(test_not_authenticated_twice_fails),
         cmocka_unit_test(test_keepalive_when_idle),

@@ -18,7 +18,8 @@
  * Options: --ca-file F, --thumbprint T, --insecure, --password P (instead of
  * VC_PASS), --datacenter, --root-folder, --resource-pool, --datastore,
  * --template T, --cpu N, --mem MB, --uid U, --max-tasks N, --attempts N,
- * --deadline S (exit 3 when reached), --backoff-max MS, --max-wait S (the
+ * --deadline S (exit 3 when reached), --backoff-max MS, --refused-retry MS
+ * (the wait after refused credentials), --max-wait S (the
  * watch's long poll), --call-timeout MS (a long poll may take max-wait and
  * this). VC_HOST, VC_USER,
  * VC_PASS come from the environment.
@@ -66,7 +67,7 @@ struct app {
     int cpu, max_tasks, attempts;
     long long mem;
     double deadline_s;
-    uint64_t backoff_max;
+    uint64_t backoff_max, refused_retry;
     int max_wait;          /* --max-wait: the watch's maxWaitSeconds (0: default) */
     uint64_t call_timeout; /* --call-timeout: ms a call may take (0: default) */
     size_t max_objects;
@@ -673,6 +674,8 @@ static int parse(struct app *a, int argc, char **argv)
             a->deadline_s = dbl(v);
         else if (strcmp(f, "--backoff-max") == 0)
             a->backoff_max = (uint64_t)num(v);
+        else if (strcmp(f, "--refused-retry") == 0)
+            a->refused_retry = (uint64_t)num(v);
         else if (strcmp(f, "--max-objects") == 0)
             a->max_objects = (size_t)num(v);
         else if (strcmp(f, "--max-wait") == 0)
@@ -712,6 +715,7 @@ int main(int argc, char **argv)
     cfg.thumbprint = a->thumbprint;
     cfg.insecure = a->insecure;
     cfg.backoff_max_ms = a->backoff_max;
+    cfg.refused_retry_ms = a->refused_retry;
     cfg.call_timeout_ms = a->call_timeout;
     a->s = vs_session_new(a->loop, a->http, &cfg, &e, err, sizeof(err));
     if (!a->s) {
