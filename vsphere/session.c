@@ -60,11 +60,13 @@ enum call_kind {
     CK_PROBE,     /* CurrentTime: is vCenter alive under a patient call? */
 };
 
-enum call_list { CL_NONE, CL_WAITING, CL_ACTIVE };
+/* CL_ASIDE: taken from the waiting queue by flush_waiting or fail_waiting,
+ * whose loop has not reached it yet (a callback before it may cancel it). */
+enum call_list { CL_NONE, CL_WAITING, CL_ACTIVE, CL_ASIDE };
 
 struct vs_req {
     vs_session *s;
-    struct lq link; /* in s->waiting or s->active, per list */
+    struct lq link; /* in s->waiting, s->active or a list aside, per list */
     enum call_list list;
     enum call_kind kind;
     char method[64];
@@ -186,22 +188,37 @@ static void q_remove(struct call_queue *q, vs_req *c)
 }
 
 /* q_take_all moves every call of q, in order, to the list aside (which
- * must be a head not in use), leaving q empty and the calls in no queue. */
+ * must be a head not in use), leaving q empty and the calls CL_ASIDE. */
 static void q_take_all(struct call_queue *q, struct lq *aside)
 {
     struct lq *l;
 
     lq_move(&q->head, aside);
     q->n = 0;
-    lq_foreach(l, aside) lq_entry(l, vs_req, link)->list = CL_NONE;
+    lq_foreach(l, aside) lq_entry(l, vs_req, link)->list = CL_ASIDE;
+}
+
+/* aside_pop takes the next call of a list aside, in no list then. */
+static vs_req *aside_pop(struct lq *aside)
+{
+    struct lq *l = lq_pop_head(aside);
+    vs_req *c = l ? lq_entry(l, vs_req, link) : NULL;
+
+    if (c)
+        c->list = CL_NONE;
+    return c;
 }
 
 static void unlink_call(vs_req *c)
 {
-    if (c->list == CL_WAITING)
+    if (c->list == CL_WAITING) {
         q_remove(&c->s->waiting, c);
-    else if (c->list == CL_ACTIVE)
+    } else if (c->list == CL_ACTIVE) {
         q_remove(&c->s->active, c);
+    } else if (c->list == CL_ASIDE) {
+        lq_remove(&c->link);
+        c->list = CL_NONE;
+    }
 }
 
 /* ---- Calls ---- */
@@ -409,11 +426,11 @@ static void arm_keepalive(vs_session *s);
 /* flush sends every call that waited for the login just made. */
 static void flush_waiting(vs_session *s)
 {
-    struct lq q, *l;
+    struct lq q;
+    vs_req *c;
 
     q_take_all(&s->waiting, &q);
-    while ((l = lq_pop_head(&q)) != NULL) {
-        vs_req *c = lq_entry(l, vs_req, link);
+    while ((c = aside_pop(&q)) != NULL) {
         int r;
         if (s->closing) {
             finish_err(c, VMG_ECANCELED, "the vCenter session is closing");
@@ -431,12 +448,13 @@ static void flush_waiting(vs_session *s)
  * next one. */
 static void fail_waiting(vs_session *s, int err, const char *msg)
 {
-    struct lq q, *l;
+    struct lq q;
+    vs_req *c;
 
     err = vs_waited_err(err);
     q_take_all(&s->waiting, &q);
-    while ((l = lq_pop_head(&q)) != NULL)
-        finish_err(lq_entry(l, vs_req, link), err, msg);
+    while ((c = aside_pop(&q)) != NULL)
+        finish_err(c, err, msg);
 }
 
 static void on_backoff(uv_timer_t *t)
@@ -1131,7 +1149,9 @@ void vs_req_cancel(vs_req *c)
 {
     if (!c || c->in_cb)
         return;
-    if (c->list == CL_WAITING) {
+    if (c->list == CL_WAITING || c->list == CL_ASIDE) {
+        /* (Aside: its turn in flush_waiting's or fail_waiting's loop has
+         * not come; it leaves that loop's list.) */
         finish_err(c, VMG_ECANCELED, "the vCenter call was canceled");
         return;
     }

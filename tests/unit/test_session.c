@@ -1118,6 +1118,64 @@ static void test_close_cancels_waiting_calls(void **state)
     fake_teardown(&f);
 }
 
+/* Two calls wait for a login that fails; the first's callback cancels the
+ * second (as the task tracker does when it drops its collector), whose
+ * callback runs then, inside vs_req_cancel, once. The cancel did nothing
+ * before: the failed login's loop had taken both out of the queue. */
+struct two {
+    struct fake *f;
+    vs_req *second;
+    int first_calls, second_calls, second_err;
+    bool in_cancel, second_in_cancel;
+};
+
+static void on_second(void *data, const struct vs_reply *r)
+{
+    struct two *t = data;
+
+    t->second_calls++;
+    t->second_err = r->err;
+    t->second_in_cancel = t->in_cancel;
+}
+
+static void on_first_cancels_second(void *data, const struct vs_reply *r)
+{
+    struct two *t = data;
+
+    (void)r;
+    t->first_calls++;
+    t->in_cancel = true;
+    vs_req_cancel(t->second);
+    t->in_cancel = false;
+}
+
+static void test_cancel_while_a_failed_login_fails_the_calls(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.password = "not-the-password"};
+    struct two t = {.f = &f};
+    char *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    fake_setup(&f);
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    assert_int_equal(vim_req_current_time(&buf, &len), 0);
+    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_first_cancels_second, &t, NULL),
+                     0);
+    assert_int_equal(vim_req_current_time(&buf, &len), 0);
+    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_second, &t, &t.second), 0);
+    run_until(&f, &t.first_calls);
+    assert_int_equal(t.second_calls, 1);
+    assert_true(t.second_in_cancel);
+    assert_int_equal(t.second_err, VMG_ECANCELED);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_BACKOFF);
+    fake_teardown(&f);
+    assert_int_equal(t.first_calls, 1);
+    assert_int_equal(t.second_calls, 1);
+}
+
 static void test_cancel_one_call(void **state)
 {
     struct fake f;
@@ -1170,6 +1228,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_close_cancels_waiting_calls),
         cmocka_unit_test(test_cancel_one_call),
+        cmocka_unit_test(test_cancel_while_a_failed_login_fails_the_calls),
     };
     int r;
 
