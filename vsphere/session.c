@@ -1137,8 +1137,11 @@ int vs_call(vs_session *s, const char *method, char *buf, size_t len,
         }
     } else {
         q_push(&s->waiting, c, CL_WAITING);
-        if (s->state == VS_STATE_IDLE)
-            start_login(s);
+        /* The first login starts from the loop: one that cannot even
+         * start fails the calls waiting for it, and cb is never called
+         * before vs_call returns. */
+        if (s->state == VS_STATE_IDLE && !s->login_inflight)
+            uv_timer_start(&s->backoff_timer, on_backoff, 0, 0);
     }
     if (ret_call)
         *ret_call = c;

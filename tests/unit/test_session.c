@@ -541,10 +541,12 @@ static void test_login_and_cookie(void **state)
     fake_session(&f, &cfg);
     assert_int_equal(vs_session_state(f.s), VS_STATE_IDLE);
     assert_null(vs_session_content(f.s));
-    call_time(&f); /* starts the login; the call waits behind it */
-    assert_int_equal(vs_session_state(f.s), VS_STATE_CONNECTING);
+    call_time(&f); /* the call waits behind the login it starts, from the loop */
     vs_session_stats(f.s, &st);
     assert_int_equal(st.waiting, 1);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_IDLE);
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_CONNECTING);
     run_until(&f, &f.replies);
     assert_int_equal(f.reply_err[0], 0);
     assert_int_equal(f.contents, 1);
@@ -1176,6 +1178,48 @@ static void test_cancel_while_a_failed_login_fails_the_calls(void **state)
     assert_int_equal(t.second_calls, 1);
 }
 
+/* The first call of a session starts its login; a login that cannot even
+ * start (here: its first request cannot be made) fails that call later, from the
+ * loop, as vs_call promises, with the call handed back still valid until
+ * then. It failed the call inside vs_call, which then handed back the
+ * freed call. */
+static void on_reply_flag(void *data, const struct vs_reply *r)
+{
+    struct two *t = data;
+
+    t->first_calls++;
+    t->second_err = r->err;
+    t->second = NULL; /* as callers forget their call */
+}
+
+static void test_first_call_never_answered_inside_vs_call(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.backoff_min_ms = 60000, .backoff_max_ms = 60000};
+    struct two t = {.f = &f};
+    char *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    fake_setup(&f);
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    easy_init_failures = 1; /* the login's RetrieveServiceContent */
+    assert_int_equal(vim_req_current_time(&buf, &len), 0);
+    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_reply_flag, &t, &t.second), 0);
+    assert_int_equal(t.first_calls, 0);
+    assert_non_null(t.second);
+    /* (Nothing else wakes the loop: the failure comes from a timer.) */
+    for (int k = 0; k < 100 && !t.first_calls; k++)
+        uv_run(&f.loop, UV_RUN_NOWAIT);
+    assert_int_equal(t.first_calls, 1);
+    assert_null(t.second);
+    assert_true(t.second_err < 0);
+    assert_int_equal(vs_session_state(f.s), VS_STATE_BACKOFF);
+    fake_teardown(&f);
+    assert_int_equal(t.first_calls, 1);
+}
+
 static void test_cancel_one_call(void **state)
 {
     struct fake f;
@@ -1229,6 +1273,7 @@ int main(void)
         cmocka_unit_test(test_close_cancels_waiting_calls),
         cmocka_unit_test(test_cancel_one_call),
         cmocka_unit_test(test_cancel_while_a_failed_login_fails_the_calls),
+        cmocka_unit_test(test_first_call_never_answered_inside_vs_call),
     };
     int r;
 
