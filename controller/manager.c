@@ -271,6 +271,21 @@ static void respond_text(vmg_server_req *req, int status, const char *text)
     vmg_server_respond(req, status, "text/plain; charset=utf-8", text, strlen(text));
 }
 
+/* read_only answers 405 to a method other than GET and HEAD, and says
+ * whether req may go on: the probes and /metrics are read, and a POST
+ * to /metrics is neither reviewed (a TokenReview and an access review it
+ * would cost) nor served as if it were a get. */
+static bool read_only(vmg_server_req *req)
+{
+    const char *method = vmg_server_req_method(req);
+
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+        return true;
+    (void)vmg_server_req_add_header(req, "Allow", "GET, HEAD");
+    respond_text(req, 405, "method not allowed\n");
+    return false;
+}
+
 /* ready writes the names of the readiness checks that fail ("shutdown",
  * "cache", "vcenter"), comma-separated, into failed; true when none does.
  * /readyz answers anyone who can reach the port: it names the checks and
@@ -303,6 +318,8 @@ static void probe_handler(void *data, vmg_server_req *req)
     const char *path = vmg_server_req_path(req);
     char failed[64], body[128];
 
+    if (!read_only(req))
+        return;
     if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
         respond_text(req, 200, "ok\n");
     } else if (strcmp(path, "/readyz") == 0) {
@@ -373,6 +390,8 @@ static void metrics_handler(void *data, vmg_server_req *req)
         respond_text(req, 404, "not found\n");
         return;
     }
+    if (!read_only(req))
+        return;
     if (!m->auth) {
         serve_metrics(m, req);
         return;

@@ -124,6 +124,9 @@ alert_rules() {
 	[ "$output" = 401 ]
 	run curl -sk -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer not-a-token' "$url"
 	[ "$output" = 401 ]
+	# Read only: another method is refused before any review.
+	run curl -sk -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer not-a-token' "$url"
+	[ "$output" = 405 ]
 
 	kubectl create serviceaccount scraper-denied -n "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 	denied=$(kubectl create token scraper-denied -n "$NS")

@@ -176,6 +176,15 @@ rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # the kubelet's liveness probe needs.
 probe_ok() { curl -sf --max-time 1 "http://127.0.0.1:$PPORT/healthz" >/dev/null; }
 
+@test "limits: the probes are read only: another method is answered 405 with Allow" {
+	run curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$PPORT/healthz"
+	[ "$output" = 405 ]
+	run curl -s -D - -o /dev/null -X DELETE "http://127.0.0.1:$PPORT/readyz"
+	[[ "$output" == *"HTTP/1.1 405"* ]]
+	grep -qi '^allow: GET, HEAD' <<<"$output"
+	probe_ok
+}
+
 @test "limits: pipelined requests never read do not grow memory, and probes still answer" {
 	python3 "$BATS_FILE_TMPDIR/flood.py" "$PPORT" 10 >"$BATS_TEST_TMPDIR/probe.sent" 3>&- &
 	echo $! >"$BATS_TEST_TMPDIR/flood-probe.pid"
