@@ -899,15 +899,12 @@ static void h_exec_token(struct srv *s, int i, struct sconn *c)
         srv_reply(c, 401, NULL, ST_UNAUTHORIZED);
 }
 
-static void test_exec_plugin_refresh(void **state)
+/* counting_plugin_client makes t's client with an exec plugin that hands
+ * out tok-1, tok-2, ..., counting its runs in a file (plugin_runs). */
+static void counting_plugin_client(struct t *t)
 {
-    struct t *t = *state;
-    struct rec r1 = {0}, r2 = {0};
     char script[160], user[512], text[512], count[160];
-    FILE *f;
-    int n = 0;
 
-    /* The plugin hands out tok-1, tok-2, ... counting its runs in a file. */
     snprintf(count, sizeof(count), "%s/runs", t->dir);
     snprintf(script, sizeof(script), "%s/plugin.sh", t->dir);
     snprintf(text, sizeof(text),
@@ -922,6 +919,30 @@ static void test_exec_plugin_refresh(void **state)
              "      command: %s\n      interactiveMode: Never\n",
              script);
     client(t, user, NULL);
+}
+
+/* plugin_runs is how many times counting_plugin_client's plugin ran. */
+static int plugin_runs(struct t *t)
+{
+    char count[160];
+    FILE *f;
+    int n = 0;
+
+    snprintf(count, sizeof(count), "%s/runs", t->dir);
+    f = fopen(count, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%d", &n), 1);
+    fclose(f);
+    return n;
+}
+
+static void test_exec_plugin_refresh(void **state)
+{
+    struct t *t = *state;
+    struct rec r1 = {0}, r2 = {0};
+    int n;
+
+    counting_plugin_client(t);
     t->srv.handle = h_exec_token;
     /* Two requests queue behind one plugin run; tok-1 is refused, the
      * client invalidates it and runs the plugin again. */
@@ -936,10 +957,7 @@ static void test_exec_plugin_refresh(void **state)
     assert_string_equal(t->srv.reqs[1].auth, "Bearer tok-1");
     assert_string_equal(t->srv.reqs[2].auth, "Bearer tok-2");
     assert_string_equal(t->srv.reqs[3].auth, "Bearer tok-2");
-    f = fopen(count, "r");
-    assert_non_null(f);
-    assert_int_equal(fscanf(f, "%d", &n), 1);
-    fclose(f);
+    n = plugin_runs(t);
     assert_true(n >= 2 && n <= 3);
     rec_clear(&r1);
     rec_clear(&r2);
@@ -976,26 +994,11 @@ static void test_exec_credential_shared_by_clients(void **state)
     struct t *t = *state;
     struct kube_client_opts co = {.qps = -1, .backoff_base_ms = 5, .backoff_max_ms = 20};
     struct rec ra = {0}, rb = {0};
-    char script[160], user[512], text[512], count[160];
     kube_client *kb = NULL;
     vmg_http *hb; /* its own: curl would have /a wait behind /b, held */
-    FILE *f;
-    int n = 0, bs = 0, e;
+    int bs = 0, e;
 
-    snprintf(count, sizeof(count), "%s/runs", t->dir);
-    snprintf(script, sizeof(script), "%s/plugin.sh", t->dir);
-    snprintf(text, sizeof(text),
-             "#!/bin/sh\nn=$(cat %s 2>/dev/null || echo 0)\nn=$((n+1))\necho $n > %s\n"
-             "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
-             "\"ExecCredential\",\"status\":{\"token\":\"tok-%%s\"}}' $n\n",
-             count, count);
-    write_file(script, text);
-    assert_int_equal(chmod(script, 0755), 0);
-    snprintf(user, sizeof(user),
-             "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-             "      command: %s\n      interactiveMode: Never\n",
-             script);
-    client(t, user, NULL);
+    counting_plugin_client(t);
     hb = vmg_http_new(&t->loop, &e);
     assert_non_null(hb);
     assert_int_equal(kube_client_new(&t->loop, hb, t->cfg, &co, &kb), 0);
@@ -1012,11 +1015,7 @@ static void test_exec_credential_shared_by_clients(void **state)
         if (strcmp(t->srv.reqs[i].target, "/api/v1/b") == 0 && bs++ == 1)
             assert_string_equal(t->srv.reqs[i].auth, "Bearer tok-2");
     assert_int_equal(bs, 2);
-    f = fopen(count, "r");
-    assert_non_null(f);
-    assert_int_equal(fscanf(f, "%d", &n), 1);
-    fclose(f);
-    assert_int_equal(n, 2);
+    assert_int_equal(plugin_runs(t), 2);
     kube_client_close(kb, NULL, NULL);
     vmg_http_close(hb, NULL, NULL);
     rec_clear(&ra);
