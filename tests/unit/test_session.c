@@ -516,13 +516,19 @@ static void on_reply(void *data, const struct vs_reply *r)
     f->replies++;
 }
 
-static void call_time(struct fake *f)
+/* call_time_with sends a CurrentTime answered to cb(data); *ret the call. */
+static void call_time_with(struct fake *f, vs_call_cb cb, void *data, vs_req **ret)
 {
     char *buf = NULL;
     size_t len = 0;
 
     assert_int_equal(vim_req_current_time(&buf, &len), 0);
-    assert_int_equal(vs_call(f->s, "CurrentTime", buf, len, NULL, on_reply, f, NULL), 0);
+    assert_int_equal(vs_call(f->s, "CurrentTime", buf, len, NULL, cb, data, ret), 0);
+}
+
+static void call_time(struct fake *f)
+{
+    call_time_with(f, on_reply, f, NULL);
 }
 
 /* ---- Session tests ---- */
@@ -1156,18 +1162,13 @@ static void test_cancel_while_a_failed_login_fails_the_calls(void **state)
     struct fake f;
     struct vs_session_config cfg = {.password = "not-the-password"};
     struct two t = {.f = &f};
-    char *buf = NULL;
-    size_t len = 0;
 
     (void)state;
     fake_setup(&f);
     cfg.ca_file = f.ca_path;
     fake_session(&f, &cfg);
-    assert_int_equal(vim_req_current_time(&buf, &len), 0);
-    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_first_cancels_second, &t, NULL),
-                     0);
-    assert_int_equal(vim_req_current_time(&buf, &len), 0);
-    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_second, &t, &t.second), 0);
+    call_time_with(&f, on_first_cancels_second, &t, NULL);
+    call_time_with(&f, on_second, &t, &t.second);
     run_until(&f, &t.first_calls);
     assert_int_equal(t.second_calls, 1);
     assert_true(t.second_in_cancel);
@@ -1197,16 +1198,13 @@ static void test_first_call_never_answered_inside_vs_call(void **state)
     struct fake f;
     struct vs_session_config cfg = {.backoff_min_ms = 60000, .backoff_max_ms = 60000};
     struct two t = {.f = &f};
-    char *buf = NULL;
-    size_t len = 0;
 
     (void)state;
     fake_setup(&f);
     cfg.ca_file = f.ca_path;
     fake_session(&f, &cfg);
     easy_init_failures = 1; /* the login's RetrieveServiceContent */
-    assert_int_equal(vim_req_current_time(&buf, &len), 0);
-    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_reply_flag, &t, &t.second), 0);
+    call_time_with(&f, on_reply_flag, &t, &t.second);
     assert_int_equal(t.first_calls, 0);
     assert_non_null(t.second);
     /* (Nothing else wakes the loop: the failure comes from a timer.) */
@@ -1231,8 +1229,7 @@ static void test_cancel_one_call(void **state)
     (void)state;
     fake_setup(&f);
     fake_session(&f, &cfg);
-    assert_int_equal(vim_req_current_time(&buf, &len), 0);
-    assert_int_equal(vs_call(f.s, "CurrentTime", buf, len, NULL, on_reply, &f, &q), 0);
+    call_time_with(&f, on_reply, &f, &q);
     vs_req_cancel(q);
     assert_int_equal(f.replies, 1);
     assert_int_equal(f.reply_err[0], VMG_ECANCELED);
