@@ -119,7 +119,6 @@ struct kube_req {
     uint64_t due_ms;
     unsigned retry_after_s;
     vmg_http_xfer *xfer;
-    struct curl_slist *hdrs;
 };
 
 /* ---- small helpers ---- */
@@ -209,7 +208,6 @@ static void req_free(kube_req *r)
 {
     if (!r)
         return;
-    vmg_http_headers_free(r->hdrs);
     free(r->path);
     free(r->content_type);
     /* A body may carry a secret (a TokenReview carries a bearer token). */
@@ -406,6 +404,7 @@ static int send_req(kube_req *r, const char **errmsg)
     kube_client *c = r->c;
     CURL *easy = NULL;
     struct curl_slist *h = NULL, *n;
+    struct vmg_http_send send = {0};
     char *url = NULL, ct[160];
     int err;
 
@@ -439,7 +438,6 @@ static int send_req(kube_req *r, const char **errmsg)
     }
     err = VMG_ETRANSPORT;
     if (curl_easy_setopt(easy, CURLOPT_URL, url) != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_USERAGENT, c->ua) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms) !=
             CURLE_OK ||
@@ -469,27 +467,24 @@ static int send_req(kube_req *r, const char **errmsg)
         if (strcmp(r->method, "POST") != 0 &&
             curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, r->method) != CURLE_OK)
             goto fail;
-        if (r->body || strcmp(r->method, "POST") == 0) {
-            if (curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len) !=
-                    CURLE_OK ||
-                curl_easy_setopt(easy, CURLOPT_POSTFIELDS, r->body ? r->body : "") != CURLE_OK)
-                goto fail;
-        }
+        /* A POST without a body sends an empty one. */
+        if (r->body || strcmp(r->method, "POST") == 0)
+            send.body = r->body ? r->body : "";
+        send.body_len = r->body_len;
     }
     free(url);
     url = NULL;
     r->attempts++;
-    r->hdrs = h;
     r->where = W_INFLIGHT;
     lq_insert_tail(&c->inflight, &r->link);
-    err = vmg_http_start(c->http, easy, c->max_response, r->on_line ? on_stream_line : NULL,
+    send.headers = h;
+    err = vmg_http_start(c->http, easy, &send, c->max_response, r->on_line ? on_stream_line : NULL,
                          on_done, r, &r->xfer);
-    easy = NULL; /* taken over in every case */
+    /* easy and the headers are taken over in every case */
     if (err < 0) {
         req_detach(r);
-        r->hdrs = NULL;
         r->xfer = NULL;
-        goto fail;
+        return err;
     }
     return 0;
 fail:
@@ -711,8 +706,6 @@ static void on_done(void *data, const struct vmg_http_result *res)
 
     req_detach(r);
     r->xfer = NULL;
-    vmg_http_headers_free(r->hdrs);
-    r->hdrs = NULL;
     if (c->observe)
         c->observe(c->observe_data, r->method, c->host, res->status, res->err, res->seconds);
     r->retry_after_s = 0;

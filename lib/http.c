@@ -62,6 +62,10 @@ struct vmg_http_xfer {
     int fail;
     uint64_t start_ns;
     char errbuf[CURL_ERROR_SIZE];
+    /* What curl sends from: freed (wiped) when the transfer is reaped. */
+    struct curl_slist *req_headers;
+    char *req_body;
+    size_t req_body_len;
 };
 
 /* A socket curl asked us to watch. */
@@ -485,6 +489,8 @@ static void xfer_free(struct vmg_http_xfer *x)
     headers_clear(x);
     curl_easy_cleanup(x->easy);
     vmg_buf_free(&x->body);
+    vmg_http_headers_free(x->req_headers);
+    vmg_wipe_free(x->req_body, x->req_body_len);
     free(x);
 }
 
@@ -715,16 +721,44 @@ static void release(vmg_http *h)
         teardown(h);
 }
 
-int vmg_http_start(vmg_http *h, CURL *easy, size_t max_body, vmg_http_line_cb on_line,
-                   vmg_http_done_cb done, void *data, vmg_http_xfer **ret_xfer)
+/* take_send gives x what send holds (the headers taken over, the body
+ * copied) and points easy at it. Returns 0, -ENOMEM or VMG_ETRANSPORT. */
+static int take_send(struct vmg_http_xfer *x, const struct vmg_http_send *send)
+{
+    if (!send)
+        return 0;
+    x->req_headers = send->headers;
+    if (x->req_headers && curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->req_headers) != CURLE_OK)
+        return VMG_ETRANSPORT;
+    if (!send->body)
+        return 0;
+    /* One byte more, so that an empty body is not a NULL one. */
+    x->req_body = malloc(send->body_len + 1);
+    if (!x->req_body)
+        return -ENOMEM;
+    memcpy(x->req_body, send->body, send->body_len);
+    x->req_body_len = send->body_len;
+    if (curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->req_body_len) !=
+            CURLE_OK ||
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->req_body) != CURLE_OK)
+        return VMG_ETRANSPORT;
+    return 0;
+}
+
+int vmg_http_start(vmg_http *h, CURL *easy, const struct vmg_http_send *send, size_t max_body,
+                   vmg_http_line_cb on_line, vmg_http_done_cb done, void *data,
+                   vmg_http_xfer **ret_xfer)
 {
     struct vmg_http_xfer *x = NULL;
     CURLMcode mc;
     int r;
 
-    if (!easy)
+    if (!easy) {
+        vmg_http_headers_free(send ? send->headers : NULL);
         return -EINVAL;
-    if (!h || !done || max_body == 0 || max_body >= SIZE_MAX / 2) {
+    }
+    if (!h || !done || max_body == 0 || max_body >= SIZE_MAX / 2 ||
+        (send && send->body_len && !send->body) || (send && send->body_len >= SIZE_MAX / 2)) {
         r = -EINVAL;
         goto fail;
     }
@@ -743,6 +777,10 @@ int vmg_http_start(vmg_http *h, CURL *easy, size_t max_body, vmg_http_line_cb on
     x->on_line = on_line;
     x->done = done;
     x->data = data;
+    r = take_send(x, send);
+    send = NULL; /* x holds what it held */
+    if (r < 0)
+        goto fail;
     r = VMG_ETRANSPORT;
     if (curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_WRITEDATA, x) != CURLE_OK ||
@@ -773,8 +811,12 @@ int vmg_http_start(vmg_http *h, CURL *easy, size_t max_body, vmg_http_line_cb on
         *ret_xfer = x;
     return 0;
 fail:
-    free(x);
-    curl_easy_cleanup(easy);
+    if (x) {
+        xfer_free(x); /* cleans easy up */
+    } else {
+        vmg_http_headers_free(send ? send->headers : NULL);
+        curl_easy_cleanup(easy);
+    }
     return r;
 }
 

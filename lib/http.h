@@ -1,8 +1,9 @@
 /* http.h: every HTTP transfer of the process, through one libcurl multi
  * handle driven by a libuv loop.
  *
- * The caller configures a curl easy handle (URL, method, TLS, headers,
- * timeouts) and hands it to vmg_http_start(); this module runs it on the
+ * The caller configures a curl easy handle (URL, method, TLS, timeouts)
+ * and hands it, with the request's headers and body, to vmg_http_start();
+ * this module runs it on the
  * loop without ever blocking, buffers the response body up to a bound (or
  * hands over a streamed body line by line, for Kubernetes watches), keeps
  * the headers of the final response, and calls the caller back once with
@@ -85,11 +86,25 @@ void vmg_http_headers_free(struct curl_slist *h);
  * *ret_err (-ENOMEM, VMG_ETRANSPORT when curl refuses) on failure. */
 vmg_http *vmg_http_new(uv_loop_t *loop, int *ret_err);
 
+/* What a request sends besides what its easy handle says: its header list
+ * and its body. curl reads both from memory it does not own for as long as
+ * it runs the transfer, which can outlast the done callback (a transfer
+ * cancelled from inside another's callback stays in curl until curl
+ * returns): so the transfer owns them, and wipes them (a header may carry
+ * a token, a body a password) once curl has let go of it. */
+struct vmg_http_send {
+    struct curl_slist *headers; /* taken over in every case; NULL: none */
+    const char *body;           /* copied; NULL: no body set */
+    size_t body_len;
+};
+
 /* vmg_http_start runs the transfer easy, which it takes over in every case:
  * the caller must not touch easy afterwards except through the result. The
- * caller has set the URL, method, headers, TLS and timeouts; this function
- * sets CURLOPT_WRITEFUNCTION, HEADERFUNCTION, PRIVATE, ERRORBUFFER and
- * NOSIGNAL (and their data), which the caller must not rely on.
+ * caller has set the URL, method (CURLOPT_POST or CUSTOMREQUEST for a body),
+ * TLS and timeouts; this function sets CURLOPT_HTTPHEADER and POSTFIELDS
+ * from send (which may be NULL: no headers, no body), and WRITEFUNCTION,
+ * HEADERFUNCTION, PRIVATE, ERRORBUFFER and NOSIGNAL (and their data), which
+ * the caller must not set nor rely on.
  *
  * max_body (> 0) bounds the buffered body; with on_line != NULL the body of
  * a 2xx response is streamed instead: each line (ended by "\n") goes to
@@ -103,8 +118,9 @@ vmg_http *vmg_http_new(uv_loop_t *loop, int *ret_err);
  * returns; on failure returns a negative code (-EINVAL, -ENOMEM,
  * VMG_ECANCELED when h is closing, VMG_ETRANSPORT when curl refuses),
  * cleans easy up and never calls done. */
-int vmg_http_start(vmg_http *h, CURL *easy, size_t max_body, vmg_http_line_cb on_line,
-                   vmg_http_done_cb done, void *data, vmg_http_xfer **ret_xfer);
+int vmg_http_start(vmg_http *h, CURL *easy, const struct vmg_http_send *send, size_t max_body,
+                   vmg_http_line_cb on_line, vmg_http_done_cb done, void *data,
+                   vmg_http_xfer **ret_xfer);
 
 /* vmg_http_cancel stops a transfer whose done has not run yet: its done
  * runs, with err VMG_ECANCELED, before vmg_http_cancel returns (so the

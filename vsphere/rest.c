@@ -159,12 +159,12 @@ void vs__rest_op_unavailable(struct op *op)
 
 static void on_xfer_done(void *data, const struct vmg_http_result *res);
 
-/* make_easy makes an easy handle for method on url with the session
- * header (when session is not NULL) and a JSON body (when body is not
- * NULL). Returns NULL on failure; *hdrs gets the header list to free after
- * the transfer. */
+/* make_easy makes an easy handle for method on url, and in *send its
+ * headers, with the session header (when session is not NULL), and its
+ * JSON body (POST only: body, or an empty one when NULL), for start_xfer.
+ * Returns NULL on failure. */
 static CURL *make_easy(vs_rest *r, const char *method, const char *url, const char *session,
-                       const char *body, long timeout_ms, struct curl_slist **hdrs)
+                       const char *body, long timeout_ms, struct vmg_http_send *send)
 {
     char hv[sizeof(SESSION_HEADER) + VS_REST_ID_MAX + 4];
     struct curl_slist *h = NULL, *t;
@@ -191,7 +191,6 @@ static CURL *make_easy(vs_rest *r, const char *method, const char *url, const ch
         h = t;
     }
     if (curl_easy_setopt(easy, CURLOPT_URL, url) != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK)
@@ -199,12 +198,11 @@ static CURL *make_easy(vs_rest *r, const char *method, const char *url, const ch
     if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 &&
         curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method) != CURLE_OK)
         goto fail;
-    if (strcmp(method, "POST") == 0 &&
-        (curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, body ? (long)strlen(body) : 0L) !=
-             CURLE_OK ||
-         curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, body ? body : "") != CURLE_OK))
-        goto fail;
-    *hdrs = h;
+    *send = (struct vmg_http_send){.headers = h};
+    if (strcmp(method, "POST") == 0) {
+        send->body = body ? body : "";
+        send->body_len = strlen(send->body);
+    }
     return easy;
 fail:
     vmg_http_headers_free(h);
@@ -212,19 +210,18 @@ fail:
     return NULL;
 }
 
-/* start_xfer prepares and starts easy for x. Returns 0 or a negative code;
- * on failure easy is cleaned up and x freed. */
-static int start_xfer(vs_rest *r, struct xctx *x, CURL *easy)
+/* start_xfer prepares and starts easy for x, sending send. Returns 0 or a
+ * negative code; on failure easy and the headers are cleaned up and x
+ * freed. */
+static int start_xfer(vs_rest *r, struct xctx *x, CURL *easy, const struct vmg_http_send *send)
 {
     int err;
 
     if (r->prepare)
         r->prepare(r->prepare_data, easy);
-    err = vmg_http_start(r->http, easy, r->max_body, NULL, on_xfer_done, x, &x->xfer);
-    if (err < 0) {
-        vmg_http_headers_free(x->hdrs);
+    err = vmg_http_start(r->http, easy, send, r->max_body, NULL, on_xfer_done, x, &x->xfer);
+    if (err < 0)
         free(x);
-    }
     return err;
 }
 
@@ -239,6 +236,7 @@ static void send_now(struct op *op)
     vs_rest *r = op->r;
     char url[BASE_URL_MAX + PATH_MAX_LEN + 8];
     struct xctx *x;
+    struct vmg_http_send send;
     CURL *easy;
     int err;
 
@@ -252,7 +250,7 @@ static void send_now(struct op *op)
     x->kind = X_OP;
     x->gen = r->gen;
     url_of(r, op->path, url, sizeof(url));
-    easy = make_easy(r, op->method, url, r->session, op->body, r->timeout_ms, &x->hdrs);
+    easy = make_easy(r, op->method, url, r->session, op->body, r->timeout_ms, &send);
     if (!easy) {
         free(x);
         vs__rest_op_finish(op, -ENOMEM, NULL);
@@ -260,7 +258,7 @@ static void send_now(struct op *op)
     }
     op->x = x;
     r->inflight++;
-    err = start_xfer(r, x, easy);
+    err = start_xfer(r, x, easy, &send);
     if (err < 0) {
         op->x = NULL;
         r->inflight--;
@@ -328,6 +326,7 @@ static void start_login(vs_rest *r)
 {
     char url[BASE_URL_MAX + PATH_MAX_LEN + 8];
     struct xctx *x;
+    struct vmg_http_send send;
     CURL *easy;
     int err = -ENOMEM;
 
@@ -337,24 +336,24 @@ static void start_login(vs_rest *r)
     x->r = r;
     x->kind = X_LOGIN;
     url_of(r, SESSION_PATH, url, sizeof(url));
-    easy = make_easy(r, "POST", url, NULL, NULL, r->timeout_ms, &x->hdrs);
+    easy = make_easy(r, "POST", url, NULL, NULL, r->timeout_ms, &send);
     if (!easy) {
         free(x);
         goto fail;
     }
     /* Ask for no cookie: the id travels in the header only. The list
      * keeps its head when appended to. */
-    if (!curl_slist_append(x->hdrs, "vmware-use-header-authn: true") ||
+    if (!curl_slist_append(send.headers, "vmware-use-header-authn: true") ||
         curl_easy_setopt(easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_USERNAME, r->user) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_PASSWORD, r->password) != CURLE_OK) {
-        vmg_http_headers_free(x->hdrs);
+        vmg_http_headers_free(send.headers);
         curl_easy_cleanup(easy);
         free(x);
         goto fail;
     }
     r->login = x;
-    err = start_xfer(r, x, easy);
+    err = start_xfer(r, x, easy, &send);
     if (err < 0) {
         r->login = NULL;
         goto fail;
@@ -491,7 +490,6 @@ static void on_xfer_done(void *data, const struct vmg_http_result *res)
     enum xkind kind = x->kind;
     unsigned gen = x->gen;
 
-    vmg_http_headers_free(x->hdrs);
     free(x);
     if (kind == X_LOGIN) {
         r->login = NULL;
@@ -636,6 +634,7 @@ fail:
 void vs_rest_close(vs_rest *r, void (*closed)(void *data), void *data)
 {
     char url[BASE_URL_MAX + PATH_MAX_LEN + 8];
+    struct vmg_http_send send;
     struct xctx *x;
     CURL *easy;
 
@@ -670,7 +669,7 @@ void vs_rest_close(vs_rest *r, void (*closed)(void *data), void *data)
     x->r = r;
     x->kind = X_LOGOUT;
     url_of(r, SESSION_PATH, url, sizeof(url));
-    easy = make_easy(r, "DELETE", url, r->session, NULL, LOGOUT_TIMEOUT_MS, &x->hdrs);
+    easy = make_easy(r, "DELETE", url, r->session, NULL, LOGOUT_TIMEOUT_MS, &send);
     r->session[0] = '\0';
     if (!easy) {
         free(x);
@@ -678,7 +677,7 @@ void vs_rest_close(vs_rest *r, void (*closed)(void *data), void *data)
         return;
     }
     r->logout = x;
-    if (start_xfer(r, x, easy) < 0) {
+    if (start_xfer(r, x, easy, &send) < 0) {
         r->logout = NULL;
         teardown(r);
     }

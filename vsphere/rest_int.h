@@ -50,7 +50,6 @@ struct xctx {
     vs_rest *r;
     struct op *op; /* X_OP */
     enum xkind kind;
-    struct curl_slist *hdrs;
     vmg_http_xfer *xfer;
     unsigned gen; /* the session generation the request carried */
 };

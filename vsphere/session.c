@@ -83,7 +83,6 @@ struct vs_req {
     vs_call_cb cb;
     void *data;
     vmg_http_xfer *xfer;
-    struct curl_slist *hdrs;
     unsigned long gen; /* the session generation it was last sent in */
     bool retried;      /* already sent again after NotAuthenticated */
     bool in_cb;
@@ -228,7 +227,6 @@ static void call_free(vs_req *c)
     if (!c)
         return;
     soap_buf_free(c->buf, c->len);
-    vmg_http_headers_free(c->hdrs);
     free(c);
 }
 
@@ -334,13 +332,12 @@ static int send_call(vs_session *s, vs_req *c)
     const char *action = s->have_content ? s->action : "urn:vim25/" BOOTSTRAP_VERSION;
     uint64_t timeout = call_timeout(s, c);
     uint64_t limit = c->patience_ms ? c->patience_ms : timeout; /* patience > timeout */
+    struct vmg_http_send send;
     int r;
 
     if (limit > LONG_MAX)
         limit = LONG_MAX;
 
-    vmg_http_headers_free(c->hdrs);
-    c->hdrs = NULL;
     vmg_putf(hdr, sizeof(hdr), "SOAPAction: %s", action);
     t = curl_slist_append(h, "Content-Type: text/xml; charset=utf-8");
     if (t)
@@ -357,12 +354,8 @@ static int send_call(vs_session *s, vs_req *c)
         vmg_http_headers_free(h);
         return -ENOMEM;
     }
-    c->hdrs = h;
     if (curl_easy_setopt(easy, CURLOPT_URL, s->url) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_POST, 1L) != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, c->buf) != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->len) != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, c->hdrs) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_USERAGENT, s->user_agent) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms) !=
@@ -372,20 +365,16 @@ static int send_call(vs_session *s, vs_req *c)
         curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, TCP_KEEPIDLE_S) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, TCP_KEEPINTVL_S) != CURLE_OK ||
         curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK) {
+        curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
+        (s->cookie[0] && c->kind != CK_CONTENT &&
+         curl_easy_setopt(easy, CURLOPT_COOKIE, s->cookie) != CURLE_OK) ||
+        apply_tls(s, easy) < 0) {
+        vmg_http_headers_free(h);
         curl_easy_cleanup(easy);
         return VMG_ETRANSPORT;
     }
-    if (s->cookie[0] && c->kind != CK_CONTENT &&
-        curl_easy_setopt(easy, CURLOPT_COOKIE, s->cookie) != CURLE_OK) {
-        curl_easy_cleanup(easy);
-        return VMG_ETRANSPORT;
-    }
-    if (apply_tls(s, easy) < 0) {
-        curl_easy_cleanup(easy);
-        return VMG_ETRANSPORT;
-    }
-    r = vmg_http_start(s->http, easy, c->max_response, NULL, on_done, c, &c->xfer);
+    send = (struct vmg_http_send){.headers = h, .body = c->buf, .body_len = c->len};
+    r = vmg_http_start(s->http, easy, &send, c->max_response, NULL, on_done, c, &c->xfer);
     if (r < 0)
         return r;
     c->gen = s->gen;

@@ -424,8 +424,8 @@ static CURL *easy_for(struct fx *f, const char *path)
 static void start(struct fx *f, const char *path, size_t max_body, bool stream, struct rec *r)
 {
     r->f = f;
-    assert_int_equal(vmg_http_start(f->h, easy_for(f, path), max_body, stream ? on_line : NULL,
-                                    on_done, r, &r->xfer),
+    assert_int_equal(vmg_http_start(f->h, easy_for(f, path), NULL, max_body,
+                                    stream ? on_line : NULL, on_done, r, &r->xfer),
                      0);
 }
 
@@ -493,7 +493,7 @@ static void test_status_codes(void **state)
     e = easy_for(f, "/status/404");
     assert_int_equal(curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE"), CURLE_OK);
     rdel.f = f;
-    assert_int_equal(vmg_http_start(f->h, e, 1024, NULL, on_done, &rdel, NULL), 0);
+    assert_int_equal(vmg_http_start(f->h, e, NULL, 1024, NULL, on_done, &rdel, NULL), 0);
     run_until(f, &done, 4);
     assert_string_equal(f->srv.last_method, "DELETE");
     assert_string_equal(f->obs_method, "DELETE");
@@ -513,7 +513,7 @@ static void test_redirect_keeps_final_headers(void **state)
 
     assert_int_equal(curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L), CURLE_OK);
     r.f = f;
-    assert_int_equal(vmg_http_start(f->h, e, 1024, NULL, on_done, &r, NULL), 0);
+    assert_int_equal(vmg_http_start(f->h, e, NULL, 1024, NULL, on_done, &r, NULL), 0);
     run_until(f, &r.calls, 1);
     assert_int_equal(r.err, 0);
     assert_int_equal(r.status, 200);
@@ -800,7 +800,7 @@ static void test_connection_refused(void **state)
     assert_int_equal(curl_easy_setopt(e, CURLOPT_URL, url), CURLE_OK);
     assert_int_equal(curl_easy_setopt(e, CURLOPT_PROXY, ""), CURLE_OK);
     r.f = f;
-    assert_int_equal(vmg_http_start(f->h, e, 1024, NULL, on_done, &r, NULL), 0);
+    assert_int_equal(vmg_http_start(f->h, e, NULL, 1024, NULL, on_done, &r, NULL), 0);
     run_until(f, &r.calls, 1);
     assert_int_equal(r.err, VMG_ETRANSPORT);
     assert_int_equal(r.status, 0);
@@ -824,8 +824,9 @@ static void try_start_after_close(struct rec *r)
     /* f->h is closing: a new transfer is refused, and its easy handle freed
      * (ASan would report it otherwise). */
     if (r->err == VMG_ECANCELED)
-        assert_int_equal(vmg_http_start(f->h, easy_for(f, "/hello"), 1024, NULL, on_done, r, NULL),
-                         VMG_ECANCELED);
+        assert_int_equal(
+            vmg_http_start(f->h, easy_for(f, "/hello"), NULL, 1024, NULL, on_done, r, NULL),
+            VMG_ECANCELED);
 }
 
 static void close_on_third_request(void *data, const char *path)
@@ -966,19 +967,80 @@ static void test_headers_bounded(void **state)
     rec_free(&r);
 }
 
+/* The transfer owns what it sends: curl may read a request's headers and
+ * body until the transfer is reaped, after its done callback (when it was
+ * cancelled from inside another transfer's callback), so the caller's
+ * copies may go as soon as vmg_http_start returns. */
+static void test_send_owned(void **state)
+{
+    struct fx *f = *state;
+    struct rec r = {0};
+    char *body = strdup("{\"spec\":\"the body\"}");
+    struct vmg_http_send send = {0};
+    const struct sreq *q;
+    CURL *e;
+
+    assert_non_null(body);
+    send.headers = curl_slist_append(NULL, "Content-Type: application/x-test");
+    assert_non_null(send.headers);
+    assert_non_null(curl_slist_append(send.headers, "Authorization: Bearer sekrit"));
+    send.body = body;
+    send.body_len = strlen(body);
+    e = easy_for(f, "/hello");
+    assert_int_equal(curl_easy_setopt(e, CURLOPT_POST, 1L), CURLE_OK);
+    r.f = f;
+    assert_int_equal(vmg_http_start(f->h, e, &send, 1024, NULL, on_done, &r, &r.xfer), 0);
+    /* Nothing of the caller's is read from here on. */
+    memset(body, 'X', strlen(body));
+    free(body);
+    run_until(f, &r.calls, 1);
+    assert_int_equal(r.err, 0);
+    assert_int_equal(r.status, 200);
+    q = srv_req(&f->srv.base, f->srv.base.n - 1);
+    assert_string_equal(q->method, "POST");
+    assert_string_equal(q->ctype, "application/x-test");
+    assert_string_equal(q->auth, "Bearer sekrit");
+    assert_string_equal(q->body, "{\"spec\":\"the body\"}");
+    rec_free(&r);
+
+    /* An empty body is sent as one, not as none. */
+    e = easy_for(f, "/hello");
+    assert_int_equal(curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT"), CURLE_OK);
+    send = (struct vmg_http_send){.body = ""};
+    r.f = f;
+    assert_int_equal(vmg_http_start(f->h, e, &send, 1024, NULL, on_done, &r, &r.xfer), 0);
+    run_until(f, &r.calls, 1);
+    assert_int_equal(r.status, 200);
+    q = srv_req(&f->srv.base, f->srv.base.n - 1);
+    assert_string_equal(q->method, "PUT");
+    assert_string_equal(q->body, "");
+    rec_free(&r);
+
+    /* A refused start frees the headers too (ASan checks). */
+    send = (struct vmg_http_send){.headers = curl_slist_append(NULL, "X-A: b"), .body_len = 3};
+    assert_non_null(send.headers);
+    assert_int_equal(
+        vmg_http_start(f->h, easy_for(f, "/hello"), &send, 1024, NULL, on_done, &r, NULL), -EINVAL);
+    send.headers = curl_slist_append(NULL, "X-A: b");
+    send.body_len = 0;
+    assert_non_null(send.headers);
+    assert_int_equal(vmg_http_start(f->h, NULL, &send, 1024, NULL, on_done, &r, NULL), -EINVAL);
+    assert_int_equal(r.calls, 0);
+}
+
 static void test_bad_arguments(void **state)
 {
     struct fx *f = *state;
     struct rec r = {0};
 
     /* Each refused easy handle is freed (ASan checks), done never runs. */
-    assert_int_equal(vmg_http_start(f->h, easy_for(f, "/hello"), 0, NULL, on_done, &r, NULL),
+    assert_int_equal(vmg_http_start(f->h, easy_for(f, "/hello"), NULL, 0, NULL, on_done, &r, NULL),
                      -EINVAL);
-    assert_int_equal(vmg_http_start(f->h, easy_for(f, "/hello"), 10, NULL, NULL, &r, NULL),
+    assert_int_equal(vmg_http_start(f->h, easy_for(f, "/hello"), NULL, 10, NULL, NULL, &r, NULL),
                      -EINVAL);
-    assert_int_equal(vmg_http_start(NULL, easy_for(f, "/hello"), 10, NULL, on_done, &r, NULL),
+    assert_int_equal(vmg_http_start(NULL, easy_for(f, "/hello"), NULL, 10, NULL, on_done, &r, NULL),
                      -EINVAL);
-    assert_int_equal(vmg_http_start(f->h, NULL, 10, NULL, on_done, &r, NULL), -EINVAL);
+    assert_int_equal(vmg_http_start(f->h, NULL, NULL, 10, NULL, on_done, &r, NULL), -EINVAL);
     assert_int_equal(vmg_http_active(f->h), 0);
     uv_run(&f->loop, UV_RUN_NOWAIT);
     assert_int_equal(r.calls, 0);
@@ -1008,6 +1070,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_from_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_from_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headers_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_send_owned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
     };
     int r;
