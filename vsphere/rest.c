@@ -508,7 +508,7 @@ static void on_xfer_done(void *data, const struct vmg_http_result *res)
                           res->errmsg);
     } else if (res->status == 401) {
         if (gen == r->gen)
-            r->session[0] = '\0';
+            OPENSSL_cleanse(r->session, sizeof(r->session));
         if (!op->retried) {
             /* Expired or lost (vCenter restarted): log in, send again. */
             op->retried = true;
@@ -670,7 +670,7 @@ void vs_rest_close(vs_rest *r, void (*closed)(void *data), void *data)
     x->kind = X_LOGOUT;
     url_of(r, SESSION_PATH, url, sizeof(url));
     easy = make_easy(r, "DELETE", url, r->session, NULL, LOGOUT_TIMEOUT_MS, &send);
-    r->session[0] = '\0';
+    OPENSSL_cleanse(r->session, sizeof(r->session));
     if (!easy) {
         free(x);
         teardown(r);

@@ -62,8 +62,12 @@
 #define VS_REST_DESCRIPTION_MAX 600 /* longest category or tag description accepted */
 #define VS_REST_MSG_MAX 512         /* longest message of a result or a reason */
 #define VS_REST_MAX_IDS 20000       /* most ids a list may hold */
-#define VS_REST_MAX_OPS 4096        /* most operations at once (else -EBUSY) */
-#define VS_REST_CACHE_MAX 8192      /* most tag ids kept in memory */
+/* Most JSON values an answer may make once parsed (a list of
+ * VS_REST_MAX_IDS objects makes three each): a body within the size bound
+ * that would make more is refused unparsed (VMG_ETOOBIG). */
+#define VS_REST_MAX_VALUES (4 * VS_REST_MAX_IDS + 1024)
+#define VS_REST_MAX_OPS 4096   /* most operations at once (else -EBUSY) */
+#define VS_REST_CACHE_MAX 8192 /* most tag ids kept in memory */
 
 /* A vSphere object, e.g. {"VirtualMachine", "vm-42"} (a moref). */
 struct vs_rest_object {

@@ -10,7 +10,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/jsonbound.h"
+#include "lib/jsonwipe.h"
 
 bool vs_rest_valid_id(const char *id)
 {
@@ -119,6 +122,8 @@ static int parse_value(const char *body, size_t len, cJSON **ret_root, cJSON **r
 
     if (!body)
         return VMG_EPARSE;
+    if (!json_values_within(body, len, VS_REST_MAX_VALUES))
+        return VMG_ETOOBIG;
     root = cJSON_ParseWithLength(body, len);
     if (!root)
         return VMG_EPARSE;
@@ -162,6 +167,9 @@ int vs_rest_parse_string(const char *body, size_t len, char *buf, size_t size)
         r = VMG_EPARSE;
     if (r == 0)
         memcpy(buf, tmp, strlen(tmp) + 1);
+    /* The string may be a session id. */
+    vmg_wipe(tmp, sizeof(tmp));
+    json_wipe(root);
     cJSON_Delete(root);
     return r;
 }
@@ -358,7 +366,7 @@ void vs_rest_parse_error(const char *body, size_t len, char *type, size_t tsize,
 
     cut_copy(type, tsize, "");
     cut_copy(msg, msize, "");
-    if (!body || len == 0)
+    if (!body || len == 0 || !json_values_within(body, len, VS_REST_MAX_VALUES))
         return;
     root = cJSON_ParseWithLength(body, len);
     if (!root)

@@ -249,6 +249,57 @@ static void test_parse_refuses(void **state)
     assert_int_equal(vs_rest_parse_objects(NULL, 0, &objs, &n), VMG_EPARSE);
 }
 
+/* body_of_n makes {"value":[ITEM,ITEM,...]} with n items. */
+static char *body_of_n(size_t n, const char *item)
+{
+    size_t il = strlen(item), len = 12 + n * (il + 1);
+    char *b = malloc(len), *p = b;
+
+    assert_non_null(b);
+    p += sprintf(p, "{\"value\":[");
+    for (size_t i = 0; i < n; i++) {
+        memcpy(p, item, il);
+        p += il;
+        *p++ = i + 1 < n ? ',' : ']';
+    }
+    if (n == 0)
+        *p++ = ']';
+    *p++ = '}';
+    *p = '\0';
+    return b;
+}
+
+/* A body within the size bound that would make too many values once
+ * parsed is refused unparsed; the largest good answers still pass. */
+static void test_parse_bounds_values(void **state)
+{
+    struct vs_rest_object *objs = NULL;
+    char **ids = NULL, *b;
+    size_t n = 0;
+
+    (void)state;
+    b = body_of_n(VS_REST_MAX_IDS, "\"urn:vmomi:InventoryServiceTag:1:GLOBAL\"");
+    assert_int_equal(vs_rest_parse_ids(b, strlen(b), &ids, &n), 0);
+    assert_int_equal(n, VS_REST_MAX_IDS);
+    vs_rest_ids_free(ids, n);
+    free(b);
+    b = body_of_n(VS_REST_MAX_IDS, "{\"type\":\"VirtualMachine\",\"id\":\"vm-1\"}");
+    assert_int_equal(vs_rest_parse_objects(b, strlen(b), &objs, &n), 0);
+    assert_int_equal(n, VS_REST_MAX_IDS);
+    free(objs);
+    free(b);
+
+    /* 1.6 MB of text, a million values: refused before cJSON sees it. */
+    ids = NULL;
+    n = 7;
+    b = body_of_n(800000, "0");
+    assert_int_equal(vs_rest_parse_ids(b, strlen(b), &ids, &n), VMG_ETOOBIG);
+    assert_null(ids);
+    assert_int_equal(n, 7);
+    assert_int_equal(vs_rest_parse_objects(b, strlen(b), &objs, &n), VMG_ETOOBIG);
+    free(b);
+}
+
 static void test_parse_error(void **state)
 {
     char type[64], msg[128];
@@ -1147,6 +1198,7 @@ int main(void)
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_parse_fixtures),
         cmocka_unit_test(test_parse_refuses),
+        cmocka_unit_test(test_parse_bounds_values),
         cmocka_unit_test(test_parse_error),
         cmocka_unit_test_setup_teardown(test_ensure_creates_then_caches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ensure_finds_existing, setup, teardown),
