@@ -449,6 +449,12 @@ static void process_input(struct conn *c)
             break;
         }
     }
+    if (c->closing) {
+        /* Closed by what ran in the loop (a failed write, the handler
+         * closing the server): its input is gone already. */
+        c->in_process = 0;
+        return;
+    }
     if (off > 0) {
         memmove(c->in, c->in + off, c->in_len - off);
         c->in_len -= off;
@@ -669,15 +675,24 @@ static void format_peer(struct conn *c)
     snprintf(c->host, sizeof(c->host), "%s", host);
 }
 
-/* evictable: c may give way to a new connection first. It has no request
- * with the handler or half received, and is idle between requests
- * (nothing buffered, its answers sent), or does not read its answers
- * (whatever it pipelined behind them). */
+/* answered: c was given its last answer and closes once it is written and
+ * the client has gone (or a short linger has passed): it serves nothing
+ * more, and gives way before any other. A peer that sends requests and
+ * never closes would otherwise hold a slot each until their lingers end. */
+static int answered(const struct conn *c)
+{
+    return !c->closing && !c->active && (c->lingering || c->close_after_write);
+}
+
+/* evictable: c may give way to a new connection, after the answered ones.
+ * It has no request with the handler or half received, and is idle
+ * between requests (nothing buffered; its answers may still be on their
+ * way), or does not read its answers (whatever it pipelined behind them). */
 static int evictable(const struct conn *c)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active || c->rp.req)
         return 0;
-    return (c->mode == T_IDLE && c->out_pending == 0 && c->in_len == 0) || c->mode == T_DRAIN;
+    return (c->mode == T_IDLE && c->in_len == 0) || c->mode == T_DRAIN;
 }
 
 /* unread_input: c was accepted and never read from, and bytes of it wait in
@@ -715,20 +730,18 @@ static int incomplete(const struct conn *c, uint64_t *since)
 }
 
 /* oldest_idle returns the connection to give way, of peer host when host
- * is not NULL, other than except, or NULL: the evictable one idle the
- * longest; failing that, the one whose incomplete request began the
- * longest ago; failing that, one that has sent nothing yet: the one
- * accepted the longest ago among those silent for SILENT_GRACE_MS or more,
- * or else the one accepted last. A burst of silent connections thus makes
- * its own members give way, not a probe accepted just before it that has
- * yet to send its request, while silent connections that hold their slots
- * still give way oldest first. A connection whose request is with the
- * handler never gives way. Ties of idle or partial ones (the same
- * millisecond of the loop's clock, as a burst read in one turn has) go to
+ * is not NULL, other than except, or NULL: the answered one accepted
+ * first; failing that, the evictable one idle the longest; failing that, the one whose incomplete
+ * request began the longest ago; failing that, one that has sent nothing yet: the one accepted the
+ * longest ago among those silent for SILENT_GRACE_MS or more, or else the one accepted last. A
+ * burst of silent connections thus makes its own members give way, not a probe accepted just before
+ * it that has yet to send its request, while silent connections that hold their slots still give
+ * way oldest first. A connection whose request is with the handler never gives way. Ties of idle or
+ * partial ones (the same millisecond of the loop's clock, as a burst read in one turn has) go to
  * the one accepted first; the list holds the newest first. */
 static struct conn *oldest_idle(vmg_server *s, const char *host, const struct conn *except)
 {
-    struct conn *best = NULL, *partial = NULL, *silent_old = NULL, *silent_new = NULL;
+    struct conn *done = NULL, *best = NULL, *partial = NULL, *silent_old = NULL, *silent_new = NULL;
     uint64_t oldest = 0, since = 0, now = uv_now(s->loop);
 
     struct lq *p;
@@ -738,6 +751,11 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
         struct conn *c = lq_entry(p, struct conn, link);
         if (c == except || (host && strcmp(c->host, host) != 0))
             continue;
+        if (answered(c)) {
+            if (!done || c->seq < done->seq)
+                done = c;
+            continue;
+        }
         if (evictable(c)) {
             if (!best || c->idle_since < best->idle_since ||
                 (c->idle_since == best->idle_since && c->seq < best->seq))
@@ -763,6 +781,8 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
             break;
         }
     }
+    if (done)
+        return done;
     if (best)
         return best;
     if (partial)

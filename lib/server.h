@@ -38,8 +38,10 @@
  *   below the bound within request_timeout_ms is closed.
  * - Connections: at most max_conns, and at most max_conns_per_peer from one
  *   peer address (its port aside). A new connection beyond either limit
- *   takes the place of the oldest idle one (of that peer, for the per-peer
- *   limit): idle is between requests, or not reading its answers. When
+ *   takes the place (of that peer's, for the per-peer limit) of one that
+ *   was given its last answer and waits to close (the one accepted first),
+ *   else of the oldest idle one: idle is between requests, or not reading
+ *   its answers. When
  *   none is idle, the one whose request, begun but incomplete (not handed
  *   to the handler), began the longest ago gives way, and failing that one
  *   that has sent nothing since the accept: the oldest of those silent for

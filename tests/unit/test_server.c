@@ -124,6 +124,7 @@ static void later_fire(uv_timer_t *t)
 }
 
 static void maybe_finish(struct fx *f);
+static void server_closed(void *data);
 
 static void on_abort_respond(void *data, vmg_server_req *r)
 {
@@ -188,6 +189,11 @@ static void handler(void *data, vmg_server_req *req)
         l->req = req;
         uv_timer_init(&f->loop, &l->t);
         uv_timer_start(&l->t, later_fire, 4000, 0);
+    } else if (strcmp(path, "/close-server") == 0) {
+        /* The server goes while it parses this connection's input: the
+         * request is aborted, and the answer only frees it. */
+        vmg_server_close(f->srv, server_closed, f);
+        f->flags[7] = vmg_server_respond(req, 200, "text/plain", "gone\n", 5);
     } else if (strcmp(path, "/hang") == 0) {
         /* Answered only by the abort callback. */
         vmg_server_req_on_abort(req, on_abort_respond, f);
@@ -1395,45 +1401,103 @@ static int newcomer_evicts(struct fx *f, const char *src, int victim)
     return wait_closed(victim) >= 0;
 }
 
-/* client_partial: 32 connections from four addresses each send the start
- * of a request and stop (a lockout attempt); complete requests on new
- * connections are answered all the same, from a fifth address (the server
- * is full) and from one of the four (at its cap). */
-static void client_partial(struct fx *f)
+/* client_close_from_handler: a request whose handler closes the server,
+ * pipelined with another behind it; the connection closes. */
+static void client_close_from_handler(struct fx *f)
+{
+    const char *reqs = "GET /close-server HTTP/1.1\r\nHost: x\r\n\r\n"
+                       "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = raw_connect(f->port);
+
+    send_all(fd, reqs, strlen(reqs));
+    f->flags[0] = wait_closed(fd) >= 0;
+    close(fd);
+}
+
+static void test_close_from_handler(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    fx_run(&f, client_close_from_handler);
+    assert_true(f.flags[0]);
+    assert_int_equal(f.requests, 1);             /* nothing after the close is served */
+    assert_int_equal(f.flags[7], VMG_ECANCELED); /* the answer had nowhere to go */
+}
+
+/* answered_from opens a connection from src, sends a request that is the
+ * connection's last (HTTP/1.0) and reads its answer, but never closes: the
+ * server lingers on it for the client's FIN. The fd, or -1. */
+static int answered_from(struct fx *f, const char *src)
+{
+    static struct rawbuf rb;
+    const char *req = "GET /hello HTTP/1.0\r\n\r\n";
+    int fd = raw_connect_from(f->port, src, 0);
+
+    if (fd < 0)
+        return -1;
+    rb.len = 0;
+    send_all(fd, req, strlen(req));
+    if (raw_response(f, fd, &rb)->status != 200) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* client_lockout: 32 connections from four addresses each try to hold a
+ * slot (opened by open_from, which returns the fd or -1); complete
+ * requests on new connections are answered all the same, from a fifth
+ * address (the server is full) and from one of the four (at its cap),
+ * each in the place of the first of the 32 of its scope. */
+static void client_lockout(struct fx *f, int (*open_from)(struct fx *f, const char *src))
 {
     static const char *const src[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.1"};
     int fds[32], n = 0, fd;
 
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 8; j++) {
-            fd = partial_from(f, src[i]);
+            fd = open_from(f, src[i]);
             if (fd < 0)
                 continue;
             fds[n++] = fd;
             usleep(2 * 1000); /* an order of arrival */
         }
     f->flags[0] = n;
+    f->n = 0; /* what the 32 were answered was checked: the slots go to the newcomers */
     f->flags[3] = wait_served(f, 32) == 0; /* the server has read them */
-    /* The server is full: a newcomer takes the oldest incomplete one's
-     * place (127.0.0.2's first). */
+    /* The server is full: a newcomer takes the place of 127.0.0.2's first. */
     f->flags[1] = newcomer_evicts(f, "127.0.0.5", fds[0]);
-    /* 127.0.0.1 is at its cap: its own oldest incomplete one gives way. */
+    /* 127.0.0.1 is at its cap: its own first one gives way. */
     f->flags[2] = newcomer_evicts(f, "127.0.0.1", fds[24]);
     for (int i = 0; i < n; i++)
         close(fds[i]);
 }
 
-static void test_evict_partial_requests(void **state)
+/* A peer sending the start of a request on each connection and stopping. */
+static void client_partial(struct fx *f)
+{
+    client_lockout(f, partial_from);
+}
+
+/* A peer sending one last request (HTTP/1.0) on each connection, reading
+ * its answer and never closing. */
+static void client_answered(struct fx *f)
+{
+    client_lockout(f, answered_from);
+}
+
+static void run_lockout(void (*client)(struct fx *))
 {
     struct fx f;
-    (void)state;
 
     fx_init(&f);
     f.opts.max_conns = 32;
     f.opts.max_conns_per_peer = 8;
     f.opts.request_timeout_ms = 30000; /* not what frees the slots here */
     f.sample = 1;
-    fx_run(&f, client_partial);
+    fx_run(&f, client);
     assert_int_equal(f.flags[0], 32);
     assert_true(f.flags[3]);
     assert_int_equal(f.r[0].status, 200);
@@ -1442,6 +1506,18 @@ static void test_evict_partial_requests(void **state)
     assert_true(f.flags[2]);
     assert_int_equal(f.stats.evicted, 2);
     assert_int_equal(f.stats.refused, 0);
+}
+
+static void test_evict_partial_requests(void **state)
+{
+    (void)state;
+    run_lockout(client_partial);
+}
+
+static void test_evict_answered(void **state)
+{
+    (void)state;
+    run_lockout(client_answered);
 }
 
 /* client_partial_burst: the server's loop stops while 8 connections from
@@ -2088,6 +2164,8 @@ int main(void)
         cmocka_unit_test(test_evict_not_reading),
         cmocka_unit_test(test_per_peer_cap),
         cmocka_unit_test(test_evict_partial_requests),
+        cmocka_unit_test(test_evict_answered),
+        cmocka_unit_test(test_close_from_handler),
         cmocka_unit_test(test_evict_partial_burst_oldest_first),
         cmocka_unit_test(test_evict_partial_before_silent),
         cmocka_unit_test(test_evict_burst_keeps_probe),
