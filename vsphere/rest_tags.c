@@ -366,8 +366,11 @@ void vs__rest_on_response(struct op *op, const struct vmg_http_result *res)
         } else if (res->status == 400 && is_error_type(res, "already_exists")) {
             vs__rest_send_list_tags(op);
         } else if (res->status == 404 ||
-                   (res->status == 400 && is_error_type(res, "invalid_argument"))) {
-            /* The remembered category is gone. */
+                   (res->status == 400 && is_error_type(res, "invalid_argument") &&
+                    op->restarts == 0)) {
+            /* The remembered category is gone (vCenter says so with
+             * invalid_argument too, which is also its answer to a tag it
+             * refuses: only the first one sends the op looking again). */
             op_restart(op, true);
         } else {
             http_failf(op, res, "creating a tag");
@@ -375,7 +378,10 @@ void vs__rest_on_response(struct op *op, const struct vmg_http_result *res)
         return;
     case ST_TAG_LIST:
         if (res->status == 404) {
-            if (op->create)
+            /* The remembered category is gone, or was made again outside
+             * under a new id: one that only reads or removes looks it up
+             * again once before it says there is nothing to do. */
+            if (op->create || op->restarts == 0)
                 op_restart(op, true);
             else
                 op_absent(op);
