@@ -612,6 +612,8 @@ static void rebuild(vs_inventory *inv)
         inv->synced = false;
         inv->rebuilding = false;
         notify(inv);
+        if (inv->closing)
+            return; /* its callback closed the watch */
     }
     if (!vs_session_content(inv->s)) {
         /* Not logged in yet: a first call waits for the login (and
