@@ -256,7 +256,8 @@ static char *body_of_n(size_t n, const char *item)
     char *b = malloc(len), *p = b;
 
     assert_non_null(b);
-    p += sprintf(p, "{\"value\":[");
+    memcpy(p, "{\"value\":[", 10);
+    p += 10;
     for (size_t i = 0; i < n; i++) {
         memcpy(p, item, il);
         p += il;
