@@ -59,6 +59,8 @@ static enum op_outcome classify(enum plan_action_kind k, int err, const char *fa
         return OP_AS_WANTED;
     if (kr->vm_may_go && fault_is(fault, "ManagedObjectNotFound"))
         return OP_VM_GONE;
+    if (k == PLAN_DESTROY_FOLDER && err == VMG_ECONFLICT && (!fault || !*fault))
+        return OP_HIDDEN;
     if (k == PLAN_CLONE && outcome_bootstrap_block(fault))
         return OP_TEMPLATE;
     if (k == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT))
@@ -92,6 +94,14 @@ void outcome_decide(enum plan_action_kind kind, int err, const char *fault, stru
         /* The group's backoff does not grow; the group is planned again
          * shortly, once the VM has been read again. */
         ret->reread = true;
+        ret->requeue = OP_REQUEUE_BACKOFF;
+        break;
+    case OP_HIDDEN:
+        /* Destroying the folder would destroy them. They may be VMs the
+         * inventory is about to show: the group is planned again after its
+         * backoff, and a second such answer keeps the folder, as one
+         * holding objects the inventory shows is kept. */
+        ret->hidden = true;
         ret->requeue = OP_REQUEUE_BACKOFF;
         break;
     case OP_UNSURE:

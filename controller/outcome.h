@@ -24,6 +24,10 @@ enum op_outcome {
                         change or a reconfiguration): nothing that waiting mends */
     OP_UNSURE,       /* a clone whose end cannot be known (VMG_EUNKNOWN, or
                         VMG_ETRANSPORT with no fault): it may be under way or done */
+    OP_HIDDEN,       /* a folder destroy that found the folder holding objects
+                        (VMG_ECONFLICT, no fault: vsphere's check before the
+                        destroy) the inventory does not show (yet, or a vApp,
+                        which it does not watch): twice, and the folder is kept */
     OP_TEMPLATE,     /* a clone whose template cannot be used (VMG_ENOTFOUND,
                         VMG_EAMBIGUOUS, VMG_ECONFIG with no fault), or whose
                         bootstrap cannot (a fault outcome_bootstrap_block
@@ -54,6 +58,7 @@ struct op_decision {
     bool transient; /* a transient failure: the backoff grows, the status says why */
     bool reread;    /* the VM is read again from vCenter */
     bool unblock;   /* a clone that worked: a template block learned before ends */
+    bool hidden;    /* the group's folder held objects the inventory does not show */
     /* The event said about it. An OP_TEMPLATE warning is said only when
      * the block is new or its message changed. */
     enum op_event event;

@@ -853,6 +853,7 @@ static int plan_delete(struct ctx *c)
     bool can_act = (in->block == PLAN_BLOCK_NONE || in->block == PLAN_BLOCK_TEMPLATE) &&
                    !c->transient && in->folder != PLAN_FOLDER_UNKNOWN;
     bool others = c->n_foreign > 0 || in->folder_other_objects > 0;
+    bool kept = others || in->folder_hidden_objects;
     int r;
 
     for (size_t i = 0; i < c->n_members; i++)
@@ -889,7 +890,7 @@ static int plan_delete(struct ctx *c)
          * would be left behind once the task made it, and a destroy's
          * outcome is reported on the group. */
         msg_add(&c->message, "deleting folder \"%s\"", c->p->folder);
-    } else if (in->folder == PLAN_FOLDER_PRESENT && !others) {
+    } else if (in->folder == PLAN_FOLDER_PRESENT && !kept) {
         msg_add(&c->message, "deleting folder \"%s\"", c->p->folder);
         if (c->budget > 0) {
             r = add_simple(c, PLAN_DESTROY_FOLDER);
@@ -908,6 +909,8 @@ static int plan_delete(struct ctx *c)
             if (in->folder_other_objects > 0)
                 msg_add(&w, "%zu other object%s", in->folder_other_objects,
                         plural((long)in->folder_other_objects));
+            if (!others)
+                msg_add(&w, "objects other than VMs and folders (a vApp, say)");
             msg_add(&w, " not created by this VmGroup");
             r = add_event(c, PLAN_EVENT_WARNING, "FolderKept", msg_str(&w));
             if (r < 0)

@@ -126,6 +126,9 @@ struct planner_input {
     enum plan_folder_state folder;
     bool folder_inflight;        /* creating or destroying the folder is in flight */
     size_t folder_other_objects; /* objects in the folder that are not VMs (folders, vApps) */
+    /* A destroy of the folder found it holding objects the inventory does
+     * not show (it watches VMs and folders only: a vApp, say). */
+    bool folder_hidden_objects;
     /* The names of some or all of those objects: one with a VM's name
      * takes that VM's slot, as a foreign VM does (vCenter refuses a second
      * child of the same name). */

@@ -68,6 +68,8 @@ struct gstate {
     int64_t block_gen;
     uint64_t block_at;
 
+    unsigned folder_hidden;   /* destroys that found objects in the folder that
+                                 the inventory does not show (OP_HIDDEN) */
     char *transient;          /* why the last step failed */
     uint64_t transient_until; /* shown (and vCenter left alone) until then */
     unsigned failures;        /* consecutive, for the backoff */
@@ -464,6 +466,9 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
                  op->vm, why);
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
         break;
+    case OP_HIDDEN:
+        vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name, "%s %s: %s", k->verb, what, why);
+        break;
     case OP_TEMPLATE:
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "cannot create VM %s: %s", op->vm, text);
@@ -490,6 +495,10 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         note_transient(r, gs, text);
     if (d.settle)
         gs->failures = 0;
+    if (d.hidden) {
+        gs->folder_hidden++;
+        gs->failures++; /* looked at again after the backoff */
+    }
     if (d.unblock && gs->block == PLAN_BLOCK_TEMPLATE) {
         gs->block = PLAN_BLOCK_NONE;
         gs->block_reason = NULL;
@@ -899,6 +908,8 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     in->folder_other_objects = f->other_objects;
     in->folder_other_names = f->other_names;
     in->n_folder_other_names = f->n_other_names;
+    /* Twice: once could be VMs the inventory has yet to show. */
+    in->folder_hidden_objects = gs->folder_hidden >= 2;
     in->clones_inflight = ps->slots;
     in->n_clones_inflight = ns;
     in->block = gs->block;

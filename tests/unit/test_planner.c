@@ -84,6 +84,7 @@ struct tcase {
     bool folder_inflight;
     size_t other_objects;
     const char *others[4]; /* the names of objects that are not VMs (counted too) */
+    bool hidden;           /* a destroy found objects the inventory does not show */
     enum plan_block block;
     const char *block_reason;
     const char *block_message;
@@ -595,6 +596,13 @@ static const struct tcase cases[] = {
      .actions = "event Warning FolderKept; remove-finalizer",
      .phase = VMGROUP_PHASE_PENDING,
      .message = "deleted"},
+    {.title = "delete: a folder that destroys found holding objects not shown is kept",
+     .deleting = true,
+     .replicas = 2,
+     .hidden = true,
+     .actions = "event Warning FolderKept; remove-finalizer",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "deleted"},
     {.title = "delete: nothing while the inventory is unknown",
      .deleting = true,
      .replicas = 2,
@@ -747,6 +755,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
         .folder_other_objects = tc->other_objects + n_others,
         .folder_other_names = tc->others,
         .n_folder_other_names = n_others,
+        .folder_hidden_objects = tc->hidden,
         .clones_inflight = tc->clones,
         .n_clones_inflight = tc->n_clones,
         .block = tc->block,
@@ -897,6 +906,7 @@ static void test_events_and_degraded(void **state)
         .deleting = true, .replicas = 1, .vms = {{"bob", .mark = ""}, {"alice", .mark = ""}}};
     static const struct tcase foreign = {
         .replicas = 1, .vms = {{"web-0"}, {"bob", .mark = ""}, {"web-9", .mark = OTHER}}};
+    static const struct tcase hidden = {.deleting = true, .replicas = 1, .hidden = true};
     struct built b;
     struct plan *p = NULL;
     const struct vmgroup_condition *d;
@@ -910,6 +920,17 @@ static void test_events_and_degraded(void **state)
     assert_string_equal(p->actions[0].reason, "FolderKept");
     assert_string_equal(p->actions[0].message,
                         "folder \"default_web\" kept: it holds 2 VMs not created by this VmGroup");
+    assert_int_equal(p->actions[1].kind, PLAN_REMOVE_FINALIZER);
+    plan_free(p);
+    vmgroup_free(b.g);
+
+    build(&hidden, &b, NULL);
+    assert_int_equal(planner_plan(&b.in, &p), 0);
+    assert_int_equal(p->n_actions, 2);
+    assert_string_equal(p->actions[0].reason, "FolderKept");
+    assert_string_equal(p->actions[0].message,
+                        "folder \"default_web\" kept: it holds objects other than VMs and folders "
+                        "(a vApp, say) not created by this VmGroup");
     assert_int_equal(p->actions[1].kind, PLAN_REMOVE_FINALIZER);
     plan_free(p);
     vmgroup_free(b.g);

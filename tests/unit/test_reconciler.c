@@ -744,6 +744,38 @@ static void test_deleted_while_its_folder_is_created(void **state)
     assert_int_equal(count("meta"), 1);
 }
 
+/* A destroy of a deleted group's folder that finds it holding objects the
+ * inventory does not show (a vApp): no failure said, looked at again after
+ * the backoff; a second such answer keeps the folder and lets the group go,
+ * where it was tried again forever. */
+static void test_folder_holding_hidden_objects_is_kept(void **state)
+{
+    static const char held[] = "destroy folder ns_web: the folder holds 1 object now; it is not "
+                               "destroyed";
+    struct env *e = *state;
+
+    set_group(GROUP("1", FIN DELETED, 2, ""));
+    pass(e);
+    settle_status();
+    assert_int_equal(count("destroy-folder"), 1);
+    complete("destroy-folder", VMG_ECONFLICT, "", held);
+    assert_int_equal(F.events, 0);
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("destroy-folder"), 2);
+    assert_int_equal(count("meta"), 0);
+    complete("destroy-folder", VMG_ECONFLICT, "", held);
+    drain(e);
+    pass(e);
+    assert_int_equal(count("destroy-folder"), 2);
+    assert_int_equal(count("meta"), 1);
+    assert_string_equal(F.last_event,
+                        "Warning FolderKept: folder \"ns_web\" kept: it holds objects "
+                        "other than VMs and folders (a vApp, say) not created by "
+                        "this VmGroup");
+}
+
 /* The object goes (its finalizer removed) before the answer to the write
  * that removed it: the group's state goes once that answer came. */
 static void test_state_dropped_when_gone_during_the_finalizer_write(void **state)
@@ -1555,6 +1587,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_headline_goes_ahead_of_details, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_waits_its_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deleted_while_its_folder_is_created, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_folder_holding_hidden_objects_is_kept, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_an_operation, setup,
