@@ -99,6 +99,7 @@ struct vs_inventory {
     vs_req *refresh_req;
     struct vim_moref refresh_cur; /* the object being read */
     bool refresh_seen;            /* the read returned it */
+    bool refresh_left;            /* the watch said it left while it was read */
     /* The requests that bring updates (long polls, reads) are numbered as
      * they are sent, for the cache's order of assumed changes (invcache.h):
      * asked is the last number given, wait_asked and refresh_asked those of
@@ -293,6 +294,44 @@ static void queue_refresh(vs_inventory *inv, const struct vim_object_update *u)
         (void)add_refresh(inv, &u->obj, false, inv->wait_asked);
 }
 
+/* forget_reads: the watch said vm left (deleted, or moved out of the root
+ * folder): the reads queued for it go, and the answer of one out is not
+ * to bring it back (see in_sight). */
+static void forget_reads(vs_inventory *inv, const struct vim_moref *vm)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, vm->value) != 0)
+            inv->refresh[k++] = inv->refresh[i];
+    inv->nrefresh = k;
+    /* The last read sent, out or being answered: its flag is cleared when
+     * the next one is sent. */
+    if (strcmp(inv->refresh_cur.value, vm->value) == 0)
+        inv->refresh_left = true;
+}
+
+/* in_sight: u, a read's answer for an object the cache does not hold (a
+ * clone's VM the watch has yet to show, a moref given again), is of an
+ * object the watch covers: not one the watch said left while it was read
+ * (the answer may have been computed before), and with a parent, when it
+ * says one, that is the root folder or an object under it. A VM read after
+ * it was moved out of the root folder would otherwise stay in the cache
+ * for good, since no update of the watch ever covers it again. */
+static bool in_sight(const vs_inventory *inv, const struct vim_object_update *u)
+{
+    if (inv->refresh_left && strcmp(u->obj.value, inv->refresh_cur.value) == 0)
+        return false;
+    for (size_t i = 0; i < u->n_changes; i++) {
+        const struct vim_change *ch = &u->changes[i];
+
+        if (strcmp(ch->name, "parent") == 0 && ch->kind == VIM_VAL_MOREF && ch->ref_value)
+            return strcmp(ch->ref_value, vs_cache_root(inv->cache)) == 0 ||
+                   vs_cache_get(inv->cache, ch->ref_value) != NULL;
+    }
+    return true;
+}
+
 static void forget_refresh(vs_inventory *inv)
 {
     inv->nrefresh = 0;
@@ -344,10 +383,13 @@ static uint64_t next_answer(const vs_inventory *inv)
 static int refresh_cb(void *arg, const struct vim_object_update *u)
 {
     vs_inventory *inv = arg;
-    int e = vs_cache_apply_from(inv->cache, u, inv->refresh_asked);
+    int e;
 
     if (strcmp(u->obj.value, inv->refresh_cur.value) == 0)
         inv->refresh_seen = true;
+    if (u->kind != VIM_LEAVE && !vs_cache_get(inv->cache, u->obj.value) && !in_sight(inv, u))
+        return 0;
+    e = vs_cache_apply_from(inv->cache, u, inv->refresh_asked);
     if (e == VS_CACHE_READ_BACK)
         applied(inv, u, e);
     return e == -ENOMEM ? e : 0;
@@ -425,6 +467,7 @@ static void refresh_next(vs_inventory *inv)
     }
     vm = it.vm;
     inv->refresh_cur = vm;
+    inv->refresh_left = false;
     inv->refresh_asked = ++inv->asked;
     /* A folder is read only to settle a dispute (a moref given again). */
     folder = strcmp(vm.type, "Folder") == 0;
@@ -722,6 +765,8 @@ static int apply_cb(void *arg, const struct vim_object_update *u)
     int e;
 
     vs_obj_primary(vs_cache_get(inv->cache, u->obj.value), &before);
+    if (u->kind == VIM_LEAVE)
+        forget_reads(inv, &u->obj);
     e = vs_cache_apply_from(inv->cache, u, inv->wait_asked);
     if (e == -ENOSPC)
         inv->overflow = true;
@@ -1078,6 +1123,28 @@ int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp)
     note_answer(inv, e, &us);
     inv->synced = true;
     return 0;
+}
+
+int vs_inventory_testing_read_sent(vs_inventory *inv, const char *vm_ref)
+{
+    int e = vim_moref_set(&inv->refresh_cur, "VirtualMachine", vm_ref);
+
+    inv->refresh_asked = ++inv->asked;
+    inv->refresh_left = false;
+    return e;
+}
+
+int vs_inventory_testing_read_answer(vs_inventory *inv, const soap_resp *resp)
+{
+    char token[512];
+    int e;
+
+    if (!inv->cache)
+        return -EINVAL;
+    inv->refresh_seen = false;
+    e = vim_decode_retrieve_result(resp, refresh_cb, inv, token, sizeof(token));
+    vs_cache_commit(inv->cache);
+    return e < 0 ? e : 0;
 }
 
 bool vs_inventory_testing_due(const vs_inventory *inv, const char *vm_ref)

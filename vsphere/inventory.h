@@ -229,6 +229,11 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
  * keeping its number) to the cache made by vs_inventory_testing_watch,
  * and marks the watch synced; nothing is sent. */
 int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp);
+/* vs_inventory_testing_read_sent numbers a read of vm_ref as sent now (as
+ * the one out); vs_inventory_testing_read_answer applies resp, a
+ * RetrievePropertiesEx answer, as that read's answer; nothing is sent. */
+int vs_inventory_testing_read_sent(vs_inventory *inv, const char *vm_ref);
+int vs_inventory_testing_read_answer(vs_inventory *inv, const soap_resp *resp);
 /* vs_inventory_testing_due: whether the read of vm_ref queued would be
  * sent now (a dispute's waits for its long poll, and one settled is
  * dropped). */

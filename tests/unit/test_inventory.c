@@ -1750,6 +1750,95 @@ static void test_guest_change_queues_one_read(void **state)
     inv_close(inv, &loop);
 }
 
+/* inv_read_answer applies a read's answer of vm_ref: its name and, when
+ * parent is not NULL, its parent folder. */
+static void inv_read_answer(vs_inventory *inv, const char *vm_ref, const char *parent)
+{
+    struct sb b = {0};
+    soap_resp *resp = NULL;
+
+    sb_add(&b,
+           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+           "<soapenv:Envelope xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" "
+           "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"><soapenv:Body>"
+           "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
+           "<obj type=\"VirtualMachine\">%s</obj><propSet><name>name</name>"
+           "<val xsi:type=\"xsd:string\">%s</val></propSet>",
+           vm_ref, vm_ref);
+    if (parent)
+        sb_add(&b,
+               "<propSet><name>parent</name><val type=\"Folder\" "
+               "xsi:type=\"ManagedObjectReference\">%s</val></propSet>",
+               parent);
+    sb_add(&b, "</objects></returnval></RetrievePropertiesExResponse></soapenv:Body>"
+               "</soapenv:Envelope>");
+    assert_int_equal(soap_parse(b.p, b.n, 64u << 20, &resp, NULL), 0);
+    assert_int_equal(vs_inventory_testing_read_answer(inv, resp), 0);
+    soap_resp_free(resp);
+    free(b.p);
+}
+
+/* inv_leave feeds the watch's leave of vm_ref. */
+static void inv_leave(vs_inventory *inv, const char *vm_ref)
+{
+    struct sb b;
+
+    begin(&b);
+    obj_start(&b, "leave", "VirtualMachine", vm_ref);
+    sb_add(&b, "</objectSet>");
+    inv_feed(inv, &b);
+}
+
+/* A VM the watch says left (deleted, or moved out of the root folder) is
+ * not brought back by a read: its queued reads go, the answer of the one
+ * out (computed before, maybe) is dropped, and a read's answer of a VM
+ * the cache does not hold, under a folder the watch does not cover, is
+ * too. A clone's VM read before the watch shows it still enters. */
+static void test_read_brings_back_no_vm_that_left(void **state)
+{
+    const vs_cache *c;
+    uv_loop_t loop;
+    vs_inventory *inv;
+    struct sb b;
+
+    (void)state;
+    inv = inv_open(&loop);
+    begin(&b);
+    folder(&b, "enter", "group-a", "ns_a", "group-1");
+    inv_feed(inv, &b);
+    c = vs_inventory_testing_cache(inv);
+    inv_ip(inv, "enter", "vm-1", "10.0.0.1", false);
+    inv_ip(inv, "enter", "vm-2", "10.0.0.2", false);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-1"), 0);
+    /* Queued, then gone: the read goes with it. */
+    inv_leave(inv, "vm-1");
+    assert_null(vs_cache_get(c, "vm-1"));
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-1"), 0);
+    assert_int_equal(vs_inventory_testing_queued(inv, "vm-2"), 1);
+    /* Out, then gone: its answer does not bring it back. */
+    assert_int_equal(vs_inventory_testing_read_sent(inv, "vm-2"), 0);
+    inv_leave(inv, "vm-2");
+    inv_read_answer(inv, "vm-2", "group-a");
+    assert_null(vs_cache_get(c, "vm-2"));
+    /* Read after it left, now under a folder out of the watch's sight. */
+    assert_int_equal(vs_inventory_testing_read_sent(inv, "vm-1"), 0);
+    inv_read_answer(inv, "vm-1", "group-elsewhere");
+    assert_null(vs_cache_get(c, "vm-1"));
+    /* A clone's VM, read before the watch shows it: in the group's folder,
+     * or under the root folder itself. */
+    assert_int_equal(vs_inventory_testing_read_sent(inv, "vm-3"), 0);
+    inv_read_answer(inv, "vm-3", "group-a");
+    assert_non_null(vs_cache_get(c, "vm-3"));
+    assert_int_equal(vs_inventory_testing_read_sent(inv, "vm-4"), 0);
+    inv_read_answer(inv, "vm-4", "group-1");
+    assert_non_null(vs_cache_get(c, "vm-4"));
+    /* A VM the cache holds follows what the read says. */
+    assert_int_equal(vs_inventory_testing_read_sent(inv, "vm-3"), 0);
+    inv_read_answer(inv, "vm-3", "group-1");
+    assert_string_equal(vs_cache_get(c, "vm-3")->parent, "group-1");
+    inv_close(inv, &loop);
+}
+
 /* inv_version feeds an update of vm_ref (kind "enter" or "modify") with
  * config.changeVersion = version (NULL: none), and its CPUs when cpu > 0. */
 static void inv_version(vs_inventory *inv, const char *kind, const char *vm_ref,
@@ -1982,6 +2071,7 @@ int main(void)
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
         cmocka_unit_test(test_guest_change_queues_one_read),
+        cmocka_unit_test(test_read_brings_back_no_vm_that_left),
         cmocka_unit_test(test_change_version_read_once),
         cmocka_unit_test(test_dispute_waits_for_the_whole_set),
         cmocka_unit_test(test_dispute_keeps_a_configuration_read),
