@@ -11,6 +11,7 @@
  *
  * fuzz-sources: vsphere/endpoint.c
  * fuzz-sources: vsphere/rest_json.c vsphere/rest_tags.c
+ * fuzz-sources: lib/jsonbound.c lib/jsonwipe.c
  * fuzz-sources: lib/http.c lib/err.c lib/log.c lib/str.c lib/secretfile.c lib/file.c
  * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/soap.c vsphere/vim.c
  * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
