@@ -31,6 +31,20 @@ static const struct kind_rules rules[] = {
     [PLAN_DESTROY_FOLDER] = {"ManagedObjectNotFound", true, false},
 };
 
+/* Faults of a reconfiguration that say the VM was busy or in another state
+ * for a while (someone powered it on again, another task ran on it): tried
+ * again after the backoff. Any other fault refuses the size itself. */
+static const char *const passing_faults[] = {"InvalidPowerState", "InvalidState", "TaskInProgress",
+                                             "ConcurrentAccess"};
+
+static bool passing(const char *fault)
+{
+    for (size_t i = 0; i < sizeof(passing_faults) / sizeof(passing_faults[0]); i++)
+        if (strcmp(fault, passing_faults[i]) == 0)
+            return true;
+    return false;
+}
+
 static const char *const bootstrap_blocks[] = {
     OUTCOME_BOOTSTRAP_SECRET_NOT_FOUND, OUTCOME_BOOTSTRAP_KEY_NOT_FOUND,
     OUTCOME_BOOTSTRAP_FORBIDDEN, OUTCOME_BOOTSTRAP_INVALID, OUTCOME_BOOTSTRAP_TOO_BIG};
@@ -61,6 +75,8 @@ static enum op_outcome classify(enum plan_action_kind k, int err, const char *fa
         return OP_VM_GONE;
     if (k == PLAN_DESTROY_FOLDER && err == VMG_ECONFLICT && (!fault || !*fault))
         return OP_HIDDEN;
+    if (k == PLAN_RECONFIGURE && fault && *fault && !passing(fault))
+        return OP_RESIZE_REFUSED;
     if (k == PLAN_CLONE && outcome_bootstrap_block(fault))
         return OP_TEMPLATE;
     if (k == PLAN_CLONE && !fault && (err == VMG_EUNKNOWN || err == VMG_ETRANSPORT))
@@ -111,12 +127,22 @@ void outcome_decide(enum plan_action_kind kind, int err, const char *fault, stru
         ret->transient = true;
         ret->requeue = OP_REQUEUE_BACKOFF;
         break;
+    case OP_RESIZE_REFUSED:
+        /* Tried again, the VM would be powered off for nothing each time:
+         * the group keeps its VMs' size (and powers on the one off for
+         * it) until its spec changes. */
+        ret->event = OP_EVENT_WARNING;
+        ret->requeue = OP_REQUEUE_NOW;
+        ret->block = PLAN_BLOCK_RESIZE;
+        ret->block_reason = "ResizeRefused";
+        break;
     case OP_TEMPLATE:
         /* A template missing, ambiguous, or refused (not a template, inside
          * the operator's folder, outside the datacenter); or the bootstrap's
          * Secret or key missing, forbidden, or its user data unusable. */
         ret->event = OP_EVENT_WARNING;
         ret->requeue = OP_REQUEUE_NOW;
+        ret->block = PLAN_BLOCK_TEMPLATE;
         ret->block_reason = outcome_bootstrap_block(fault) ? outcome_bootstrap_block(fault)
                             : err == VMG_ENOTFOUND         ? "TemplateNotFound"
                             : err == VMG_EAMBIGUOUS        ? "TemplateAmbiguous"

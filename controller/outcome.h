@@ -14,25 +14,28 @@
 #include "controller/planner.h"
 
 enum op_outcome {
-    OP_CANCELED = 0, /* the operator is stopping: nothing to report or retry */
-    OP_DONE,         /* the operation succeeded */
-    OP_AS_WANTED,    /* it failed but left things as wanted: a folder or a clone
-                        that is there already (DuplicateName), a VM already in the
-                        power state asked (InvalidPowerState), a VM or folder
-                        already gone (ManagedObjectNotFound, VMG_ENOTFOUND) */
-    OP_VM_GONE,      /* the VM went meanwhile (ManagedObjectNotFound on a power
-                        change or a reconfiguration): nothing that waiting mends */
-    OP_UNSURE,       /* a clone whose end cannot be known (VMG_EUNKNOWN, or
-                        VMG_ETRANSPORT with no fault): it may be under way or done */
-    OP_HIDDEN,       /* a folder destroy that found the folder holding objects
-                        (VMG_ECONFLICT, no fault: vsphere's check before the
-                        destroy) the inventory does not show (yet, or a vApp,
-                        which it does not watch): twice, and the folder is kept */
-    OP_TEMPLATE,     /* a clone whose template cannot be used (VMG_ENOTFOUND,
-                        VMG_EAMBIGUOUS, VMG_ECONFIG with no fault), or whose
-                        bootstrap cannot (a fault outcome_bootstrap_block
-                        knows): the group blocks */
-    OP_FAILED,       /* any other failure */
+    OP_CANCELED = 0,   /* the operator is stopping: nothing to report or retry */
+    OP_DONE,           /* the operation succeeded */
+    OP_AS_WANTED,      /* it failed but left things as wanted: a folder or a clone
+                          that is there already (DuplicateName), a VM already in the
+                          power state asked (InvalidPowerState), a VM or folder
+                          already gone (ManagedObjectNotFound, VMG_ENOTFOUND) */
+    OP_VM_GONE,        /* the VM went meanwhile (ManagedObjectNotFound on a power
+                          change or a reconfiguration): nothing that waiting mends */
+    OP_UNSURE,         /* a clone whose end cannot be known (VMG_EUNKNOWN, or
+                          VMG_ETRANSPORT with no fault): it may be under way or done */
+    OP_HIDDEN,         /* a folder destroy that found the folder holding objects
+                          (VMG_ECONFLICT, no fault: vsphere's check before the
+                          destroy) the inventory does not show (yet, or a vApp,
+                          which it does not watch): twice, and the folder is kept */
+    OP_RESIZE_REFUSED, /* a reconfiguration vCenter refused with a fault that
+                          waiting does not mend (InvalidArgument, NoPermission, ...):
+                          the group blocks until its spec changes */
+    OP_TEMPLATE,       /* a clone whose template cannot be used (VMG_ENOTFOUND,
+                          VMG_EAMBIGUOUS, VMG_ECONFIG with no fault), or whose
+                          bootstrap cannot (a fault outcome_bootstrap_block
+                          knows): the group blocks */
+    OP_FAILED,         /* any other failure */
 };
 
 /* When the group's key is planned again. */
@@ -63,7 +66,9 @@ struct op_decision {
      * the block is new or its message changed. */
     enum op_event event;
     enum op_requeue requeue;
-    /* OP_TEMPLATE: the CamelCase reason of the block (static), else NULL. */
+    /* OP_TEMPLATE, OP_RESIZE_REFUSED: the block the group takes, and its
+     * CamelCase reason (static); else PLAN_BLOCK_NONE and NULL. */
+    enum plan_block block;
     const char *block_reason;
 };
 

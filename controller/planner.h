@@ -108,6 +108,8 @@ enum plan_block {
     PLAN_BLOCK_PLACEMENT, /* datacenter, root folder, pool or datastore invalid: no vCenter action
                            */
     PLAN_BLOCK_OTHER,     /* anything else (e.g. permission denied): no vCenter action */
+    PLAN_BLOCK_RESIZE,    /* vCenter refused the spec's size for a member: no member is
+                             resized, and those powered off for it are powered on again */
 };
 
 /* The Ready and Degraded conditions of a planned status. */

@@ -469,6 +469,13 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     case OP_HIDDEN:
         vmg_logf(VMG_LOG_INFO, LOGGER, gs->ns, gs->name, "%s %s: %s", k->verb, what, why);
         break;
+    case OP_RESIZE_REFUSED:
+        snprintf(text, sizeof(text),
+                 "vCenter refused to reconfigure VM %s: %s; the VMs keep their size until the "
+                 "spec changes",
+                 op->vm, why);
+        vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
+        break;
     case OP_TEMPLATE:
         snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "template not found");
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "cannot create VM %s: %s", op->vm, text);
@@ -505,7 +512,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         set_str(&gs->block_msg, NULL);
     }
     if (d.block_reason) {
-        gs->block = PLAN_BLOCK_TEMPLATE;
+        gs->block = d.block;
         gs->block_reason = d.block_reason;
         set_str(&gs->block_msg, text);
         gs->block_gen = g ? g->meta.generation : 0;
@@ -889,9 +896,11 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
             in->folder_inflight = true;
     }
 
-    /* A learned block holds until the spec changes, and is retried now and then. */
+    /* A learned block holds until the spec changes, and is retried now and
+     * then; a refused size only at a change (each try powers a VM off). */
     if (gs->block != PLAN_BLOCK_NONE &&
-        (gs->block_gen != g->meta.generation || t - gs->block_at >= r->o.blocked_retry_ms)) {
+        (gs->block_gen != g->meta.generation ||
+         (gs->block != PLAN_BLOCK_RESIZE && t - gs->block_at >= r->o.blocked_retry_ms))) {
         gs->block = PLAN_BLOCK_NONE;
         gs->block_reason = NULL;
         set_str(&gs->block_msg, NULL);

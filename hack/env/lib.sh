@@ -173,7 +173,8 @@ start_vcsim() {
 		-username "$(cat "$D/vcsim/user")" -password-file "$D/vcsim/password" \
 		-tlscert "$D/pki/vcsim.crt" -tlskey "$D/pki/vcsim.key" \
 		-url-file "$D/vcsim/url" -login-fault-file "$D/vcsim/login-fault" \
-		-method-delays-file "$D/vcsim/method-delays" "${load[@]}" "${opt[@]}"
+		-method-delays-file "$D/vcsim/method-delays" -method-faults-file "$D/vcsim/method-faults" \
+		"${load[@]}" "${opt[@]}"
 	wait_for vcsim 30 test -s "$D/vcsim/url"
 }
 

@@ -28,7 +28,7 @@ teardown() {
 	# A test that stopped vcsim and failed must not leave it stopped, nor
 	# failing the operator's logins.
 	kill -CONT "$(cat "$ENV_DIR/run/vcsim.pid")" 2>/dev/null || true
-	rm -f "$ENV_DIR/vcsim/login-fault"
+	rm -f "$ENV_DIR/vcsim/login-fault" "$ENV_DIR/vcsim/method-faults"
 	# Nor the manager with flags of its own.
 	if [ -f "$ENV_DIR/run/faults-manager.flags" ]; then
 		stop_manager faults-manager
@@ -309,6 +309,40 @@ watch_max() {
 	start_manager faults-manager --watch-namespace faults
 	wait_running faults badpool 1
 	kubectl delete vg badpool -n faults --timeout=90s
+}
+
+# on_with_cpu NS NAME CPUS VM...: each VM powered on with CPUS CPUs.
+on_with_cpu() {
+	local ns=$1 name=$2 cpus=$3 vm
+	shift 3
+	for vm in "$@"; do
+		[ "$(vm_prop "$ns" "$name" "$vm" runtime.powerState)" = poweredOn ] || return 1
+		[ "$(vm_prop "$ns" "$name" "$vm" config.hardware.numCPU)" = "$cpus" ] || return 1
+	done
+}
+
+@test "faults: a size vCenter refuses leaves the VMs on with their size and says so; a new spec tries again" {
+	apply_vg faults resize 1 1 vm-operator-template 2
+	wait_running faults resize 2
+	echo ReconfigVM_Task=InvalidArgument >"$ENV_DIR/vcsim/method-faults"
+	kubectl patch vg resize -n faults --type=merge -p '{"spec":{"cpu":2}}'
+	retry 60 bash -c '[ "$(kubectl get vg resize -n faults -o jsonpath={.status.phase})" = ERROR ]'
+	run vg_field faults resize '{.status.lastMessage}'
+	echo "$output"
+	[[ "$output" == *"vCenter refused to reconfigure VM resize-"*InvalidArgument* ]]
+	# The VM powered off for its resize is on again, and stays so with
+	# the other: no VM is powered off again for the refused size.
+	retry 60 on_with_cpu faults resize 1 resize-0 resize-1
+	sleep 5
+	on_with_cpu faults resize 1 resize-0 resize-1
+	run kubectl describe vg resize -n faults
+	[[ "$output" == *ResizeRefused* ]]
+	# A size vCenter takes: a new spec, tried again, applied.
+	rm -f "$ENV_DIR/vcsim/method-faults"
+	kubectl patch vg resize -n faults --type=merge -p '{"spec":{"cpu":3}}'
+	wait_running faults resize 2
+	on_with_cpu faults resize 3 resize-0 resize-1
+	kubectl delete vg resize -n faults --timeout=90s
 }
 
 @test "faults: a password rotated in VC_PASS_FILE is logged in with, without a restart" {

@@ -70,8 +70,6 @@ static const struct tcase cases[] = {
      "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
     {"folder name held by what is not a folder", PLAN_CREATE_FOLDER, VMG_ECONFLICT, "DuplicateName",
      OP_FAILED, "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
-    {"reconfigure DuplicateName", PLAN_RECONFIGURE, VMG_EFAULT, "DuplicateName", OP_FAILED, "--t--",
-     OP_EVENT_WARNING, BACKOFF, NULL},
     {"delete VM InvalidPowerState", PLAN_DESTROY_VM, VMG_EFAULT, "InvalidPowerState", OP_FAILED,
      "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
     {"create folder not found", PLAN_CREATE_FOLDER, VMG_ENOTFOUND, NULL, OP_FAILED, "--t--",
@@ -123,6 +121,21 @@ static const struct tcase cases[] = {
      OP_EVENT_WARNING, BACKOFF, NULL},
     {"power on forbidden", PLAN_POWER_ON, VMG_EFORBIDDEN, "NoPermission", OP_FAILED, "--t--",
      OP_EVENT_WARNING, BACKOFF, NULL},
+    /* A reconfiguration refused for the size itself (any fault but those of
+     * a state that passes): a block, said once, planned again now (to power
+     * on the VM off for it). */
+    {"reconfigure refused", PLAN_RECONFIGURE, VMG_EFAULT, "InvalidArgument", OP_RESIZE_REFUSED,
+     "-----", OP_EVENT_WARNING, NOW, "ResizeRefused"},
+    {"reconfigure forbidden", PLAN_RECONFIGURE, VMG_EFORBIDDEN, "NoPermission", OP_RESIZE_REFUSED,
+     "-----", OP_EVENT_WARNING, NOW, "ResizeRefused"},
+    {"reconfigure DuplicateName", PLAN_RECONFIGURE, VMG_EFAULT, "DuplicateName", OP_RESIZE_REFUSED,
+     "-----", OP_EVENT_WARNING, NOW, "ResizeRefused"},
+    {"reconfigure powered on meanwhile", PLAN_RECONFIGURE, VMG_EFAULT, "InvalidPowerState",
+     OP_FAILED, "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
+    {"reconfigure busy", PLAN_RECONFIGURE, VMG_EFAULT, "TaskInProgress", OP_FAILED, "--t--",
+     OP_EVENT_WARNING, BACKOFF, NULL},
+    {"reconfigure transport", PLAN_RECONFIGURE, VMG_ETRANSPORT, NULL, OP_FAILED, "--t--",
+     OP_EVENT_WARNING, BACKOFF, NULL},
     {"reconfigure fault", PLAN_RECONFIGURE, VMG_EFAULT, "InvalidState", OP_FAILED, "--t--",
      OP_EVENT_WARNING, BACKOFF, NULL},
     /* A folder that vsphere found holding objects right before its destroy:
@@ -157,6 +170,10 @@ static void check(const struct tcase *c)
         fail_msg("%s: event %d, want %d", c->name, d.event, c->event);
     if (d.requeue != c->requeue)
         fail_msg("%s: requeue %d, want %d", c->name, d.requeue, c->requeue);
+    if (d.block != (c->outcome == OP_TEMPLATE         ? PLAN_BLOCK_TEMPLATE
+                    : c->outcome == OP_RESIZE_REFUSED ? PLAN_BLOCK_RESIZE
+                                                      : PLAN_BLOCK_NONE))
+        fail_msg("%s: block %d", c->name, d.block);
     if (d.hidden != (c->outcome == OP_HIDDEN))
         fail_msg("%s: hidden %d", c->name, d.hidden);
     if ((d.block_reason == NULL) != (c->block_reason == NULL) ||

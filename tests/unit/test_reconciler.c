@@ -776,6 +776,54 @@ static void test_folder_holding_hidden_objects_is_kept(void **state)
                         "this VmGroup");
 }
 
+/* vCenter refuses the spec's size for a VM powered off to be resized: the
+ * VM is powered on again with its old size, no other VM goes off for the
+ * size, and the group says so until its spec changes, when it is tried
+ * again; it stayed off for good before. */
+static void test_refused_size_powers_the_vm_on_again(void **state)
+{
+    static const char refused[] = "A specified parameter was not correct: numCPUs";
+    struct env *e = *state;
+
+    set_group(GROUP("1", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    F.vms[0].num_cpu = F.vms[1].num_cpu = 1;
+    pass(e);
+    settle_status();
+    assert_int_equal(count("power-off"), 1);
+    complete("power-off", 0, NULL, NULL);
+    F.vms[0].powered_on = false;
+    pass(e);
+    settle_status();
+    assert_int_equal(count("reconfigure"), 1);
+    complete("reconfigure", VMG_EFAULT, "InvalidArgument", refused);
+    assert_non_null(
+        strstr(F.last_event, "Warning ResizeRefused: vCenter refused to reconfigure VM"));
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("power-on"), 1);
+    assert_string_equal(last_call("power-on")->vm, F.names[0]);
+    complete("power-on", 0, NULL, NULL);
+    F.vms[0].powered_on = true;
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("power-off"), 1);
+    assert_int_equal(count("reconfigure"), 1);
+    assert_non_null(strstr(F.last_status, "ResizeRefused"));
+    assert_non_null(strstr(F.last_status, refused));
+    /* A new spec (its generation): tried again. */
+    set_group("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
+              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-1\","
+              "\"resourceVersion\":\"2\",\"generation\":2" FIN "},"
+              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":2}}");
+    drain(e);
+    pass(e);
+    assert_int_equal(count("power-off"), 2);
+}
+
 /* The object goes (its finalizer removed) before the answer to the write
  * that removed it: the group's state goes once that answer came. */
 static void test_state_dropped_when_gone_during_the_finalizer_write(void **state)
@@ -1589,6 +1637,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deleted_while_its_folder_is_created, setup, teardown),
         cmocka_unit_test_setup_teardown(test_folder_holding_hidden_objects_is_kept, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_refused_size_powers_the_vm_on_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_an_operation, setup,

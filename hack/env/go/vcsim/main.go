@@ -115,6 +115,27 @@ type methods struct {
 	jitter     float64
 	loginFault string // a file naming the fault the operator's Logins get
 	delayFile  string // a file of more delays ("Method=ms,..."), read per call
+	faultFile  string // a file of faults ("Method=FaultType,..."), read per call
+}
+
+// faultOf is the fault type -method-faults-file names for a call of method
+// of the operator (its User-Agent names it) while the file exists; ""
+// otherwise. A vCenter refuses a call this way when its arguments are
+// wrong (InvalidArgument), or the user may not make it (NoPermission).
+func (m *methods) faultOf(r *http.Request, method string) string {
+	if !strings.Contains(r.UserAgent(), "vmgroup-operator") {
+		return ""
+	}
+	text, ok := whileExists(m.faultFile)
+	if !ok {
+		return ""
+	}
+	for _, kv := range strings.Split(text, ",") {
+		if name, fault, found := strings.Cut(strings.TrimSpace(kv), "="); found && name == method {
+			return fault
+		}
+	}
+	return ""
 }
 
 // delayOf is how long a call of method waits before it is served: the
@@ -159,7 +180,7 @@ func writeFault(w http.ResponseWriter, typ string) {
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+
 		`<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" `+
 		`xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault>`+
-		`<faultcode>ServerFaultCode</faultcode><faultstring>%s (vcsim -login-fault-file)</faultstring>`+
+		`<faultcode>ServerFaultCode</faultcode><faultstring>%s (vcsim test fault)</faultstring>`+
 		`<detail><%sFault xmlns="urn:vim25" xsi:type="%s"></%sFault></detail>`+
 		`</soapenv:Fault></soapenv:Body></soapenv:Envelope>`, typ, typ, typ, typ)
 }
@@ -227,6 +248,10 @@ func (m *methods) wrap(next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
+		if f := m.faultOf(r, name); f != "" {
+			writeFault(w, f)
+			return
+		}
 		if d := m.delayOf(name); d > 0 {
 			d += int(rand.NormFloat64() * m.jitter * float64(d))
 			time.Sleep(time.Duration(max(d, 0)) * time.Millisecond)
@@ -287,12 +312,15 @@ func main() {
 		"Logins (User-Agent vmgroup-operator) are answered with the SOAP fault it names, e.g. SystemError")
 	delayFile := flag.String("method-delays-file", "", "while this file exists, the calls of "+
 		"the methods it names (Method=ms,...) take that long before they are served")
+	faultFile := flag.String("method-faults-file", "", "while this file exists, the operator's "+
+		"calls of the methods it names (Method=FaultType,..., e.g. ReconfigVM_Task=InvalidArgument) "+
+		"are answered with that SOAP fault")
 	debugAddr := flag.String("debug-addr", "", "serve /debug/pprof/, /debug/soap-methods, /debug/soap-reads and /debug/updates here (plain HTTP)")
 	flag.Parse()
 
 	mc := &methods{counts: counts{count: map[string]int64{}},
 		reads: counts{count: map[string]int64{}}, jitter: *jitter, loginFault: *loginFault,
-		delayFile: *delayFile}
+		delayFile: *delayFile, faultFile: *faultFile}
 	var err error
 	if mc.delay, err = parseDelays(*methodDelays); err != nil {
 		log.Fatalf("vcsim: -method-delays: %v", err)
