@@ -677,8 +677,9 @@ static void format_peer(struct conn *c)
 
 /* answered: c was given its last answer and closes once it is written and
  * the client has gone (or a short linger has passed): it serves nothing
- * more, and gives way before any other. A peer that sends requests and
- * never closes would otherwise hold a slot each until their lingers end. */
+ * more, and gives way first once that answer is written. A peer that sends
+ * requests and never closes would otherwise hold a slot each until their
+ * lingers end. */
 static int answered(const struct conn *c)
 {
     return !c->closing && !c->active && (c->lingering || c->close_after_write);
@@ -687,7 +688,8 @@ static int answered(const struct conn *c)
 /* evictable: c may give way to a new connection, after the answered ones.
  * It has no request with the handler or half received, and is idle
  * between requests (nothing buffered; its answers may still be on their
- * way), or does not read its answers (whatever it pipelined behind them). */
+ * way: it gives way after those whose answers are written), or does not
+ * read its answers (whatever it pipelined behind them). */
 static int evictable(const struct conn *c)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active || c->rp.req)
@@ -731,17 +733,24 @@ static int incomplete(const struct conn *c, uint64_t *since)
 
 /* oldest_idle returns the connection to give way, of peer host when host
  * is not NULL, other than except, or NULL: the answered one accepted
- * first; failing that, the evictable one idle the longest; failing that, the one whose incomplete
- * request began the longest ago; failing that, one that has sent nothing yet: the one accepted the
- * longest ago among those silent for SILENT_GRACE_MS or more, or else the one accepted last. A
- * burst of silent connections thus makes its own members give way, not a probe accepted just before
- * it that has yet to send its request, while silent connections that hold their slots still give
- * way oldest first. A connection whose request is with the handler never gives way. Ties of idle or
- * partial ones (the same millisecond of the loop's clock, as a burst read in one turn has) go to
- * the one accepted first; the list holds the newest first. */
+ * first, its answer written; failing that, the evictable one idle the
+ * longest, its answers written; failing that, the one whose incomplete
+ * request began the longest ago; failing that, the same first two whose
+ * answers are still on their way (closing them cuts the answers); failing
+ * that, one that has sent nothing yet: the one accepted the longest ago among
+ * those silent for SILENT_GRACE_MS or more, or else the one accepted last.
+ * A burst of silent connections thus makes its own members give way, not
+ * a probe accepted just before it that has yet to send its request, while
+ * silent connections that hold their slots still give way oldest first. A
+ * connection whose request is with the handler never gives way. Ties of
+ * idle or partial ones (the same millisecond of the loop's clock, as a
+ * burst read in one turn has) go to the one accepted first; the list holds
+ * the newest first. */
 static struct conn *oldest_idle(vmg_server *s, const char *host, const struct conn *except)
 {
-    struct conn *done = NULL, *best = NULL, *partial = NULL, *silent_old = NULL, *silent_new = NULL;
+    /* [0]: its answers written; [1]: some still on their way. */
+    struct conn *done[2] = {NULL, NULL}, *best[2] = {NULL, NULL};
+    struct conn *partial = NULL, *silent_old = NULL, *silent_new = NULL;
     uint64_t oldest = 0, since = 0, now = uv_now(s->loop);
 
     struct lq *p;
@@ -752,14 +761,17 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
         if (c == except || (host && strcmp(c->host, host) != 0))
             continue;
         if (answered(c)) {
-            if (!done || c->seq < done->seq)
-                done = c;
+            struct conn **d = &done[c->writes > 0];
+            if (!*d || c->seq < (*d)->seq)
+                *d = c;
             continue;
         }
         if (evictable(c)) {
-            if (!best || c->idle_since < best->idle_since ||
-                (c->idle_since == best->idle_since && c->seq < best->seq))
-                best = c;
+            /* One that does not read its answers goes first all the same. */
+            struct conn **b = &best[c->mode != T_DRAIN && c->out_pending > 0];
+            if (!*b || c->idle_since < (*b)->idle_since ||
+                (c->idle_since == (*b)->idle_since && c->seq < (*b)->seq))
+                *b = c;
             continue;
         }
         switch (incomplete(c, &since)) {
@@ -781,12 +793,16 @@ static struct conn *oldest_idle(vmg_server *s, const char *host, const struct co
             break;
         }
     }
-    if (done)
-        return done;
-    if (best)
-        return best;
+    if (done[0])
+        return done[0];
+    if (best[0])
+        return best[0];
     if (partial)
         return partial;
+    if (done[1])
+        return done[1];
+    if (best[1])
+        return best[1];
     return silent_old ? silent_old : silent_new;
 }
 

@@ -41,7 +41,8 @@
  *   takes the place (of that peer's, for the per-peer limit) of one that
  *   was given its last answer and waits to close (the one accepted first),
  *   else of the oldest idle one: idle is between requests, or not reading
- *   its answers. When
+ *   its answers; those whose answers are still being written go only after
+ *   those with an incomplete request. When
  *   none is idle, the one whose request, begun but incomplete (not handed
  *   to the handler), began the longest ago gives way, and failing that one
  *   that has sent nothing since the accept: the oldest of those silent for
