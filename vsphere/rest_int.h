@@ -59,11 +59,13 @@ struct op {
     struct lq link;  /* in r->ops: every op not finished */
     struct lq qlink; /* in r->runq or r->sendq */
     enum op_kind kind;
-    bool create;     /* make the category and tag when missing */
-    bool queued;     /* in runq or sendq */
-    bool in_runq;    /* queued in runq (else in sendq) */
-    bool from_cache; /* tag_id came from memory (may be stale) */
-    int restarts;    /* lookups redone after a 404 */
+    bool create;       /* make the category and tag when missing */
+    bool queued;       /* in runq or sendq */
+    bool in_runq;      /* queued in runq (else in sendq) */
+    bool from_cache;   /* tag_id came from memory (may be stale) */
+    int restarts;      /* lookups redone after a 404 */
+    bool cat_relooked; /* the category looked up again for an answer that may
+                          say it is gone (a tag list 404, a tag refused) */
     vs_rest_cb cb;
     void *data;
     char tag_name[VS_REST_TAG_NAME_MAX + 1];

@@ -367,10 +367,11 @@ void vs__rest_on_response(struct op *op, const struct vmg_http_result *res)
             vs__rest_send_list_tags(op);
         } else if (res->status == 404 ||
                    (res->status == 400 && is_error_type(res, "invalid_argument") &&
-                    op->restarts == 0)) {
+                    !op->cat_relooked)) {
             /* The remembered category is gone (vCenter says so with
              * invalid_argument too, which is also its answer to a tag it
              * refuses: only the first one sends the op looking again). */
+            op->cat_relooked = true;
             op_restart(op, true);
         } else {
             http_failf(op, res, "creating a tag");
@@ -381,10 +382,12 @@ void vs__rest_on_response(struct op *op, const struct vmg_http_result *res)
             /* The remembered category is gone, or was made again outside
              * under a new id: one that only reads or removes looks it up
              * again once before it says there is nothing to do. */
-            if (op->create || op->restarts == 0)
+            if (op->create || !op->cat_relooked) {
+                op->cat_relooked = true;
                 op_restart(op, true);
-            else
+            } else {
                 op_absent(op);
+            }
         } else if (res->status != 200) {
             http_failf(op, res, "listing the tags of the category");
         } else {

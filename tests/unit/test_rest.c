@@ -765,41 +765,70 @@ static void test_detach_without_category(void **state)
 #define NEW_CAT_ID "urn:vmomi:InventoryServiceCategory:0c5c1c4e-9d1e-4a55-8f3e-2b8d2f3d9a11:GLOBAL"
 #define TAG2_ID "urn:vmomi:InventoryServiceTag:7d1f6f2a-5b0e-4c1d-9a53-6f7e8c9d0b12:GLOBAL"
 
+/* The exchanges of a tag's deletion that finds the category remembered
+ * gone (its tag list answers 404), looks it up again and finds it made
+ * again outside under NEW_CAT_ID, holding the tag NAME as TAG2_ID. */
+/* clang-format off */
+#define EX_DELETE_IN_CATEGORY_MADE_AGAIN(name) \
+    {"POST", P_TAG "/id:" CAT_ID "?~action=list-tags-for-category", BODY_LIST_TAGS, 404, \
+     "404 page not found\n"}, \
+    {"GET", P_CATEGORY, NULL, 200, "{\"value\":[\"" NEW_CAT_ID "\"]}"}, \
+    {"GET", P_CATEGORY "/id:" NEW_CAT_ID, NULL, 200, \
+     "{\"value\":{\"id\":\"" NEW_CAT_ID "\",\"name\":\"vmgroup-operator\"," \
+     "\"description\":\"\",\"cardinality\":\"SINGLE\",\"associable_types\":[\"VirtualMachine\"]}}"}, \
+    {"POST", P_TAG "/id:" NEW_CAT_ID "?~action=list-tags-for-category", \
+     "{\"category_id\":\"" NEW_CAT_ID "\"}", 200, "{\"value\":[\"" TAG2_ID "\"]}"}, \
+    {"GET", P_TAG "/id:" TAG2_ID, NULL, 200, \
+     "{\"value\":{\"id\":\"" TAG2_ID "\",\"description\":\"\",\"name\":\"" name "\"," \
+     "\"category_id\":\"" NEW_CAT_ID "\"}}"}, \
+    {"DELETE", P_TAG "/id:" TAG2_ID, "", 200, ""}
+/* clang-format on */
+
+/* delete_after_ensure scripts ex (n exchanges), makes the tag ns1/g1 and
+ * deletes the tag name: both succeed, with every exchange made. */
+static void delete_after_ensure(struct fx *f, const struct exch *ex, size_t n, const char *name)
+{
+    struct got t = {0}, del = {0};
+
+    script(f, ex, n);
+    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &t),
+                     0);
+    run_until(f, &t.calls, 1);
+    assert_int_equal(t.err, 0);
+    assert_int_equal(vs_rest_delete_tag(f->rest, name, on_result, &del), 0);
+    run_until(f, &del.calls, 1);
+    assert_int_equal(del.err, 0);
+    finish_script(f);
+}
+
 /* The category remembered was deleted and made again outside, under a new
  * id: deleting a tag looks the category up again, and deletes the tag in
  * the new one rather than saying there is nothing to delete. */
 static void test_delete_finds_category_made_again(void **state)
 {
-    struct fx *f = *state;
     static const struct exch ex[] = {
         {"POST", P_SESSION, NULL, 200, "@session.json"},
         {"POST", P_CATEGORY, NULL, 200, "@category_create.json"},
         {"POST", P_TAG, NULL, 200, "@tag_create.json"},
-        {"POST", P_TAG "/id:" CAT_ID "?~action=list-tags-for-category", BODY_LIST_TAGS, 404,
-         "404 page not found\n"},
-        {"GET", P_CATEGORY, NULL, 200, "{\"value\":[\"" NEW_CAT_ID "\"]}"},
-        {"GET", P_CATEGORY "/id:" NEW_CAT_ID, NULL, 200,
-         "{\"value\":{\"id\":\"" NEW_CAT_ID "\",\"name\":\"vmgroup-operator\","
-         "\"description\":\"\",\"cardinality\":\"SINGLE\","
-         "\"associable_types\":[\"VirtualMachine\"]}}"},
-        {"POST", P_TAG "/id:" NEW_CAT_ID "?~action=list-tags-for-category",
-         "{\"category_id\":\"" NEW_CAT_ID "\"}", 200, "{\"value\":[\"" TAG2_ID "\"]}"},
-        {"GET", P_TAG "/id:" TAG2_ID, NULL, 200,
-         "{\"value\":{\"id\":\"" TAG2_ID "\",\"description\":\"\",\"name\":\"ns1/g2\","
-         "\"category_id\":\"" NEW_CAT_ID "\"}}"},
-        {"DELETE", P_TAG "/id:" TAG2_ID, "", 200, ""},
+        EX_DELETE_IN_CATEGORY_MADE_AGAIN("ns1/g2"),
     };
-    struct got t = {0}, del = {0};
 
-    script(f, ex, 9);
-    assert_int_equal(vs_rest_ensure_tag(f->rest, "ns1/g1", "VMs of VmGroup ns1/g1", on_result, &t),
-                     0);
-    run_until(f, &t.calls, 1);
-    assert_int_equal(t.err, 0);
-    assert_int_equal(vs_rest_delete_tag(f->rest, "ns1/g2", on_result, &del), 0);
-    run_until(f, &del.calls, 1);
-    assert_int_equal(del.err, 0);
-    finish_script(f);
+    delete_after_ensure(*state, ex, sizeof(ex) / sizeof(ex[0]), "ns1/g2");
+}
+
+/* The same after the remembered tag id answered 404 first (a restart used
+ * already): the category is still looked up again once. */
+static void test_delete_of_a_stale_tag_finds_category_made_again(void **state)
+{
+    static const struct exch ex[] = {
+        {"POST", P_SESSION, NULL, 200, "@session.json"},
+        {"POST", P_CATEGORY, NULL, 200, "@category_create.json"},
+        {"POST", P_TAG, NULL, 200, "@tag_create.json"},
+        {"DELETE", P_TAG "/id:" TAG_ID, "", 404, "404 page not found\n"},
+        EX_DELETE_IN_CATEGORY_MADE_AGAIN("ns1/g1"),
+    };
+
+    delete_after_ensure(*state, ex, sizeof(ex) / sizeof(ex[0]), "ns1/g1");
 }
 
 #define BODY_INVALID                                                                               \
@@ -1278,6 +1307,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_detach_without_category, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_finds_category_made_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tag_refused_after_lookup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_of_a_stale_tag_finds_category_made_again, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_stale_tag_is_made_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relogin_on_401, setup, teardown),
         cmocka_unit_test_setup_teardown(test_401_after_relogin_disables, setup, teardown),
