@@ -31,16 +31,30 @@ static const struct kind_rules rules[] = {
     [PLAN_DESTROY_FOLDER] = {"ManagedObjectNotFound", true, false},
 };
 
-/* Faults of a reconfiguration that say the VM was busy or in another state
- * for a while (someone powered it on again, another task ran on it): tried
- * again after the backoff. Any other fault refuses the size itself. */
-static const char *const passing_faults[] = {"InvalidPowerState", "InvalidState", "TaskInProgress",
-                                             "ConcurrentAccess"};
+/* Faults of a reconfiguration that refuse the size itself, which trying
+ * again does not mend: the arguments (a CPU count its cores per socket do
+ * not divide, a size the VM's hardware version or host does not support),
+ * or the right to reconfigure. Any other fault (a host not answering, the
+ * VM busy, resources short for now) is a failure tried again after the
+ * backoff. */
+static const char *const refusing_faults[] = {
+    "InvalidArgument",
+    "InvalidProperty",
+    "InvalidDeviceSpec",
+    "NotSupported",
+    "NoPermission",
+    "DeviceUnsupportedForVmVersion",
+    "NumVirtualCpusNotSupported",
+    "NumVirtualCpusIncompatible",
+    "NumVirtualCoresPerSocketNotSupported",
+    "MemorySizeNotSupported",
+    "MemorySizeNotRecommended",
+};
 
-static bool passing(const char *fault)
+static bool refusing(const char *fault)
 {
-    for (size_t i = 0; i < sizeof(passing_faults) / sizeof(passing_faults[0]); i++)
-        if (strcmp(fault, passing_faults[i]) == 0)
+    for (size_t i = 0; i < sizeof(refusing_faults) / sizeof(refusing_faults[0]); i++)
+        if (strcmp(fault, refusing_faults[i]) == 0)
             return true;
     return false;
 }
@@ -75,7 +89,7 @@ static enum op_outcome classify(enum plan_action_kind k, int err, const char *fa
         return OP_VM_GONE;
     if (k == PLAN_DESTROY_FOLDER && err == VMG_ECONFLICT && (!fault || !*fault))
         return OP_HIDDEN;
-    if (k == PLAN_RECONFIGURE && fault && *fault && !passing(fault))
+    if (k == PLAN_RECONFIGURE && fault && refusing(fault))
         return OP_RESIZE_REFUSED;
     if (k == PLAN_CLONE && outcome_bootstrap_block(fault))
         return OP_TEMPLATE;
@@ -133,8 +147,7 @@ void outcome_decide(enum plan_action_kind kind, int err, const char *fault, stru
          * it) until its spec changes. */
         ret->event = OP_EVENT_WARNING;
         ret->requeue = OP_REQUEUE_NOW;
-        ret->block = PLAN_BLOCK_RESIZE;
-        ret->block_reason = "ResizeRefused";
+        ret->resize_refused = true;
         break;
     case OP_TEMPLATE:
         /* A template missing, ambiguous, or refused (not a template, inside

@@ -29,8 +29,9 @@ enum op_outcome {
                           destroy) the inventory does not show (yet, or a vApp,
                           which it does not watch): twice, and the folder is kept */
     OP_RESIZE_REFUSED, /* a reconfiguration vCenter refused with a fault that
-                          waiting does not mend (InvalidArgument, NoPermission, ...):
-                          the group blocks until its spec changes */
+                          trying again does not mend (InvalidArgument,
+                          NoPermission, ...): the group's resizes stop until
+                          its spec changes */
     OP_TEMPLATE,       /* a clone whose template cannot be used (VMG_ENOTFOUND,
                           VMG_EAMBIGUOUS, VMG_ECONFIG with no fault), or whose
                           bootstrap cannot (a fault outcome_bootstrap_block
@@ -57,16 +58,17 @@ struct op_decision {
     /* The operation still counts as in flight until the inventory shows
      * what it did (or a deadline passes), so that nothing is done twice. */
     bool await;
-    bool settle;    /* the group's consecutive failures are reset */
-    bool transient; /* a transient failure: the backoff grows, the status says why */
-    bool reread;    /* the VM is read again from vCenter */
-    bool unblock;   /* a clone that worked: a template block learned before ends */
-    bool hidden;    /* the group's folder held objects the inventory does not show */
+    bool settle;         /* the group's consecutive failures are reset */
+    bool transient;      /* a transient failure: the backoff grows, the status says why */
+    bool reread;         /* the VM is read again from vCenter */
+    bool unblock;        /* a clone that worked: a template block learned before ends */
+    bool hidden;         /* the group's folder held objects the inventory does not show */
+    bool resize_refused; /* the spec's size was refused (OP_RESIZE_REFUSED) */
     /* The event said about it. An OP_TEMPLATE warning is said only when
      * the block is new or its message changed. */
     enum op_event event;
     enum op_requeue requeue;
-    /* OP_TEMPLATE, OP_RESIZE_REFUSED: the block the group takes, and its
+    /* OP_TEMPLATE: the block the group takes (PLAN_BLOCK_TEMPLATE), and its
      * CamelCase reason (static); else PLAN_BLOCK_NONE and NULL. */
     enum plan_block block;
     const char *block_reason;

@@ -549,16 +549,12 @@ static void blocked(struct ctx *c)
     if (!valid_reason(reason))
         reason = in->block == PLAN_BLOCK_TEMPLATE    ? "TemplateNotFound"
                  : in->block == PLAN_BLOCK_PLACEMENT ? "InvalidPlacement"
-                 : in->block == PLAN_BLOCK_RESIZE    ? "ResizeRefused"
                                                      : "Blocked";
     set_situation(c, VMGROUP_PHASE_ERROR, reason);
     if (in->block_message && in->block_message[0])
         msg_add(&c->message, "%s", in->block_message);
     else if (in->block == PLAN_BLOCK_TEMPLATE)
         msg_add(&c->message, "template \"%s\" cannot be used", c->g->spec.template);
-    else if (in->block == PLAN_BLOCK_RESIZE)
-        msg_add(&c->message, "vCenter refused to resize the VMs to %d CPU%s and %d GiB",
-                (int)c->g->spec.cpu, plural(c->g->spec.cpu), (int)c->g->spec.memory);
     else
         msg_add(&c->message, "the VmGroup is blocked by an error in vCenter");
     c->degraded_reason = reason;
@@ -628,8 +624,7 @@ static bool kept(const struct member *m)
 static bool pred_needs_power_on(const struct ctx *c, const struct member *m)
 {
     /* One off for its resize waits for it, unless vCenter refused the size. */
-    return kept(m) && !m->vm->powered_on &&
-           (!wrong_size(c, m->vm) || c->in->block == PLAN_BLOCK_RESIZE);
+    return kept(m) && !m->vm->powered_on && (!wrong_size(c, m->vm) || c->in->resize_refused);
 }
 
 static bool pred_wrong_size(const struct ctx *c, const struct member *m)
@@ -762,9 +757,7 @@ static int plan_live(struct ctx *c)
         if (r < 0)
             return r;
     }
-    can_act = !bad_spec &&
-              (in->block == PLAN_BLOCK_NONE || in->block == PLAN_BLOCK_TEMPLATE ||
-               in->block == PLAN_BLOCK_RESIZE) &&
+    can_act = !bad_spec && (in->block == PLAN_BLOCK_NONE || in->block == PLAN_BLOCK_TEMPLATE) &&
               !c->transient && c->has_finalizer && in->folder != PLAN_FOLDER_UNKNOWN;
     if (can_act && in->folder == PLAN_FOLDER_ABSENT) {
         if (!in->folder_inflight && c->budget > 0) {
@@ -775,7 +768,7 @@ static int plan_live(struct ctx *c)
         }
     } else if (can_act) {
         if ((r = plan_removals(c)) < 0 || (r = plan_power_on(c)) < 0 ||
-            (in->block != PLAN_BLOCK_RESIZE && (r = plan_reconfigure(c)) < 0))
+            (!in->resize_refused && (r = plan_reconfigure(c)) < 0))
             return r;
         if (in->block != PLAN_BLOCK_TEMPLATE && deficit > 0 && (r = plan_clones(c, deficit)) < 0)
             return r;
@@ -789,6 +782,11 @@ static int plan_live(struct ctx *c)
         msg_add(&c->degraded_message, "%s", spec_msg.buf);
     } else if (in->block != PLAN_BLOCK_NONE) {
         blocked(c);
+    } else if (in->resize_refused) {
+        set_situation(c, VMGROUP_PHASE_ERROR, "ResizeRefused");
+        msg_add(&c->message, "%s", in->resize_refused);
+        c->degraded_reason = "ResizeRefused";
+        msg_add(&c->degraded_message, "%s", in->resize_refused);
     } else if (c->transient) {
         set_situation(c, VMGROUP_PHASE_PENDING, "Retrying");
         msg_add(&c->message, "%s", c->transient);
@@ -858,9 +856,8 @@ static int plan_live(struct ctx *c)
 static int plan_delete(struct ctx *c)
 {
     const struct planner_input *in = c->in;
-    /* What blocks creating or resizing VMs does not block removing them. */
-    bool block = in->block != PLAN_BLOCK_NONE && in->block != PLAN_BLOCK_TEMPLATE &&
-                 in->block != PLAN_BLOCK_RESIZE;
+    /* What blocks creating VMs does not block removing them. */
+    bool block = in->block != PLAN_BLOCK_NONE && in->block != PLAN_BLOCK_TEMPLATE;
     bool can_act = !block && !c->transient && in->folder != PLAN_FOLDER_UNKNOWN;
     bool others = c->n_foreign > 0 || in->folder_other_objects > 0;
     bool kept = others || in->folder_hidden_objects;

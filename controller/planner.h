@@ -108,8 +108,6 @@ enum plan_block {
     PLAN_BLOCK_PLACEMENT, /* datacenter, root folder, pool or datastore invalid: no vCenter action
                            */
     PLAN_BLOCK_OTHER,     /* anything else (e.g. permission denied): no vCenter action */
-    PLAN_BLOCK_RESIZE,    /* vCenter refused the spec's size for a member: no member is
-                             resized, and those powered off for it are powered on again */
 };
 
 /* The Ready and Degraded conditions of a planned status. */
@@ -131,6 +129,10 @@ struct planner_input {
     /* A destroy of the folder found it holding objects the inventory does
      * not show (it watches VMs and folders only: a vApp, say). */
     bool folder_hidden_objects;
+    /* vCenter refused the spec's size for a member (its message), NULL if
+     * not: no member is resized, and those powered off for it are powered
+     * on again. Apart from block: a template block may hold too. */
+    const char *resize_refused;
     /* The names of some or all of those objects: one with a VM's name
      * takes that VM's slot, as a foreign VM does (vCenter refuses a second
      * child of the same name). */

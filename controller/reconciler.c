@@ -41,6 +41,7 @@ struct op {
     char vm[96];
     char ref[128];      /* the VM's id (plan_action.vm_ref); "": look it up by name */
     int cpu, memory_mb; /* RECONFIGURE: what was asked */
+    int64_t gen;        /* the generation of the spec it was planned from */
     /* Done in vCenter but not yet seen in the inventory cache: it still
      * counts as in flight, so that nothing is done twice meanwhile
      * (client-go's "expectations"), until seen or until the deadline. */
@@ -67,9 +68,14 @@ struct gstate {
     char *block_msg;
     int64_t block_gen;
     uint64_t block_at;
+    /* vCenter refused the size of the spec of generation resize_gen (its
+     * message; NULL: none): resizes stop until the spec changes. */
+    char *resize_msg;
+    int64_t resize_gen;
 
     unsigned folder_hidden;   /* destroys that found objects in the folder that
                                  the inventory does not show (OP_HIDDEN) */
+    uint64_t hidden_until;    /* the folder's next destroy waits until then */
     char *transient;          /* why the last step failed */
     uint64_t transient_until; /* shown (and vCenter left alone) until then */
     unsigned failures;        /* consecutive, for the backoff */
@@ -155,6 +161,7 @@ static void gs_free(struct gstate *gs)
     free(gs->ns);
     free(gs->name);
     free(gs->block_msg);
+    free(gs->resize_msg);
     free(gs->transient);
     free(gs->written_rv);
     free(gs->announced_uid);
@@ -490,7 +497,8 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     }
     if (event)
         r->w.event(r->w.data, g, d.event == OP_EVENT_WARNING,
-                   d.block_reason               ? d.block_reason
+                   d.resize_refused             ? "ResizeRefused"
+                   : d.block_reason             ? d.block_reason
                    : d.event == OP_EVENT_NORMAL ? k->ok_reason
                                                 : k->fail_reason,
                    text);
@@ -503,20 +511,29 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     if (d.settle)
         gs->failures = 0;
     if (d.hidden) {
+        /* Looked at again after the backoff, whatever plans the group
+         * meanwhile: the inventory may show the objects by then. */
         gs->folder_hidden++;
-        gs->failures++; /* looked at again after the backoff */
+        gs->failures++;
+        gs->hidden_until = r->clock(NULL) + backoff_ms(gs->failures);
     }
     if (d.unblock && gs->block == PLAN_BLOCK_TEMPLATE) {
         gs->block = PLAN_BLOCK_NONE;
         gs->block_reason = NULL;
         set_str(&gs->block_msg, NULL);
     }
-    if (d.block_reason) {
+    /* Learned of the spec the operation was planned from: a spec changed
+     * since is not blocked by what was refused of the one before. */
+    if (d.block != PLAN_BLOCK_NONE) {
         gs->block = d.block;
         gs->block_reason = d.block_reason;
         set_str(&gs->block_msg, text);
-        gs->block_gen = g ? g->meta.generation : 0;
+        gs->block_gen = op->gen;
         gs->block_at = r->clock(NULL);
+    }
+    if (d.resize_refused) {
+        set_str(&gs->resize_msg, text);
+        gs->resize_gen = op->gen;
     }
     if (d.await) {
         op->awaiting = true;
@@ -556,6 +573,7 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
         memcpy(op->ref, a->vm_ref, strlen(a->vm_ref) + 1);
     op->cpu = a->cpu;
     op->memory_mb = a->memory_mb;
+    op->gen = g->meta.generation;
 
     rc = k->start ? k->start(r, op, g, a) : -EINVAL;
     if (rc < 0) {
@@ -895,12 +913,14 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
         if (op->kind == PLAN_CREATE_FOLDER || op->kind == PLAN_DESTROY_FOLDER)
             in->folder_inflight = true;
     }
+    if (gs->folder_hidden == 1 && t < gs->hidden_until)
+        in->folder_inflight = true; /* its destroy waits (OP_HIDDEN) */
 
     /* A learned block holds until the spec changes, and is retried now and
-     * then; a refused size only at a change (each try powers a VM off). */
+     * then; a refused size (resize_msg, below) only at a change: each try
+     * powers a VM off. */
     if (gs->block != PLAN_BLOCK_NONE &&
-        (gs->block_gen != g->meta.generation ||
-         (gs->block != PLAN_BLOCK_RESIZE && t - gs->block_at >= r->o.blocked_retry_ms))) {
+        (gs->block_gen != g->meta.generation || t - gs->block_at >= r->o.blocked_retry_ms)) {
         gs->block = PLAN_BLOCK_NONE;
         gs->block_reason = NULL;
         set_str(&gs->block_msg, NULL);
@@ -924,6 +944,9 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     in->block = gs->block;
     in->block_reason = gs->block_reason;
     in->block_message = gs->block_msg;
+    if (gs->resize_msg && gs->resize_gen != g->meta.generation)
+        set_str(&gs->resize_msg, NULL);
+    in->resize_refused = gs->resize_msg;
     if (f->truncated && !g->meta.deleting) {
         /* A partial view could make a live group clone over VMs it does
          * not see; a deleting one only removes what it sees, and sees more

@@ -85,6 +85,7 @@ struct tcase {
     size_t other_objects;
     const char *others[4]; /* the names of objects that are not VMs (counted too) */
     bool hidden;           /* a destroy found objects the inventory does not show */
+    const char *resize_refused;
     enum plan_block block;
     const char *block_reason;
     const char *block_message;
@@ -668,10 +669,8 @@ static const struct tcase cases[] = {
      .vms = {{"web-0", .cpu = 1, .mem_gib = 2, .off = true},
              {"web-1", .cpu = 1, .mem_gib = 2},
              {"web-2", .cpu = 1, .mem_gib = 2}},
-     .block = PLAN_BLOCK_RESIZE,
-     .block_reason = "ResizeRefused",
-     .block_message = "vCenter refused to reconfigure VM web-0: A specified parameter was not "
-                      "correct: numCPUs",
+     .resize_refused = "vCenter refused to reconfigure VM web-0: A specified parameter was not "
+                       "correct: numCPUs",
      .actions = "power-on web-0; event Warning ResizeRefused",
      .phase = VMGROUP_PHASE_ERROR,
      .message = "vCenter refused to reconfigure VM web-0: A specified parameter was not correct: "
@@ -679,15 +678,23 @@ static const struct tcase cases[] = {
     {.title = "size refused: the VMs keep their size, missing ones are still made",
      .replicas = 3,
      .vms = {{"web-0", .cpu = 1, .mem_gib = 2}, {"web-1", .cpu = 1, .mem_gib = 2}},
-     .block = PLAN_BLOCK_RESIZE,
+     .resize_refused = "refused",
      .actions = "clone web-2; event Warning ResizeRefused",
      .phase = VMGROUP_PHASE_ERROR,
-     .message = "vCenter refused to resize the VMs to 2 CPUs and 4 GiB"},
+     .message = "refused"},
+    {.title = "size refused and template missing: the VM is powered on, none goes off",
+     .replicas = 3,
+     .vms = {{"web-0", .cpu = 1, .mem_gib = 2, .off = true}, {"web-1", .cpu = 1, .mem_gib = 2}},
+     .resize_refused = "refused",
+     .block = PLAN_BLOCK_TEMPLATE,
+     .actions = "power-on web-0; event Warning TemplateNotFound",
+     .phase = VMGROUP_PHASE_ERROR,
+     .message = "template \"tmpl-a\" cannot be used"},
     {.title = "size refused: a deleted group's VMs still go",
      .deleting = true,
      .replicas = 2,
      .vms = {{"web-0", .cpu = 1, .mem_gib = 2}, {"web-1", .cpu = 1, .mem_gib = 2, .off = true}},
-     .block = PLAN_BLOCK_RESIZE,
+     .resize_refused = "refused",
      .actions = "destroy web-1; power-off web-0",
      .phase = VMGROUP_PHASE_PENDING,
      .message = "deleting: 2 VMs left to remove"},
@@ -784,6 +791,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
         .folder_other_names = tc->others,
         .n_folder_other_names = n_others,
         .folder_hidden_objects = tc->hidden,
+        .resize_refused = tc->resize_refused,
         .clones_inflight = tc->clones,
         .n_clones_inflight = tc->n_clones,
         .block = tc->block,

@@ -746,8 +746,9 @@ static void test_deleted_while_its_folder_is_created(void **state)
 
 /* A destroy of a deleted group's folder that finds it holding objects the
  * inventory does not show (a vApp): no failure said, looked at again after
- * the backoff; a second such answer keeps the folder and lets the group go,
- * where it was tried again forever. */
+ * the backoff (not before, whatever plans the group meanwhile); a second
+ * such answer keeps the folder and lets the group go, where it was tried
+ * again forever. */
 static void test_folder_holding_hidden_objects_is_kept(void **state)
 {
     static const char held[] = "destroy folder ns_web: the folder holds 1 object now; it is not "
@@ -761,6 +762,10 @@ static void test_folder_holding_hidden_objects_is_kept(void **state)
     complete("destroy-folder", VMG_ECONFLICT, "", held);
     assert_int_equal(F.events, 0);
     drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("destroy-folder"), 1);
+    F.now_ms += 2000;
     pass(e);
     settle_status();
     assert_int_equal(count("destroy-folder"), 2);
@@ -822,6 +827,68 @@ static void test_refused_size_powers_the_vm_on_again(void **state)
     drain(e);
     pass(e);
     assert_int_equal(count("power-off"), 2);
+}
+
+#define GROUP_GEN2_CPU3                                                                            \
+    "{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","                \
+    "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-1\","                         \
+    "\"resourceVersion\":\"2\",\"generation\":2" FIN "},"                                          \
+    "\"spec\":{\"cpu\":3,\"memory\":2,\"template\":\"tmpl\",\"replicas\":2}}"
+
+/* off_for_resize: the group (JSON) has web-0 off and web-1 on, both with 1
+ * CPU where its spec says 2; one pass reconfigures web-0. */
+static void off_for_resize(struct env *e, const char *group)
+{
+    set_group(group);
+    add_vm(0, false);
+    add_vm(1, true);
+    F.vms[0].num_cpu = F.vms[1].num_cpu = 1;
+    pass(e);
+    settle_status();
+    assert_int_equal(count("reconfigure"), 1);
+}
+
+/* A refusal of the size of a spec changed meanwhile does not stop the
+ * resize to the new one. */
+static void test_refusal_of_an_older_spec_blocks_not_the_new(void **state)
+{
+    struct env *e = *state;
+
+    off_for_resize(e, GROUP("1", FIN, 2, ""));
+    set_group(GROUP_GEN2_CPU3);
+    complete("reconfigure", VMG_EFAULT, "InvalidArgument", "A specified parameter was not correct");
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("reconfigure"), 2);
+    assert_int_equal(count("power-on"), 0);
+}
+
+/* A missing template (clones blocked) and a refused size together: the VM
+ * off for its resize is powered on and stays on; neither block undoes the
+ * other. */
+static void test_refused_size_and_missing_template_together(void **state)
+{
+    struct env *e = *state;
+
+    off_for_resize(e, GROUP("1", FIN, 3, ""));
+    assert_int_equal(count("clone"), 1);
+    complete("reconfigure", VMG_EFAULT, "InvalidArgument", "A specified parameter was not correct");
+    complete("clone", VMG_ENOTFOUND, NULL, "template \"tmpl\" not found in datacenter \"DC0\"");
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("power-on"), 1);
+    complete("power-on", 0, NULL, NULL);
+    F.vms[0].powered_on = true;
+    for (int i = 0; i < 3; i++) {
+        drain(e);
+        pass(e);
+        settle_status();
+    }
+    assert_int_equal(count("power-off"), 0);
+    assert_int_equal(count("reconfigure"), 1);
+    assert_int_equal(count("clone"), 1);
 }
 
 /* The object goes (its finalizer removed) before the answer to the write
@@ -1638,6 +1705,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_folder_holding_hidden_objects_is_kept, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refused_size_powers_the_vm_on_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusal_of_an_older_spec_blocks_not_the_new, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_refused_size_and_missing_template_together, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_the_finalizer_write,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_dropped_when_gone_during_an_operation, setup,
