@@ -100,9 +100,10 @@ struct vmg_http_send {
 
 /* vmg_http_start runs the transfer easy, which it takes over in every case:
  * the caller must not touch easy afterwards except through the result. The
- * caller has set the URL, method (CURLOPT_POST or CUSTOMREQUEST for a body),
- * TLS and timeouts; this function sets CURLOPT_HTTPHEADER and POSTFIELDS
- * from send (which may be NULL: no headers, no body), and WRITEFUNCTION,
+ * caller has set the URL, method (a body makes the request a POST unless
+ * CUSTOMREQUEST names another), TLS and timeouts; this function sets
+ * CURLOPT_HTTPHEADER and POSTFIELDS from send (which may be NULL: no
+ * headers, no body), and WRITEFUNCTION,
  * HEADERFUNCTION, PRIVATE, ERRORBUFFER and NOSIGNAL (and their data), which
  * the caller must not set nor rely on.
  *
