@@ -55,6 +55,7 @@ struct op {
 struct gstate {
     char *key;
     char *ns, *name;
+    char *uid; /* of the object last planned: what is learned below is its */
     char folder[96];
     struct op *ops;
     size_t n_ops;
@@ -160,6 +161,7 @@ static void gs_free(struct gstate *gs)
     free(gs->key);
     free(gs->ns);
     free(gs->name);
+    free(gs->uid);
     free(gs->block_msg);
     free(gs->resize_msg);
     free(gs->transient);
@@ -873,6 +875,29 @@ static bool placement_invalid(int vr)
 /* gather reads the caches for the group of gs (object g) at time t and fills
  * ps->in for the planner; ps->vms and ps->slots are the caller's to free,
  * whatever it returns (0, or -ENOMEM). */
+/* forget_another_object: the group's key names another object than the
+ * one planned last (deleted and made again between two passes): what was
+ * learned of that one (blocks, a refused size, a folder's hidden objects,
+ * failures) is not the new one's. */
+static void forget_another_object(struct gstate *gs, const struct vmgroup *g)
+{
+    const char *uid = g->meta.uid ? g->meta.uid : "";
+
+    if (gs->uid && strcmp(gs->uid, uid) == 0)
+        return;
+    if (gs->uid) {
+        gs->block = PLAN_BLOCK_NONE;
+        gs->block_reason = NULL;
+        set_str(&gs->block_msg, NULL);
+        set_str(&gs->resize_msg, NULL);
+        set_str(&gs->transient, NULL);
+        gs->folder_hidden = 0;
+        gs->hidden_until = 0;
+        gs->failures = 0;
+    }
+    set_str(&gs->uid, uid);
+}
+
 static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uint64_t t,
                   struct pass *ps)
 {
@@ -882,6 +907,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     int rc;
 
     memset(ps, 0, sizeof(*ps));
+    forget_another_object(gs, g);
     f->state = PLAN_FOLDER_UNKNOWN;
     ps->vr = r->w.vcenter_ready(r->w.vcdata, ps->vmsg, sizeof(ps->vmsg));
     ps->vc_down = ps->vr < 0;

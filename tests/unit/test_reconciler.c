@@ -1009,6 +1009,29 @@ static void test_missing_template_blocks_with_message(void **state)
     assert_non_null(strstr(F.last_status, "template \\\"tmpl\\\" not found"));
 }
 
+/* A group deleted and made again under the same name between two passes
+ * (a new UID, the same generation): what was learned of the old one (its
+ * template block) is not the new one's, which clones at once. */
+static void test_group_made_again_learns_anew(void **state)
+{
+    struct env *e = *state;
+
+    set_group(GROUP("3", FIN, 1, ""));
+    pass(e);
+    complete("clone", VMG_ENOTFOUND, NULL, "template \"tmpl\" not found in datacenter \"DC0\"");
+    settle_status();
+    drain(e);
+    pass(e);
+    assert_int_equal(count("clone"), 1);
+    set_group("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
+              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-2\","
+              "\"resourceVersion\":\"9\",\"generation\":1" FIN "},"
+              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+    drain(e);
+    pass(e);
+    assert_int_equal(count("clone"), 2);
+}
+
 /* A template refused by the vCenter side (not a template, inside the
  * operator's folder, outside the datacenter) blocks like a missing one,
  * under a reason that says so, and no further clone is tried. */
@@ -1719,6 +1742,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_made_again_learns_anew, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_template_blocks_with_its_reason, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
