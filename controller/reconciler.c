@@ -872,9 +872,6 @@ static bool placement_invalid(int vr)
     return vr == VMG_ENOTFOUND || vr == VMG_EAMBIGUOUS || vr == VMG_ECONFIG;
 }
 
-/* gather reads the caches for the group of gs (object g) at time t and fills
- * ps->in for the planner; ps->vms and ps->slots are the caller's to free,
- * whatever it returns (0, or -ENOMEM). */
 /* forget_another_object: the group's key names another object than the
  * one planned last (deleted and made again between two passes): what was
  * learned of that one (blocks, a refused size, a folder's hidden objects,
@@ -898,6 +895,9 @@ static void forget_another_object(struct gstate *gs, const struct vmgroup *g)
     set_str(&gs->uid, uid);
 }
 
+/* gather reads the caches for the group of gs (object g) at time t and fills
+ * ps->in for the planner; ps->vms and ps->slots are the caller's to free,
+ * whatever it returns (0, or -ENOMEM). */
 static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uint64_t t,
                   struct pass *ps)
 {
