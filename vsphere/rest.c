@@ -22,13 +22,16 @@
 #include "vsphere/rest_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
+#include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/secretfile.h"
@@ -322,6 +325,34 @@ static void fail_sendq(vs_rest *r, int err, const char *msg)
     }
 }
 
+/* basic_auth appends "Authorization: Basic <base64 of user:password>" to
+ * h. Built here rather than by curl (CURLOPT_USERNAME, PASSWORD), which
+ * keeps copies of the password it frees unwiped: the list is wiped with
+ * the transfer, and the buffers here at once. Returns 0 or -ENOMEM. */
+static int basic_auth(const vs_rest *r, struct curl_slist *h)
+{
+    static const char prefix[] = "Authorization: Basic ";
+    const char *pw = r->password ? r->password : "";
+    size_t ul = strlen(r->user), pl = strlen(pw), n = ul + 1 + pl;
+    size_t hl = sizeof(prefix) + 4 * ((n + 2) / 3); /* with its NUL */
+    char *plain = n < INT_MAX / 2 ? malloc(n) : NULL, *hdr = plain ? malloc(hl) : NULL;
+    int rc = -ENOMEM;
+
+    if (hdr) {
+        memcpy(plain, r->user, ul);
+        plain[ul] = ':';
+        memcpy(plain + ul + 1, pw, pl);
+        memcpy(hdr, prefix, sizeof(prefix) - 1);
+        EVP_EncodeBlock((unsigned char *)hdr + sizeof(prefix) - 1, (const unsigned char *)plain,
+                        (int)n);
+        if (curl_slist_append(h, hdr))
+            rc = 0;
+    }
+    vmg_wipe_free(plain, n);
+    vmg_wipe_free(hdr, hl);
+    return rc;
+}
+
 static void start_login(vs_rest *r)
 {
     char url[BASE_URL_MAX + PATH_MAX_LEN + 8];
@@ -344,9 +375,7 @@ static void start_login(vs_rest *r)
     /* Ask for no cookie: the id travels in the header only. The list
      * keeps its head when appended to. */
     if (!curl_slist_append(send.headers, "vmware-use-header-authn: true") ||
-        curl_easy_setopt(easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC) != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_USERNAME, r->user) != CURLE_OK ||
-        curl_easy_setopt(easy, CURLOPT_PASSWORD, r->password) != CURLE_OK) {
+        basic_auth(r, send.headers) < 0) {
         vmg_http_headers_free(send.headers);
         curl_easy_cleanup(easy);
         free(x);
