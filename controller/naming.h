@@ -51,9 +51,12 @@
 #define NAMING_TAG_CATEGORY_DESCRIPTION "VmGroups of vmgroup-operator: one tag per group"
 
 /* The extraConfig keys of the marks set on every VM at clone time: the
- * owning VmGroup's UID, and the template the VM was cloned from. */
+ * owning VmGroup's UID, the template the VM was cloned from, and the
+ * instanceUuid given to the VM by its clone (a copy of the VM carries the
+ * marks, not that instanceUuid). */
 #define NAMING_MARK_UID_KEY "vmgroup.codeconnect.vmworld.com.uid"
 #define NAMING_MARK_TEMPLATE_KEY "vmgroup.codeconnect.vmworld.com.template"
+#define NAMING_MARK_INSTANCE_KEY "vmgroup.codeconnect.vmworld.com.instance-uuid"
 
 /* naming_folder writes the folder name of VmGroup ns/name into buf (NUL
  * terminated). Returns its length, -EINVAL when an argument is NULL or size

@@ -473,7 +473,8 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
     ic.placement.root_folder = o->root_folder;
     ic.placement.resource_pool = o->resource_pool;
     ic.placement.datastore = o->datastore;
-    ic.marks = (struct vs_mark_keys){NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY};
+    ic.marks = (struct vs_mark_keys){NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY,
+                                     NAMING_MARK_INSTANCE_KEY};
     w->inv = vs_inventory_new(loop, w->s, &ic, on_change, w, &rc);
     if (!w->inv) {
         snprintf(err, errlen, "cannot set up the inventory watch: %s", vmg_strerror(rc));

@@ -86,6 +86,7 @@ struct vs_cache {
     void *data;
     char mark_uid_key[VS_NAME_MAX];      /* "" when none */
     char mark_template_key[VS_NAME_MAX]; /* "" when none */
+    char mark_instance_key[VS_NAME_MAX]; /* "" when none */
     struct htab objs;
     struct htab groups;
     struct htab marks;
@@ -318,7 +319,9 @@ static bool obj_equal(const struct vs_obj *a, const struct vs_obj *b)
            a->ip_primary == b->ip_primary && memcmp(a->ip, b->ip, sizeof(a->ip)) == 0 &&
            a->has_mark_uid == b->has_mark_uid && strcmp(a->mark_uid, b->mark_uid) == 0 &&
            a->has_mark_template == b->has_mark_template &&
-           strcmp(a->mark_template, b->mark_template) == 0;
+           strcmp(a->mark_template, b->mark_template) == 0 &&
+           a->has_mark_instance == b->has_mark_instance &&
+           strcmp(a->mark_instance, b->mark_instance) == 0;
 }
 
 static void ip_clear(struct vs_obj *o);
@@ -338,6 +341,8 @@ static void reset_props(struct vs_obj *o)
     o->mark_uid[0] = '\0';
     o->has_mark_template = false;
     o->mark_template[0] = '\0';
+    o->has_mark_instance = false;
+    o->mark_instance[0] = '\0';
 }
 
 /* set_mark records one extraConfig entry if it is one of c's marks; value
@@ -352,6 +357,9 @@ static void set_mark(const vs_cache *c, struct vs_obj *o, const char *key, const
     } else if (strcmp(key, c->mark_template_key) == 0) {
         o->has_mark_template = value != NULL;
         copy(o->mark_template, sizeof(o->mark_template), value);
+    } else if (strcmp(key, c->mark_instance_key) == 0) {
+        o->has_mark_instance = value != NULL;
+        copy(o->mark_instance, sizeof(o->mark_instance), value);
     }
 }
 
@@ -578,6 +586,7 @@ static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vs_ob
         const char *k, *v;
         set_mark(c, o, c->mark_uid_key, NULL);
         set_mark(c, o, c->mark_template_key, NULL);
+        set_mark(c, o, c->mark_instance_key, NULL);
         if (unset || ch->kind != VIM_VAL_OPTIONS)
             return;
         while ((ov = vim_option_next(ch->node, ov, &k, &v)) != NULL)
@@ -619,7 +628,8 @@ vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs
 
     if (!root_ref || !*root_ref || strlen(root_ref) >= VS_REF_MAX)
         return NULL;
-    if (marks && (!mark_key_ok(marks->uid) || !mark_key_ok(marks->template_key)))
+    if (marks && (!mark_key_ok(marks->uid) || !mark_key_ok(marks->template_key) ||
+                  !mark_key_ok(marks->instance)))
         return NULL;
     c = calloc(1, sizeof(*c));
     if (!c)
@@ -629,6 +639,7 @@ vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs
     if (marks) {
         copy(c->mark_uid_key, sizeof(c->mark_uid_key), marks->uid);
         copy(c->mark_template_key, sizeof(c->mark_template_key), marks->template_key);
+        copy(c->mark_instance_key, sizeof(c->mark_instance_key), marks->instance);
     }
     c->max = max_objects ? max_objects : VS_CACHE_DEFAULT_MAX;
     c->cb = cb;

@@ -44,6 +44,7 @@
 #define VS_REF_MAX 128  /* bytes of a moref value, NUL included */
 #define VS_NAME_MAX 256 /* bytes of a name (escaped by vCenter), NUL included */
 #define VS_MARK_MAX 256 /* bytes of a mark's value, NUL included */
+#define VS_UUID_LEN 36  /* characters of a UUID, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 #define VS_CACHE_DEFAULT_MAX 200000
 /* The guest addresses kept of a VM, and the room of one in text (an IPv6
  * literal's INET6_ADDRSTRLEN, NUL included). */
@@ -59,14 +60,18 @@ struct vs_ip {
 
 enum vs_obj_kind { VS_OBJ_VM, VS_OBJ_FOLDER };
 
-/* The extraConfig keys of the two marks an owner leaves on the VMs it
- * clones (vs_clone_spec) and reads back from the cache (vs_obj.mark_uid,
- * mark_template): the identity of the owner, and the template a VM was
- * cloned from. The keys are the caller's policy; each is shorter than
- * VS_NAME_MAX bytes, NULL or "" when that mark is not used. */
+/* The extraConfig keys of the marks an owner leaves on the VMs it clones
+ * (vs_clone_spec) and reads back from the cache (vs_obj.mark_uid,
+ * mark_template, mark_instance): the identity of the owner, the template
+ * a VM was cloned from, and the instanceUuid chosen for it at its clone.
+ * vSphere copies extraConfig into a copy of a VM, but not its
+ * instanceUuid: a VM whose instance mark differs from its instanceUuid is
+ * a copy of the VM marked. The keys are the caller's policy; each is
+ * shorter than VS_NAME_MAX bytes, NULL or "" when that mark is not used. */
 struct vs_mark_keys {
     const char *uid;
     const char *template_key;
+    const char *instance;
 };
 
 /* One cached object. Strings are NUL-terminated, cut to fit. */
@@ -91,6 +96,8 @@ struct vs_obj {
     char mark_uid[VS_MARK_MAX];
     bool has_mark_template;
     char mark_template[VS_MARK_MAX];
+    bool has_mark_instance;
+    char mark_instance[VS_MARK_MAX];
     /* Larger is newer: the number in the moref ("vm-42" -> 42), which
      * vCenter hands out in increasing order. */
     uint64_t create_order;

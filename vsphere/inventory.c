@@ -45,10 +45,11 @@ struct vs_inventory {
     int max_wait;
     int max_updates;
     size_t max_objects;
-    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX]; /* "" when none */
+    /* "" when none */
+    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX], mark_instance_key[VS_NAME_MAX];
     /* What is read of a VM: vim_vm_paths without the whole extraConfig, and
      * the mark keys' entries alone (vm_paths_init). */
-    char mark_paths[2][VIM_MARK_PATH_MAX];
+    char mark_paths[VIM_MARKS][VIM_MARK_PATH_MAX];
     const char *vm_paths[16];
     size_t vm_paths_n;
     /* What a read of one VM asks: the same, config.changeVersion and
@@ -148,7 +149,8 @@ static void refresh_next(vs_inventory *inv);
 /* vm_paths_init sets what is read of a VM (vim_vm_paths_with_marks). */
 static void vm_paths_init(vs_inventory *inv)
 {
-    const char *keys[2] = {inv->mark_uid_key, inv->mark_template_key};
+    const char *keys[VIM_MARKS] = {inv->mark_uid_key, inv->mark_template_key,
+                                   inv->mark_instance_key};
 
     inv->vm_paths_n = vim_vm_paths_with_marks(keys, inv->mark_paths, inv->vm_paths,
                                               sizeof(inv->vm_paths) / sizeof(inv->vm_paths[0]));
@@ -611,7 +613,8 @@ static void on_resolved(void *data, int err, const char *msg, const struct vs_pl
         return;
     }
     if (!inv->cache) {
-        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key};
+        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key,
+                                     inv->mark_instance_key};
 
         inv->cache =
             vs_cache_new(p->root_folder.value, inv->max_objects, &marks, inv->on_change, inv->data);
@@ -927,7 +930,8 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
     vs_inventory *inv;
 
     if (!loop || !s || !cfg || (cfg->marks.uid && strlen(cfg->marks.uid) >= VS_NAME_MAX) ||
-        (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX)) {
+        (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX) ||
+        (cfg->marks.instance && strlen(cfg->marks.instance) >= VS_NAME_MAX)) {
         if (ret_err)
             *ret_err = -EINVAL;
         return NULL;
@@ -949,6 +953,8 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
              cfg->marks.uid ? cfg->marks.uid : "");
     vmg_putf(inv->mark_template_key, sizeof(inv->mark_template_key), "%s",
              cfg->marks.template_key ? cfg->marks.template_key : "");
+    vmg_putf(inv->mark_instance_key, sizeof(inv->mark_instance_key), "%s",
+             cfg->marks.instance ? cfg->marks.instance : "");
     vm_paths_init(inv);
     inv->backoff_min_ms = cfg->backoff_min_ms ? cfg->backoff_min_ms : VS_DEFAULT_BACKOFF_MIN_MS;
     inv->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
@@ -1162,7 +1168,8 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
     int e;
 
     if (!inv->cache) {
-        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key};
+        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key,
+                                     inv->mark_instance_key};
         inv->cache = vs_cache_new(root_ref, inv->max_objects, &marks, inv->on_change, inv->data);
         if (!inv->cache)
             return -ENOMEM;

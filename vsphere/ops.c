@@ -25,6 +25,7 @@
 #include "vsphere/tasks.h"
 
 #include <errno.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,8 +108,8 @@ static bool plain_name(const char *name)
  * u's strings are op's or the struct's own. */
 struct assumed {
     struct vim_object_update u;
-    struct vim_change ch[8];
-    char uid_path[VS_NAME_MAX + 32], tmpl_path[VS_NAME_MAX + 32];
+    struct vim_change ch[10];
+    char uid_path[VS_NAME_MAX + 32], tmpl_path[VS_NAME_MAX + 32], inst_path[VS_NAME_MAX + 32];
 };
 
 /* build_assumed writes to *a what op, which succeeded with r, did; false
@@ -153,6 +154,14 @@ static bool build_assumed(const vs_op *op, const struct vs_op_result *r, struct 
                      op->o->mark_template_key);
             ch[n++] = (struct vim_change){
                 .name = a->tmpl_path, .kind = VIM_VAL_STRING, .str = op->mark_template};
+        }
+        if (op->instance_uuid[0]) {
+            vmg_putf(a->inst_path, sizeof(a->inst_path), "config.extraConfig[\"%s\"]",
+                     op->o->mark_instance_key);
+            ch[n++] = (struct vim_change){
+                .name = a->inst_path, .kind = VIM_VAL_STRING, .str = op->instance_uuid};
+            ch[n++] = (struct vim_change){
+                .name = "config.instanceUuid", .kind = VIM_VAL_STRING, .str = op->instance_uuid};
         }
         /* And the size asked, as a reconfiguration's: */
         /* fall through */
@@ -488,7 +497,7 @@ static bool refuse_held(vs_op *op)
 static void send_clone(vs_op *op)
 {
     const struct vs_placement *p = placement(op->o);
-    struct vim_option extra[2 + VS_CLONE_MAX_EXTRA];
+    struct vim_option extra[3 + VS_CLONE_MAX_EXTRA];
     struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
     char *buf = NULL;
     size_t len = 0;
@@ -506,6 +515,11 @@ static void send_clone(vs_op *op)
     if (op->has_tmark)
         extra[cfg.n_extra++] =
             (struct vim_option){.key = op->o->mark_template_key, .value = op->mark_template};
+    if (op->instance_uuid[0]) {
+        extra[cfg.n_extra++] =
+            (struct vim_option){.key = op->o->mark_instance_key, .value = op->instance_uuid};
+        cfg.instance_uuid = op->instance_uuid;
+    }
     for (size_t i = 0; i < op->n_extra; i++)
         extra[cfg.n_extra++] = op->extra[i];
     cfg.extra_config = cfg.n_extra ? extra : NULL;
@@ -903,7 +917,8 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, vs_inventory *inv,
 
     if (!loop || !s ||
         (cfg && ((cfg->marks.uid && strlen(cfg->marks.uid) >= VS_NAME_MAX) ||
-                 (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX)))) {
+                 (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX) ||
+                 (cfg->marks.instance && strlen(cfg->marks.instance) >= VS_NAME_MAX)))) {
         if (ret_err)
             *ret_err = -EINVAL;
         return NULL;
@@ -931,6 +946,8 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, vs_inventory *inv,
         vmg_putf(o->mark_uid_key, sizeof(o->mark_uid_key), "%s", cfg->marks.uid);
     if (cfg && cfg->marks.template_key)
         vmg_putf(o->mark_template_key, sizeof(o->mark_template_key), "%s", cfg->marks.template_key);
+    if (cfg && cfg->marks.instance)
+        vmg_putf(o->mark_instance_key, sizeof(o->mark_instance_key), "%s", cfg->marks.instance);
     uv_timer_init(loop, &o->timer);
     uv_timer_init(loop, &o->kick);
     uv_timer_init(loop, &o->slow);
@@ -1050,7 +1067,8 @@ static bool extra_ok(const vs_ops *o, const struct vs_clone_spec *spec, size_t *
         const struct vim_option *x = &spec->extra[i];
         if (!x->key || !*x->key || !fits(x->key, VS_NAME_MAX) || !x->value ||
             (o &&
-             (strcmp(x->key, o->mark_uid_key) == 0 || strcmp(x->key, o->mark_template_key) == 0)))
+             (strcmp(x->key, o->mark_uid_key) == 0 || strcmp(x->key, o->mark_template_key) == 0 ||
+              strcmp(x->key, o->mark_instance_key) == 0)))
             return false;
         *size += strlen(x->key) + 1 + strnlen(x->value, VS_CLONE_MAX_EXTRA_BYTES + 1) + 1;
         secrets += x->secret;
@@ -1058,6 +1076,28 @@ static bool extra_ok(const vs_ops *o, const struct vs_clone_spec *spec, size_t *
             return false;
     }
     return true;
+}
+
+/* random_uuid writes a random (version 4) UUID into buf, lowercase as
+ * vCenter writes them: "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx". */
+static int random_uuid(char buf[VS_UUID_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char r[16];
+    size_t k = 0;
+
+    if (RAND_bytes(r, sizeof(r)) != 1)
+        return -EIO;
+    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
+    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
+    for (size_t i = 0; i < sizeof(r); i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            buf[k++] = '-';
+        buf[k++] = hex[r[i] >> 4];
+        buf[k++] = hex[r[i] & 0x0f];
+    }
+    buf[k] = '\0';
+    return 0;
 }
 
 /* copy_extra copies spec's other extraConfig entries into op. */
@@ -1119,6 +1159,10 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
     if (spec->mark_template) {
         op->has_tmark = true;
         vmg_putf(op->mark_template, sizeof(op->mark_template), "%s", spec->mark_template);
+    }
+    if (o->mark_instance_key[0] && random_uuid(op->instance_uuid) < 0) {
+        op_free(op);
+        return -EIO;
     }
     return submit(op, ret);
 }

@@ -144,15 +144,18 @@ struct vs_tracker_note {
 typedef void (*vs_tracker_cb)(void *data, const struct vs_tracker_note *n);
 
 struct vs_ops_config {
-    int max_inflight;          /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
-    size_t max_queued;         /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
-    int task_wait_seconds;     /* maxWaitSeconds of the task long poll; 0: 60 */
-    uint64_t slow_check_ms;    /* a long poll unanswered this long past its maxWaitSeconds: read
-                                  every task's state; a task unreported this long after it
-                                  joined the view: read it at the next answer; 0: 30 s */
-    uint64_t recheck_ms;       /* a task reported, then untold of this long: read it at the
-                                  next answer; 0: 5 min */
-    struct vs_mark_keys marks; /* the extraConfig keys of a clone's marks; copied */
+    int max_inflight;       /* < 1: VS_OPS_DEFAULT_MAX_INFLIGHT */
+    size_t max_queued;      /* 0: VS_OPS_DEFAULT_MAX_QUEUED */
+    int task_wait_seconds;  /* maxWaitSeconds of the task long poll; 0: 60 */
+    uint64_t slow_check_ms; /* a long poll unanswered this long past its maxWaitSeconds: read
+                               every task's state; a task unreported this long after it
+                               joined the view: read it at the next answer; 0: 30 s */
+    uint64_t recheck_ms;    /* a task reported, then untold of this long: read it at the
+                               next answer; 0: 5 min */
+    /* The extraConfig keys of a clone's marks; copied. With an instance
+     * key, each clone is given a random instanceUuid, written in that
+     * mark too. */
+    struct vs_mark_keys marks;
 };
 
 struct vs_clone_spec {
@@ -190,8 +193,8 @@ void vs_ops_set_tracker_cb(vs_ops *o, vs_tracker_cb cb, void *data);
 
 /* Each of these queues an operation. Returns 0 and sets *ret (when not
  * NULL; valid until the callback returns), or -EINVAL, -ENOSPC (the queue
- * is full), -ENOMEM, VMG_ECANCELED (closing); the callback is then never
- * called. */
+ * is full), -ENOMEM, -EIO (no random instanceUuid), VMG_ECANCELED
+ * (closing); the callback is then never called. */
 int vs_ops_create_folder(vs_ops *o, const struct vim_moref *parent, const char *name, vs_op_cb cb,
                          void *data, vs_op **ret);
 int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void *data, vs_op **ret);

@@ -72,6 +72,7 @@ struct vs_op {
     char template_name[VS_PATH_MAX];
     char mark_uid[VS_MARK_MAX];
     char mark_template[VS_MARK_MAX];
+    char instance_uuid[VS_UUID_LEN + 1]; /* a clone's, "" when not chosen */
     bool has_uid, has_tmark;
     /* The clone's other extraConfig entries, pointing into extra_mem (one
      * block of extra_size bytes, wiped before it is freed). */
@@ -152,7 +153,8 @@ struct vs_ops {
     int task_wait;
     uint64_t slow_check_ms;
     uint64_t recheck_ms;
-    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX]; /* "" when none */
+    /* "" when none */
+    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX], mark_instance_key[VS_NAME_MAX];
     vs_ops_observer obs;
     void *obs_data;
 

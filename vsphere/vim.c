@@ -31,20 +31,21 @@ const char *const vim_vm_paths[] = {
 };
 const size_t vim_vm_paths_n = sizeof(vim_vm_paths) / sizeof(vim_vm_paths[0]);
 
-size_t vim_vm_paths_with_marks(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
-                               const char **paths, size_t max)
+size_t vim_vm_paths_with_marks(const char *const keys[VIM_MARKS],
+                               char mark_paths[VIM_MARKS][VIM_MARK_PATH_MAX], const char **paths,
+                               size_t max)
 {
     static const char whole_ec[] = "config.extraConfig";
     bool whole = false;
     size_t n = 0, k = 0;
 
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < VIM_MARKS; i++)
         if (keys[i] && (strpbrk(keys[i], "\"\\") || strlen(keys[i]) + 24 > VIM_MARK_PATH_MAX))
             whole = true;
     for (size_t i = 0; i < vim_vm_paths_n && n < max; i++)
         if (whole || strcmp(vim_vm_paths[i], whole_ec) != 0)
             paths[n++] = vim_vm_paths[i];
-    for (size_t i = 0; i < 2 && !whole && n < max; i++) {
+    for (size_t i = 0; i < VIM_MARKS && !whole && n < max; i++) {
         if (!keys[i] || !keys[i][0])
             continue;
         snprintf(mark_paths[k], VIM_MARK_PATH_MAX, "%s[\"%s\"]", whole_ec, keys[i]);
@@ -53,8 +54,9 @@ size_t vim_vm_paths_with_marks(const char *const keys[2], char mark_paths[2][VIM
     return n;
 }
 
-size_t vim_vm_read_paths(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
-                         const char **paths, size_t max)
+size_t vim_vm_read_paths(const char *const keys[VIM_MARKS],
+                         char mark_paths[VIM_MARKS][VIM_MARK_PATH_MAX], const char **paths,
+                         size_t max)
 {
     size_t n;
 
@@ -415,7 +417,8 @@ static bool config_ok(const struct vim_config *c)
 {
     if (!c)
         return true;
-    if (c->num_cpus < 0 || c->memory_mb < 0 || (c->n_extra && !c->extra_config))
+    if (c->num_cpus < 0 || c->memory_mb < 0 || (c->n_extra && !c->extra_config) ||
+        (c->instance_uuid && !*c->instance_uuid))
         return false;
     for (size_t i = 0; i < c->n_extra; i++)
         if (!c->extra_config[i].key || !*c->extra_config[i].key || !c->extra_config[i].value)
@@ -424,11 +427,14 @@ static bool config_ok(const struct vim_config *c)
 }
 
 /* add_config_spec adds a VirtualMachineConfigSpec named name with what c
- * sets: numCPUs, memoryMB, extraConfig, in the schema's order. */
+ * sets: instanceUuid, numCPUs, memoryMB, extraConfig, in the schema's
+ * order. */
 static void add_config_spec(xmlNode *parent, const char *name, const struct vim_config *c)
 {
     xmlNode *spec = soap_add_typed(parent, name, "VirtualMachineConfigSpec");
 
+    if (c->instance_uuid)
+        soap_add_text(spec, "instanceUuid", c->instance_uuid);
     if (c->num_cpus > 0)
         soap_add_int(spec, "numCPUs", c->num_cpus);
     if (c->memory_mb > 0)

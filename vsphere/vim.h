@@ -90,13 +90,16 @@ extern const size_t vim_vm_paths_n;
  * are skipped; a key that cannot be written in that form (a quote, a
  * backslash, too long) keeps the whole extraConfig. Returns the count. */
 #define VIM_MARK_PATH_MAX 300
-size_t vim_vm_paths_with_marks(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
-                               const char **paths, size_t max);
+#define VIM_MARKS 3 /* the most mark keys */
+size_t vim_vm_paths_with_marks(const char *const keys[VIM_MARKS],
+                               char mark_paths[VIM_MARKS][VIM_MARK_PATH_MAX], const char **paths,
+                               size_t max);
 /* vim_vm_read_paths is vim_vm_paths_with_marks for a read of one VM
  * (RetrievePropertiesEx): the same and, last, guest.net (every NIC's
  * addresses), which is read, not watched. Returns the count. */
-size_t vim_vm_read_paths(const char *const keys[2], char mark_paths[2][VIM_MARK_PATH_MAX],
-                         const char **paths, size_t max);
+size_t vim_vm_read_paths(const char *const keys[VIM_MARKS],
+                         char mark_paths[VIM_MARKS][VIM_MARK_PATH_MAX], const char **paths,
+                         size_t max);
 extern const char *const vim_folder_paths[];
 extern const size_t vim_folder_paths_n;
 extern const char *const vim_task_paths[];
@@ -157,6 +160,9 @@ struct vim_option {
 /* What a clone or a reconfigure sets. num_cpus and memory_mb of 0 are left
  * out; extra_config may be NULL when n_extra is 0. */
 struct vim_config {
+    /* The VM's instanceUuid (a clone's: vCenter keeps it unless another VM
+     * has it); NULL: vCenter's choice, or unchanged. */
+    const char *instance_uuid;
     int num_cpus;
     long long memory_mb;
     const struct vim_option *extra_config;

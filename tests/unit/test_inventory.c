@@ -31,7 +31,8 @@ struct sb {
  * controller/naming.h). */
 #define MARK_UID_KEY "example.owner.uid"
 #define MARK_TEMPLATE_KEY "example.owner.template"
-static const struct vs_mark_keys marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY};
+#define MARK_INSTANCE_KEY "example.owner.instance"
+static const struct vs_mark_keys marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY, MARK_INSTANCE_KEY};
 
 static void sb_add(struct sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_add(struct sb *b, const char *fmt, ...)
@@ -661,6 +662,36 @@ static void test_single_extra_config_entries(void **state)
     sb_add(&b, "</objectSet>");
     assert_int_equal(feed(c, &b), 1);
     assert_false(vs_cache_get(c, "vm-12")->has_mark_uid);
+
+    /* The instance mark, alone, is a change of the VM. */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_INSTANCE_KEY "\"]</name>"
+               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_INSTANCE_KEY "</key>"
+               "<value xsi:type=\"xsd:string\">5000-uuid</value></val></changeSet>");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    assert_true(vs_cache_get(c, "vm-12")->has_mark_instance);
+    assert_string_equal(vs_cache_get(c, "vm-12")->mark_instance, "5000-uuid");
+    /* The whole extraConfig, without it (a watch that cannot index a key),
+     * removes it; with it, sets it. */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    ch_marks(&b, "uid-x", NULL);
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    assert_false(vs_cache_get(c, "vm-12")->has_mark_instance);
+    assert_true(vs_cache_get(c, "vm-12")->has_mark_uid);
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    sb_add(&b, "<changeSet><name>config.extraConfig</name><op>assign</op>"
+               "<val xsi:type=\"ArrayOfOptionValue\">"
+               "<OptionValue xsi:type=\"OptionValue\"><key>" MARK_INSTANCE_KEY "</key>"
+               "<value xsi:type=\"xsd:string\">5000-other</value></OptionValue></val></changeSet>");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    assert_string_equal(vs_cache_get(c, "vm-12")->mark_instance, "5000-other");
+    assert_false(vs_cache_get(c, "vm-12")->has_mark_uid);
     vs_cache_free(c);
 }
 
@@ -1003,7 +1034,10 @@ static void test_bounds_and_orders(void **state)
     longref[sizeof(longref) - 1] = '\0';
     assert_null(vs_cache_new("", 0, NULL, NULL, NULL));
     assert_null(vs_cache_new(longref, 0, NULL, NULL, NULL));
-    assert_null(vs_cache_new("group-1", 0, &(struct vs_mark_keys){longref, NULL}, NULL, NULL));
+    assert_null(
+        vs_cache_new("group-1", 0, &(struct vs_mark_keys){longref, NULL, NULL}, NULL, NULL));
+    assert_null(
+        vs_cache_new("group-1", 0, &(struct vs_mark_keys){NULL, NULL, longref}, NULL, NULL));
     c = vs_cache_new("group-1", 0, NULL, NULL, NULL);
     assert_int_equal(vs_cache_set_root(c, longref), -EINVAL);
     assert_int_equal(vs_cache_set_root(c, "group-2"), 0);

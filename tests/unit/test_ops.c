@@ -35,6 +35,7 @@
 /* The mark keys the caller gives (the operator's are in controller/naming.h). */
 #define MARK_UID_KEY "example.owner.uid"
 #define MARK_TEMPLATE_KEY "example.owner.template"
+#define MARK_INSTANCE_KEY "example.owner.instance"
 
 #define MAXT 32
 #define MAXDONE 32
@@ -662,7 +663,7 @@ static void setup(struct fake *f, int max_inflight, size_t max_queued)
                                  .task_wait_seconds = setup_task_wait,
                                  .slow_check_ms = setup_slow_ms,
                                  .recheck_ms = setup_recheck_ms,
-                                 .marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY}};
+                                 .marks = {MARK_UID_KEY, MARK_TEMPLATE_KEY, MARK_INSTANCE_KEY}};
     int e = 0;
 
     memset(f, 0, sizeof(*f));
@@ -1864,12 +1865,39 @@ static struct vs_clone_spec web0(const struct vim_moref *folder)
                                   .mark_template = "tmpl"};
 }
 
+/* clone_instance_uuid checks that the clone request body asks for an
+ * instanceUuid, a version 4 UUID, and writes the same in the instance
+ * mark; copies it into uuid. */
+static void clone_instance_uuid(const char *body, char uuid[VS_UUID_LEN + 1])
+{
+    static const char open[] = "<instanceUuid>";
+    const char *p = strstr(body, open), *mark;
+    char want[256];
+
+    assert_non_null(p);
+    p += strlen(open);
+    assert_int_equal(strspn(p, "0123456789abcdef-"), VS_UUID_LEN);
+    assert_true(p[VS_UUID_LEN] == '<');
+    memcpy(uuid, p, VS_UUID_LEN);
+    uuid[VS_UUID_LEN] = '\0';
+    for (int i = 0; i < VS_UUID_LEN; i++)
+        assert_true((uuid[i] == '-') == (i == 8 || i == 13 || i == 18 || i == 23));
+    assert_true(uuid[14] == '4');
+    assert_non_null(strchr("89ab", uuid[19]));
+    assert_true(p < strstr(body, "<numCPUs>")); /* the schema's order */
+    mark = strstr(body, "<key>" MARK_INSTANCE_KEY "</key>");
+    assert_non_null(mark);
+    snprintf(want, sizeof(want), "<value xsi:type=\"xsd:string\">%s</value>", uuid);
+    assert_non_null(strstr(mark, want));
+}
+
 static void test_clone(void **state)
 {
     struct fake f;
     struct ctx c = {0};
     struct vim_moref folder;
     struct vs_clone_spec spec = web0(&folder);
+    char first[VS_UUID_LEN + 1], second[VS_UUID_LEN + 1];
 
     (void)state;
     setup(&f, 8, 0);
@@ -1890,6 +1918,8 @@ static void test_clone(void **state)
     assert_non_null(strstr(f.clone_body, "<key>" MARK_TEMPLATE_KEY "</key>"));
     assert_non_null(strstr(f.clone_body, "<powerOn>true</powerOn>"));
     assert_null(strstr(f.clone_body, "<datastore"));
+    /* A random instanceUuid, asked for and written in the instance mark. */
+    clone_instance_uuid(f.clone_body, first);
     end_task(&f, 0, "success", NULL);
     spin(&f, is_done1);
     assert_int_equal(f.done[0].err, 0);
@@ -1901,6 +1931,8 @@ static void test_clone(void **state)
     want_held_tasks = 2;
     spin(&f, tracked);
     assert_int_equal(unit_calls_count(&f.calls, "FindChild tmpl"), 1);
+    clone_instance_uuid(f.clone_body, second);
+    assert_string_not_equal(first, second);
     end_task(&f, 1, "success", NULL);
     want_done = 2;
     spin(&f, done_enough);
@@ -1940,6 +1972,8 @@ static void test_clone_extra(void **state)
     extra[1].key = "";
     assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
     extra[1].key = MARK_UID_KEY;
+    assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
+    extra[1].key = MARK_INSTANCE_KEY;
     assert_int_equal(vs_ops_clone(f.ops, &spec, on_done, &c, NULL), -EINVAL);
     extra[1].key = "guestinfo.note";
     spec.extra = NULL;
@@ -1983,7 +2017,7 @@ static void run_one(struct fake *f, int n, const char *state, const char *fault)
  * failed one changes nothing. */
 static void test_results_assumed(void **state)
 {
-    static const struct vs_mark_keys keys = {MARK_UID_KEY, MARK_TEMPLATE_KEY};
+    static const struct vs_mark_keys keys = {MARK_UID_KEY, MARK_TEMPLATE_KEY, MARK_INSTANCE_KEY};
     struct fake f;
     struct ctx c = {0};
     struct vim_moref folder, vm;
@@ -2012,6 +2046,11 @@ static void test_results_assumed(void **state)
     assert_string_equal(o->mark_uid, "uid-123");
     assert_true(o->has_mark_template);
     assert_string_equal(o->mark_template, "tmpl");
+    /* The instanceUuid asked for, and its mark: the VM is no copy. */
+    assert_int_equal(strlen(o->instance_uuid), VS_UUID_LEN);
+    assert_true(o->has_mark_instance);
+    assert_string_equal(o->mark_instance, o->instance_uuid);
+    assert_non_null(strstr(f.clone_body, o->instance_uuid));
 
     vm = vmref(90);
     assert_int_equal(vs_ops_power_off(f.ops, &vm, on_done, &c, NULL), 0);

@@ -601,6 +601,41 @@ static void test_clone(void **state)
     soap_resp_free(resp);
 }
 
+/* A clone given an instanceUuid asks for it in the config spec, before
+ * the size (the schema's order); without one, vCenter chooses. */
+static void test_clone_instance_uuid(void **state)
+{
+    struct vim_moref tmpl, folder, pool;
+    struct vim_option mark = {"vm.example/iu", "8d4b1e2a-3c5f-4a6b-9c7d-0e1f2a3b4c5d", false};
+    struct vim_config cfg = {
+        .instance_uuid = mark.value, .num_cpus = 2, .extra_config = &mark, .n_extra = 1};
+    char *buf = NULL, *iu, *cpus;
+    size_t len = 0;
+
+    (void)state;
+    assert_int_equal(vim_moref_set(&tmpl, "VirtualMachine", "vm-1"), 0);
+    assert_int_equal(vim_moref_set(&folder, "Folder", "group-1"), 0);
+    assert_int_equal(vim_moref_set(&pool, "ResourcePool", "resgroup-1"), 0);
+    assert_int_equal(vim_req_clone_vm(&tmpl, &folder, "web-0", &pool, NULL, &cfg, &buf, &len), 0);
+    iu = strstr(buf, "<instanceUuid>8d4b1e2a-3c5f-4a6b-9c7d-0e1f2a3b4c5d</instanceUuid>");
+    cpus = strstr(buf, "<numCPUs>2</numCPUs>");
+    assert_non_null(iu);
+    assert_non_null(cpus);
+    assert_true(iu < cpus);
+    assert_non_null(strstr(buf, "<key>vm.example/iu</key>"));
+    soap_buf_free(buf, len);
+
+    cfg.instance_uuid = NULL;
+    assert_int_equal(vim_req_clone_vm(&tmpl, &folder, "web-0", &pool, NULL, &cfg, &buf, &len), 0);
+    assert_null(strstr(buf, "instanceUuid"));
+    soap_buf_free(buf, len);
+    buf = NULL;
+    cfg.instance_uuid = "";
+    assert_int_equal(vim_req_clone_vm(&tmpl, &folder, "web-0", &pool, NULL, &cfg, &buf, &len),
+                     -EINVAL);
+    assert_null(buf);
+}
+
 static void test_clone_duplicate_name(void **state)
 {
     struct vim_moref tmpl = moref_of("find_template"), folder = moref_of("create_folder");
@@ -1265,10 +1300,11 @@ static void test_builder_options(void **state)
  * that cannot be indexed keeps the whole. */
 static void test_vm_paths_with_marks(void **state)
 {
-    const char *keys[2] = {"vm.example/uid", "vm.example/template"};
-    const char *odd[2] = {"vm.example/uid", "bad\"key"};
-    const char *none[2] = {"", NULL};
-    char marks[2][VIM_MARK_PATH_MAX];
+    const char *keys[VIM_MARKS] = {"vm.example/uid", "vm.example/template", NULL};
+    const char *three[VIM_MARKS] = {"vm.example/uid", "vm.example/template", "vm.example/iu"};
+    const char *odd[VIM_MARKS] = {"vm.example/uid", NULL, "bad\"key"};
+    const char *none[VIM_MARKS] = {"", NULL, ""};
+    char marks[VIM_MARKS][VIM_MARK_PATH_MAX];
     const char *paths[16];
     size_t n, i;
     bool whole = false;
@@ -1281,6 +1317,10 @@ static void test_vm_paths_with_marks(void **state)
     assert_false(whole);
     assert_string_equal(paths[n - 2], "config.extraConfig[\"vm.example/uid\"]");
     assert_string_equal(paths[n - 1], "config.extraConfig[\"vm.example/template\"]");
+    n = vim_vm_paths_with_marks(three, marks, paths, 16);
+    assert_int_equal(n, vim_vm_paths_n + 2);
+    assert_string_equal(paths[n - 3], "config.extraConfig[\"vm.example/uid\"]");
+    assert_string_equal(paths[n - 1], "config.extraConfig[\"vm.example/iu\"]");
     assert_string_equal(paths[0], "name");
 
     n = vim_vm_paths_with_marks(odd, marks, paths, 16);
@@ -1298,8 +1338,8 @@ static void test_vm_paths_with_marks(void **state)
  * does not (read, not watched: it is large); the request carries it. */
 static void test_vm_read_paths(void **state)
 {
-    const char *keys[2] = {"vm.example/uid", "vm.example/template"};
-    char marks[2][VIM_MARK_PATH_MAX];
+    const char *keys[VIM_MARKS] = {"vm.example/uid", "vm.example/template", NULL};
+    char marks[VIM_MARKS][VIM_MARK_PATH_MAX];
     const char *paths[17];
     struct vim_moref pc, vm;
     char *buf = NULL;
@@ -1339,6 +1379,7 @@ int main(void)
         cmocka_unit_test(test_wait_truncated),
         cmocka_unit_test(test_retrieve_properties),
         cmocka_unit_test(test_clone),
+        cmocka_unit_test(test_clone_instance_uuid),
         cmocka_unit_test(test_clone_duplicate_name),
         cmocka_unit_test(test_power_and_task_error),
         cmocka_unit_test(test_reconfigure),
