@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "controller/naming.h"
 #include "lib/err.h"
@@ -248,9 +249,15 @@ static int add_event(struct ctx *c, enum plan_event_type type, const char *reaso
     return add_action(c, &a);
 }
 
+/* is_mine: vm is marked as the group's, and is the VM that was marked,
+ * not a copy someone made of it (vSphere's clone copies extraConfig, the
+ * marks with it, and gives the copy an instanceUuid of its own). */
 static bool is_mine(const struct ctx *c, const struct plan_vm *vm)
 {
-    return vm->mark_uid && strcmp(vm->mark_uid, c->g->meta.uid) == 0;
+    if (!vm->mark_uid || strcmp(vm->mark_uid, c->g->meta.uid) != 0)
+        return false;
+    return !vm->mark_instance ||
+           (vm->instance_uuid && strcasecmp(vm->mark_instance, vm->instance_uuid) == 0);
 }
 
 static bool wrong_size(const struct ctx *c, const struct plan_vm *vm)
@@ -340,9 +347,11 @@ static void add_member(struct ctx *c, const struct plan_vm *vm, int slot, const 
  * only as a moved replica looks: marked with the group's UID, one of the
  * group's names, not a template (failed), its slot not taken in the
  * folder (the first n_folder_slots of c->used_slots), and the oldest such
- * VM of its slot. A copy someone made of a replica (the mark travels with
+ * VM of its slot. A copy someone made of a replica (the marks travel with
  * a clone: a template, "web-0-debug", another "web-0") is not the group's:
- * neither counted nor acted on, nor reported. */
+ * neither counted nor acted on, nor reported. Its instanceUuid tells it
+ * (is_mine); the name, the template flag and the age tell the copies of
+ * VMs cloned before the instance mark. */
 static int moved_slot(const struct ctx *c, const int *slots, size_t i, size_t n_folder_slots)
 {
     const struct planner_input *in = c->in;

@@ -82,7 +82,11 @@ struct plan_vm {
     const char *mark_uid;      /* the VmGroup UID it is marked with; NULL if unmarked */
     const char *template;      /* the template it was cloned from (its mark); NULL if unknown */
     const char *instance_uuid; /* NULL or "" when unknown */
-    const char *power_state;   /* poweredOn, poweredOff, suspended; NULL or "" unknown */
+    /* The instanceUuid its clone gave it (its mark); NULL for a VM cloned
+     * before that mark. A VM whose instanceUuid differs is a copy of a
+     * member (vSphere copies the marks into a copy), not a member. */
+    const char *mark_instance;
+    const char *power_state;            /* poweredOn, poweredOff, suspended; NULL or "" unknown */
     const char *ip[VMGROUP_VM_MAX_IPS]; /* the guest's addresses, IPv4 first */
     unsigned n_ip;
     bool powered_on;

@@ -635,6 +635,7 @@ static void put_vm(vcworld *w, size_t i, const struct vs_obj *o)
     v->ref = o->ref;
     v->mark_uid = o->has_mark_uid ? o->mark_uid : NULL;
     v->template = o->has_mark_template ? o->mark_template : NULL;
+    v->mark_instance = o->has_mark_instance ? o->mark_instance : NULL;
     v->instance_uuid = o->instance_uuid;
     v->power_state = o->power_state;
     for (unsigned k = 0; k < VS_IP_MAX && v->n_ip < VMGROUP_VM_MAX_IPS; k++)

@@ -2,7 +2,8 @@
 # A group's VMs are those marked with its UID, wherever they are under the
 # root folder: one moved out of the group's folder by hand is not cloned
 # again, is repaired where it is, goes by the usual order on scale-down and
-# is destroyed with the group; a copy of one, made by hand, is left alone,
+# is destroyed with the group; a copy of one, made by hand, is left alone
+# (vSphere copies its marks, not its instanceUuid),
 # and so is one whose mark someone changed.
 # The manager runs with the default --sync-period (10 minutes), so that
 # what it does here comes from the inventory watch: a change of a VM
@@ -77,12 +78,19 @@ anywhere() {
 	[ "$output" = "$(folder_of moved mv)/mv-0" ]
 }
 
+@test "moved: a VM the group clones has the instanceUuid its mark says" {
+	local vm
+	vm="$(folder_of moved mv)/mv-0"
+	[ -n "$(vm_extra_at "$vm" vmgroup.codeconnect.vmworld.com.instance-uuid)" ]
+	[ "$(vm_extra_at "$vm" vmgroup.codeconnect.vmworld.com.instance-uuid)" = \
+		"$(GOVC_PERSIST_SESSION=false govc object.collect -s "$vm" config.instanceUuid)" ]
+}
+
 @test "moved: a clone of its VM made by hand outside its folder (the mark copied) is left alone" {
 	GOVC_PERSIST_SESSION=false govc vm.clone -vm "$(folder_of moved mv)/mv-0" -folder "$ROOT" -on=false mv-0-debug >/dev/null
-	# vSphere copies extraConfig with a clone, vcsim does not: the mark is
-	# set as the clone would carry it.
-	GOVC_PERSIST_SESSION=false govc vm.change -vm "$ROOT/mv-0-debug" \
-		-e "vmgroup.codeconnect.vmworld.com.uid=$(vg_field moved mv '{.metadata.uid}')"
+	# vSphere copies extraConfig with a clone, vcsim does not: the marks
+	# are set as the clone would carry them.
+	copy_marks "$(folder_of moved mv)/mv-0" "$ROOT/mv-0-debug"
 	[ "$(vm_mark_at "$ROOT/mv-0-debug")" = "$(vg_field moved mv '{.metadata.uid}')" ]
 	for _ in $(seq 6); do
 		sleep 1
@@ -91,6 +99,42 @@ anywhere() {
 	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 1 ]
 	[ "$(phase moved mv)" = RUNNING ]
 	GOVC_PERSIST_SESSION=false govc vm.destroy "$ROOT/mv-0-debug"
+}
+
+@test "moved: a clone of its VM made by hand in its folder (the marks copied) is reported, neither counted nor destroyed" {
+	local f
+	f=$(folder_of moved mv)
+	GOVC_PERSIST_SESSION=false govc vm.clone -vm "$f/mv-0" -folder "$f" -on=false mv-0-copy >/dev/null
+	copy_marks "$f/mv-0" "$f/mv-0-copy"
+	[ "$(vm_mark_at "$f/mv-0-copy")" = "$(vg_field moved mv '{.metadata.uid}')" ]
+	# Taken for a member, it would make 2 of 1 and go first (no slot).
+	retry 30 bash -c "kubectl get vg mv -n moved -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")].reason}' | grep -qx ForeignVMs"
+	for _ in $(seq 6); do
+		sleep 1
+		[ "$(GOVC_PERSIST_SESSION=false govc object.collect -s "$f/mv-0-copy" runtime.powerState)" = poweredOff ]
+	done
+	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 1 ]
+	GOVC_PERSIST_SESSION=false govc vm.destroy "$f/mv-0-copy"
+}
+
+@test "moved: a clone of its VM made by hand outside its folder under the same name is not taken for it once the VM goes" {
+	local f
+	f=$(folder_of moved mv)
+	# Cloned under another name, then renamed: vcsim's files are named
+	# after the VM, and mv-0's are taken.
+	GOVC_PERSIST_SESSION=false govc vm.clone -vm "$f/mv-0" -folder "$ROOT" -on=false mv-0-copy >/dev/null
+	GOVC_PERSIST_SESSION=false govc object.rename "$ROOT/mv-0-copy" mv-0
+	copy_marks "$f/mv-0" "$ROOT/mv-0"
+	# The VM destroyed by hand (the operator may power it on again
+	# between the two steps: retry): the group clones it again in its
+	# folder, and does not adopt the copy as the VM moved out.
+	retry 20 bash -c "GOVC_PERSIST_SESSION=false govc vm.power -off $f/mv-0 >/dev/null 2>&1; GOVC_PERSIST_SESSION=false govc vm.destroy $f/mv-0"
+	wait_running moved mv 1 60
+	[ "$(vms moved mv)" = mv-0 ]
+	[ "$(GOVC_PERSIST_SESSION=false govc object.collect -s "$ROOT/mv-0" runtime.powerState)" = poweredOff ]
+	[ "$(vm_extra_at "$f/mv-0" vmgroup.codeconnect.vmworld.com.instance-uuid)" != \
+		"$(vm_extra_at "$ROOT/mv-0" vmgroup.codeconnect.vmworld.com.instance-uuid)" ]
+	GOVC_PERSIST_SESSION=false govc vm.destroy "$ROOT/mv-0"
 }
 
 @test "moved: its mark changed by hand outside its folder, the VM is no longer the group's, which clones another at once" {

@@ -73,9 +73,22 @@ vm_prop() {
 vm_mark() { vm_mark_at "$(folder_of "$1" "$2")/$3"; }
 
 # vm_mark_at PATH: the group UID the VM at PATH is marked with.
-vm_mark_at() {
+vm_mark_at() { vm_extra_at "$1" vmgroup.codeconnect.vmworld.com.uid; }
+
+# vm_extra_at PATH KEY: the extraConfig value of KEY of the VM at PATH.
+vm_extra_at() {
 	GOVC_PERSIST_SESSION=false govc vm.info -e -json "$1" |
-		jq -r '(.virtualMachines // .VirtualMachines)[0] | (.config // .Config) | (.extraConfig // .ExtraConfig)[] | select((.key // .Key) == "vmgroup.codeconnect.vmworld.com.uid") | (.value // .Value)'
+		jq -r --arg k "$2" '(.virtualMachines // .VirtualMachines)[0] | (.config // .Config) | (.extraConfig // .ExtraConfig)[] | select((.key // .Key) == $k) | (.value // .Value)'
+}
+
+# copy_marks FROM TO: gives the VM at TO every mark of the VM at FROM, as
+# vSphere's clone copies extraConfig (vcsim's does not).
+copy_marks() {
+	local k args=()
+	for k in uid template instance-uuid; do
+		args+=(-e "vmgroup.codeconnect.vmworld.com.$k=$(vm_extra_at "$1" "vmgroup.codeconnect.vmworld.com.$k")")
+	done
+	GOVC_PERSIST_SESSION=false govc vm.change -vm "$2" "${args[@]}"
 }
 
 # phase NS NAME / status field helpers.

@@ -65,8 +65,10 @@ struct tvm {
     uint64_t order;
     bool inflight;
     bool failed;
-    const char *ref; /* vCenter's id; NULL: none */
-    bool elsewhere;  /* outside the group's folder, found by its mark */
+    const char *ref;   /* vCenter's id; NULL: none */
+    bool elsewhere;    /* outside the group's folder, found by its mark */
+    const char *iu;    /* its instanceUuid; NULL: none known */
+    const char *imark; /* its instance mark; NULL: none (cloned before that mark) */
 };
 
 enum { F_PRESENT = 0, F_ABSENT, F_UNKNOWN };
@@ -445,6 +447,31 @@ static const struct tcase cases[] = {
      .phase = VMGROUP_PHASE_PENDING,
      .message = "scaling down from 2 to 1 VMs, removing \"web-3\"",
      .current = 2},
+    {.title = "a copy of a member in the folder (the marks copied, not the instanceUuid) is "
+              "foreign: not counted, not destroyed on scale-down",
+     .replicas = 1,
+     .vms = {{"web-0", .iu = "5000-a", .imark = "5000-a"},
+             {"web-1", .iu = "5000-b", .imark = "5000-b", .order = 2},
+             {"web-1-debug", .iu = "5000-c", .imark = "5000-b", .order = 3},
+             {"web-2", .iu = "5000-d", .imark = "5000-a", .order = 4}},
+     .actions = "power-off web-1; event Warning ForeignVMs",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "scaling down from 2 to 1 VMs, removing \"web-1\"",
+     .current = 2},
+    {.title = "the instanceUuid matches its mark whatever the case of its hex digits",
+     .replicas = 1,
+     .vms = {{"web-0", .iu = "5000-ABC", .imark = "5000-abc"}},
+     .actions = "event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 1 VM running",
+     .current = 1},
+    {.title = "an instance mark without a known instanceUuid is not taken for a member",
+     .replicas = 1,
+     .vms = {{"web-0", .imark = "5000-a"}},
+     .actions = "clone web-1; event Warning ForeignVMs",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "creating 1 VM (0 of 1 exist)",
+     .current = 0},
     {.title = "another group's VMs do not fill this group's replicas",
      .replicas = 2,
      .vms = {{"web-0", .mark = OTHER}, {"web-1", .mark = OTHER}},
@@ -565,6 +592,28 @@ static const struct tcase cases[] = {
      .phase = VMGROUP_PHASE_RUNNING,
      .message = "all 1 VM running",
      .current = 1},
+    {.title = "a copy outside the folder that kept a member's name is not taken for it once the "
+              "member is gone",
+     .replicas = 1,
+     .vms = {{"web-0", .elsewhere = true, .iu = "5000-b", .imark = "5000-a"}},
+     .actions = "clone web-0",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "creating 1 VM (0 of 1 exist)"},
+    {.title = "delete: a copy outside the folder that kept a member's name is left alone",
+     .deleting = true,
+     .replicas = 1,
+     .folder = F_ABSENT,
+     .vms = {{"web-0", .elsewhere = true, .iu = "5000-b", .imark = "5000-a"}},
+     .actions = "remove-finalizer",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "deleted"},
+    {.title = "delete: a copy of a member in the folder keeps the folder",
+     .deleting = true,
+     .replicas = 1,
+     .vms = {{"web-0-debug", .off = true, .iu = "5000-b", .imark = "5000-a"}},
+     .actions = "event Warning FolderKept; remove-finalizer",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "deleted"},
     {.title = "of two VMs of one slot outside the folder, the older is the member",
      .replicas = 1,
      .vms = {{"web-0", .order = 9, .elsewhere = true, .off = true},
@@ -776,6 +825,8 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
             .failed = t->failed,
             .ref = t->ref,
             .elsewhere = t->elsewhere,
+            .instance_uuid = t->iu,
+            .mark_instance = t->imark,
         };
     }
     b->in = (struct planner_input){
