@@ -341,34 +341,42 @@ static void add_member(struct ctx *c, const struct plan_vm *vm, int slot, const 
     m->creating = slot >= 0 && bsearch(&slot, clones, n_clones, sizeof(int), cmp_int);
 }
 
+/* MOVED_NO_SLOT: moved_slot's answer for a member outside the folder that
+ * holds no slot (see there). */
+#define MOVED_NO_SLOT (-2)
+
 /* moved_slot: the slot of in->vms[i] when it is a VM of the group found
- * outside its folder by its mark (moved out by hand), else -1; slots[j]
- * is the slot of in->vms[j]'s name (negative: none). It counts
- * only as a moved replica looks: marked with the group's UID, one of the
- * group's names, not a template (failed), its slot not taken in the
- * folder (the first n_folder_slots of c->used_slots), and the oldest such
- * VM of its slot. A copy someone made of a replica (the marks travel with
- * a clone: a template, "web-0-debug", another "web-0") is not the group's:
- * neither counted nor acted on, nor reported. Its instanceUuid tells it
- * (is_mine); the name, the template flag and the age tell the copies of
- * VMs cloned before the instance mark. */
+ * outside its folder by its marks (moved out by hand), MOVED_NO_SLOT when
+ * it is one without a slot, else -1; slots[j] is the slot of in->vms[j]'s
+ * name (negative: none). A VM whose instance mark says its instanceUuid
+ * is the group's (is_mine): it holds its name's slot when that slot is
+ * not taken in the folder (the first n_folder_slots of c->used_slots) and
+ * it is the oldest such VM of the slot, else it is a member without one
+ * (renamed, say), as a VM renamed in the folder is; a template (failed)
+ * is left alone. A VM cloned before the instance mark counts only as a
+ * moved replica looks: one of the group's names, not a template, its slot
+ * free, the oldest of that slot: a copy someone made of such a VM (the
+ * marks travel with a clone: a template, "web-0-debug", another "web-0")
+ * is not the group's, neither counted nor acted on, nor reported. */
 static int moved_slot(const struct ctx *c, const int *slots, size_t i, size_t n_folder_slots)
 {
     const struct planner_input *in = c->in;
     const struct plan_vm *vm = &in->vms[i];
-    int slot = slots[i];
+    int slot = slots[i], lost = vm->mark_instance ? MOVED_NO_SLOT : -1;
 
-    if (!vm->elsewhere || !vm->name || !is_mine(c, vm) || vm->failed || slot < 0)
+    if (!vm->elsewhere || !vm->name || !is_mine(c, vm) || vm->failed)
         return -1;
+    if (slot < 0)
+        return lost;
     for (size_t k = 0; k < n_folder_slots; k++)
         if (c->used_slots[k] == slot)
-            return -1;
+            return lost;
     for (size_t j = 0; j < in->n_vms; j++) {
         const struct plan_vm *o = &in->vms[j];
         if (j == i || !o->elsewhere || !o->name || !is_mine(c, o) || o->failed || slots[j] != slot)
             continue;
         if (o->create_order < vm->create_order || (o->create_order == vm->create_order && j < i))
-            return -1;
+            return lost;
     }
     return slot;
 }
@@ -426,9 +434,10 @@ static int classify(struct ctx *c)
     n_folder_slots = c->n_used_slots;
     for (size_t i = 0; i < in->n_vms; i++) {
         int slot = moved_slot(c, vm_slots, i, n_folder_slots);
-        if (slot < 0)
+        if (slot == -1)
             continue;
-        c->used_slots[c->n_used_slots++] = slot;
+        if (slot >= 0)
+            c->used_slots[c->n_used_slots++] = slot;
         add_member(c, &in->vms[i], slot, clones, n_clones);
     }
     for (size_t i = 0; i < in->n_folder_other_names; i++) {

@@ -108,8 +108,8 @@ static bool plain_name(const char *name)
  * u's strings are op's or the struct's own. */
 struct assumed {
     struct vim_object_update u;
-    struct vim_change ch[10];
-    char uid_path[VS_NAME_MAX + 32], tmpl_path[VS_NAME_MAX + 32], inst_path[VS_NAME_MAX + 32];
+    struct vim_change ch[8];
+    char uid_path[VS_NAME_MAX + 32], tmpl_path[VS_NAME_MAX + 32];
 };
 
 /* build_assumed writes to *a what op, which succeeded with r, did; false
@@ -155,14 +155,9 @@ static bool build_assumed(const vs_op *op, const struct vs_op_result *r, struct 
             ch[n++] = (struct vim_change){
                 .name = a->tmpl_path, .kind = VIM_VAL_STRING, .str = op->mark_template};
         }
-        if (op->instance_uuid[0]) {
-            vmg_putf(a->inst_path, sizeof(a->inst_path), "config.extraConfig[\"%s\"]",
-                     op->o->mark_instance_key);
-            ch[n++] = (struct vim_change){
-                .name = a->inst_path, .kind = VIM_VAL_STRING, .str = op->instance_uuid};
-            ch[n++] = (struct vim_change){
-                .name = "config.instanceUuid", .kind = VIM_VAL_STRING, .str = op->instance_uuid};
-        }
+        /* Not the instanceUuid asked for, nor its mark: vCenter gives
+         * another when a VM has it, and only its word tells an owner's VM
+         * from a copy (an assumption is not read back for them). */
         /* And the size asked, as a reconfiguration's: */
         /* fall through */
     case VS_OP_RECONFIGURE:

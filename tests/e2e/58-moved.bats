@@ -56,6 +56,18 @@ anywhere() {
 	[ "$(vg_field moved mv '{.status.vms[*].name}')" = "mv-0 mv-1" ]
 }
 
+@test "moved: renamed where it is now, it still counts (its instanceUuid is its mark's)" {
+	GOVC_PERSIST_SESSION=false govc object.rename "$ROOT/mv-1" mv-kept
+	for _ in $(seq 6); do
+		sleep 1
+		[ "$(vms moved mv)" = mv-0 ]
+	done
+	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 2 ]
+	[ "$(vg_field moved mv '{.status.vms[*].name}')" = "mv-0 mv-kept" ]
+	GOVC_PERSIST_SESSION=false govc object.rename "$ROOT/mv-kept" mv-1
+	retry 20 bash -c "[ \"\$(kubectl get vg mv -n moved -o jsonpath='{.status.vms[*].name}')\" = 'mv-0 mv-1' ]"
+}
+
 @test "moved: powered off by hand where it is now, it is powered on again" {
 	GOVC_PERSIST_SESSION=false govc vm.power -off "$ROOT/mv-1" >/dev/null
 	retry 30 bash -c "[ \"\$(GOVC_PERSIST_SESSION=false govc object.collect -s $ROOT/mv-1 runtime.powerState)\" = poweredOn ]"
@@ -132,8 +144,7 @@ anywhere() {
 	wait_running moved mv 1 60
 	[ "$(vms moved mv)" = mv-0 ]
 	[ "$(GOVC_PERSIST_SESSION=false govc object.collect -s "$ROOT/mv-0" runtime.powerState)" = poweredOff ]
-	[ "$(vm_extra_at "$f/mv-0" vmgroup.codeconnect.vmworld.com.instance-uuid)" != \
-		"$(vm_extra_at "$ROOT/mv-0" vmgroup.codeconnect.vmworld.com.instance-uuid)" ]
+	[ "$(vm_mark_at "$ROOT/mv-0")" = "$(vg_field moved mv '{.metadata.uid}')" ]
 	GOVC_PERSIST_SESSION=false govc vm.destroy "$ROOT/mv-0"
 }
 

@@ -348,7 +348,7 @@ static int make_ops(struct app *a)
 {
     struct vs_ops_config cfg = {
         .max_inflight = a->max_tasks,
-        .marks = {NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY},
+        .marks = {NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY, NAMING_MARK_INSTANCE_KEY},
     };
     int e;
 
@@ -762,7 +762,7 @@ int main(int argc, char **argv)
             .backoff_max_ms = a->backoff_max,
             .max_objects = a->max_objects,
             .max_wait_seconds = a->max_wait,
-            .marks = {NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY},
+            .marks = {NAMING_MARK_UID_KEY, NAMING_MARK_TEMPLATE_KEY, NAMING_MARK_INSTANCE_KEY},
         };
         if (strcmp(a->cmd, "idle") == 0 && !a->arg1)
             return usage();
