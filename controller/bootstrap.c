@@ -9,15 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "controller/outcome.h"
+#include "lib/b64.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/str.h"
 
 /* The base64 of BOOTSTRAP_MAX_USERDATA bytes. */
-#define MAX_USERDATA_B64 (4 * ((BOOTSTRAP_MAX_USERDATA + 2) / 3))
+#define MAX_USERDATA_B64 VMG_B64_LEN(BOOTSTRAP_MAX_USERDATA)
 #define MSG_MAX 512
 
 int bootstrap_metadata(const char *vm, const char *instance_id, char *buf, size_t size)
@@ -25,7 +24,7 @@ int bootstrap_metadata(const char *vm, const char *instance_id, char *buf, size_
     cJSON *o;
     char *json;
     size_t len;
-    int n;
+    long n;
 
     if (!vm || !*vm || !buf)
         return -EINVAL;
@@ -42,13 +41,9 @@ int bootstrap_metadata(const char *vm, const char *instance_id, char *buf, size_
     if (!json)
         return -ENOMEM;
     len = strlen(json);
-    if (4 * ((len + 2) / 3) + 1 > size || len > (size_t)INT32_MAX / 2) {
-        free(json);
-        return -EINVAL;
-    }
-    n = EVP_EncodeBlock((unsigned char *)buf, (const unsigned char *)json, (int)len);
+    n = vmg_b64_encode(json, len, buf, size);
     free(json);
-    return n;
+    return n < 0 ? -EINVAL : (int)n;
 }
 
 /* b64_decoded_len checks that s (len bytes) is base64 with its padding and

@@ -140,18 +140,6 @@ out:
     return r;
 }
 
-char *kcred_b64_encode(const char *in, size_t len)
-{
-    size_t n = 4 * ((len + 2) / 3) + 1;
-    char *out;
-    if (len > INT_MAX / 2)
-        return NULL;
-    out = malloc(n);
-    if (out)
-        EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)len);
-    return out;
-}
-
 /* A pass phrase callback that refuses: never prompt on a terminal. */
 static int no_passphrase(char *buf, int size, int rwflag, void *u)
 {

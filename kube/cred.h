@@ -26,10 +26,8 @@ int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, s
 
 /* kcred_b64_decode decodes standard, padded base64 (what kubectl accepts);
  * whitespace is ignored. The result is NUL-terminated. Returns 0,
- * VMG_EPARSE or -ENOMEM. kcred_b64_encode is the base64 of in[0..len), or
- * NULL (out of memory, too long). */
+ * VMG_EPARSE or -ENOMEM. (Encoding is lib/b64's.) */
 int kcred_b64_decode(const char *in, size_t inlen, char **ret, size_t *ret_len);
-char *kcred_b64_encode(const char *in, size_t len);
 
 /* kcred_pem_certs counts the PEM certificates in pem (0 when none parses),
  * or returns -ENOMEM. Nothing ever prompts for a pass phrase. */

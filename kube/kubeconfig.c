@@ -19,6 +19,7 @@
 #include "kube/cred.h"
 #include "kube/exec.h"
 #include "kube/kfile.h"
+#include "lib/b64.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 
@@ -971,7 +972,7 @@ static char *exec_info(const kcfg *c)
         if (ok && c->tls_server_name)
             ok = cJSON_AddStringToObject(cl, "tls-server-name", c->tls_server_name) != NULL;
         if (ok && c->ca)
-            ok = (ca = kcred_b64_encode(c->ca, c->ca_len)) != NULL &&
+            ok = (ca = vmg_b64_encode_alloc(c->ca, c->ca_len)) != NULL &&
                  cJSON_AddStringToObject(cl, "certificate-authority-data", ca);
     }
     if (ok)

@@ -29,8 +29,8 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
+#include "lib/b64.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -334,7 +334,7 @@ static int basic_auth(const vs_rest *r, struct curl_slist *h)
     static const char prefix[] = "Authorization: Basic ";
     const char *pw = r->password ? r->password : "";
     size_t ul = strlen(r->user), pl = strlen(pw), n = ul + 1 + pl;
-    size_t hl = sizeof(prefix) + 4 * ((n + 2) / 3); /* with its NUL */
+    size_t hl = sizeof(prefix) + VMG_B64_LEN(n); /* with its NUL */
     char *plain = n < INT_MAX / 2 ? malloc(n) : NULL, *hdr = plain ? malloc(hl) : NULL;
     int rc = -ENOMEM;
 
@@ -343,9 +343,8 @@ static int basic_auth(const vs_rest *r, struct curl_slist *h)
         plain[ul] = ':';
         memcpy(plain + ul + 1, pw, pl);
         memcpy(hdr, prefix, sizeof(prefix) - 1);
-        EVP_EncodeBlock((unsigned char *)hdr + sizeof(prefix) - 1, (const unsigned char *)plain,
-                        (int)n);
-        if (curl_slist_append(h, hdr))
+        if (vmg_b64_encode(plain, n, hdr + sizeof(prefix) - 1, hl - (sizeof(prefix) - 1)) >= 0 &&
+            curl_slist_append(h, hdr))
             rc = 0;
     }
     vmg_wipe_free(plain, n);

@@ -14,7 +14,7 @@
  * fuzz-sources: lib/jsonbound.c lib/jsonwipe.c
  * fuzz-sources: lib/http.c lib/err.c lib/log.c lib/str.c lib/secretfile.c lib/file.c
  * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/soap.c vsphere/vim.c
- * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c lib/b64.c
  * fuzz-seeds: tests/unit/fixtures/rest/session.json tests/unit/fixtures/rest/session_get.json
  */
 #include <errno.h>

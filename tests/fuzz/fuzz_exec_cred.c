@@ -6,7 +6,7 @@
  *
  * fuzz-sources: kube/kubeconfig.c lib/err.c
  * fuzz-sources: kube/cred.c kube/exec.c lib/jsonwipe.c kube/kfile.c lib/str.c lib/file.c
- * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c lib/b64.c
  */
 #include <errno.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * fuzz-sources: vsphere/rest_json.c vsphere/rest_tags.c
  * fuzz-sources: lib/jsonbound.c lib/jsonwipe.c
  * fuzz-sources: vsphere/rest.c lib/http.c lib/err.c lib/log.c lib/secretfile.c lib/str.c lib/file.c
- * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c lib/b64.c
  * fuzz-seeds: tests/unit/fixtures/rest/*.json
  */
 #include <errno.h>

@@ -19,7 +19,7 @@
  * fuzz-sources: kube/api.c
  * fuzz-sources: lib/secretfile.c kube/kubeconfig.c lib/file.c
  * fuzz-sources: kube/cred.c kube/exec.c lib/jsonwipe.c kube/kfile.c
- * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c lib/b64.c
  */
 #include <ctype.h>
 #include <errno.h>

@@ -12,7 +12,7 @@
  * fuzz-sources: kube/api.c
  * fuzz-sources: kube/kubeconfig.c lib/jsonarena.c lib/http.c lib/err.c lib/str.c
  * fuzz-sources: kube/cred.c kube/exec.c lib/jsonwipe.c kube/kfile.c lib/file.c
- * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c
+ * fuzz-sources: lib/buf.c lib/backoff.c lib/bucket.c lib/clock.c lib/b64.c
  */
 #include <errno.h>
 #include <stdint.h>
