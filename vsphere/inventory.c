@@ -14,6 +14,7 @@
 
 #define MSG_MAX 768
 #define REFRESH_MAX 1024 /* VMs waiting to be read again */
+#define READ_TRIES 3     /* a read that fails is sent again, after a long poll, this often in all */
 /* Of them, the most queued for their guest's addresses: the rest is kept
  * for disputes, whose loss rebuilds the watch. */
 #define GUEST_READS_MAX (REFRESH_MAX / 2)
@@ -31,9 +32,11 @@ struct refresh_item {
     struct vim_moref vm;
     bool dispute;
     uint64_t after;
-    bool guest; /* only for the guest's addresses: queued after the others */
-    bool need;  /* a dispute's read also wanted for the guest: sent even when
-                   the dispute settles */
+    bool guest;           /* only for the guest's addresses: queued after the others */
+    bool need;            /* a dispute's read also wanted for the guest: sent even when
+                             the dispute settles */
+    unsigned char failed; /* reads of it that failed: the next waits for a long
+                             poll numbered after `after` to answer */
 };
 
 enum istep { I_IDLE, I_LOGIN, I_RESOLVE, I_PC, I_FILTER, I_WAIT, I_BACKOFF };
@@ -98,9 +101,10 @@ struct vs_inventory {
     struct refresh_item *refresh;
     size_t nrefresh;
     vs_req *refresh_req;
-    struct vim_moref refresh_cur; /* the object being read */
-    bool refresh_seen;            /* the read returned it */
-    bool refresh_left;            /* the watch said it left while it was read */
+    struct vim_moref refresh_cur;   /* the object being read */
+    struct refresh_item refresh_it; /* what it is read for */
+    bool refresh_seen;              /* the read returned it */
+    bool refresh_left;              /* the watch said it left while it was read */
     /* The requests that bring updates (long polls, reads) are numbered as
      * they are sent, for the cache's order of assumed changes (invcache.h):
      * asked is the last number given, wait_asked and refresh_asked those of
@@ -263,6 +267,7 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
     inv->refresh[at].dispute = dispute;
     inv->refresh[at].guest = guest;
     inv->refresh[at].need = need;
+    inv->refresh[at].failed = 0;
     inv->nrefresh++;
     return 0;
 }
@@ -397,6 +402,29 @@ static int refresh_cb(void *arg, const struct vim_object_update *u)
     return e == -ENOMEM ? e : 0;
 }
 
+/* read_failed: the read out, not a dispute's (a VM's configuration or
+ * guest addresses the watch did not carry, a VM an operation found gone),
+ * failed: it is sent again once the long poll out now has answered, up to
+ * READ_TRIES reads in all; then the VM keeps what the cache holds until
+ * its next change. A read queued for it meanwhile is that read. */
+static void read_failed(vs_inventory *inv)
+{
+    const struct refresh_item *it = &inv->refresh_it;
+
+    if (strcmp(it->vm.value, inv->refresh_cur.value) != 0 ||
+        strcmp(it->vm.type, "VirtualMachine") != 0 || it->failed + 1 >= READ_TRIES ||
+        (it->guest && inv->nrefresh >= GUEST_READS_MAX))
+        return;
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, it->vm.value) == 0)
+            return;
+    if (add_item(inv, &it->vm, false, next_answer(inv), it->guest, false) < 0)
+        return; /* full: as when the queue refuses a read */
+    for (size_t i = 0; i < inv->nrefresh; i++)
+        if (strcmp(inv->refresh[i].vm.value, it->vm.value) == 0)
+            inv->refresh[i].failed = (unsigned char)(it->failed + 1);
+}
+
 static void on_refresh(void *data, const struct vs_reply *r)
 {
     vs_inventory *inv = data;
@@ -423,14 +451,19 @@ static void on_refresh(void *data, const struct vs_reply *r)
     if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
         /* Failed: again after the long poll out now answers. */
         queue_dispute(inv, &inv->refresh_cur, next_answer(inv));
+    else if (!read && !gone && !inv->refresh_left)
+        read_failed(inv);
     refresh_next(inv);
     settle(inv);
 }
 
 /* held: a dispute's read waits until a long poll numbered after `after`
- * has answered, all of its UpdateSet (whose rest may settle it). */
+ * has answered, all of its UpdateSet (whose rest may settle it); so does a
+ * read sent again after it failed (not at once: vCenter may be busy). */
 static bool held(const vs_inventory *inv, const struct refresh_item *it)
 {
+    if (it->failed && inv->answered <= it->after)
+        return true;
     return it->dispute && inv->answered <= it->after && vs_cache_disputed(inv->cache, it->vm.value);
 }
 
@@ -469,6 +502,7 @@ static void refresh_next(vs_inventory *inv)
     }
     vm = it.vm;
     inv->refresh_cur = vm;
+    inv->refresh_it = it;
     inv->refresh_left = false;
     inv->refresh_asked = ++inv->asked;
     /* A folder is read only to settle a dispute (a moref given again). */

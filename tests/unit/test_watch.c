@@ -68,6 +68,7 @@ struct fake {
     bool filter_resent;
     bool without_vm42;   /* a full state no longer holds vm-42 */
     const char *power43; /* what a read of vm-43 says (NULL: poweredOn) */
+    int fail43;          /* the next reads of vm-43 fail (a SystemError fault) */
     /* state */
     int pc_gen; /* the collector is "pc-<gen>" */
     vmg_server_req *held;
@@ -191,6 +192,15 @@ static void handler(void *data, vmg_server_req *r)
                         "</objects></returnval></RetrievePropertiesExResponse>");
     } else if (strstr(body, "<RetrievePropertiesEx>") && strstr(body, ">vm-43<")) {
         unit_calls_add(&f->calls, "RetrievePropertiesEx", "vm-43");
+        if (f->fail43 > 0) {
+            f->fail43--;
+            unit_soap_reply(r, 500,
+                            "<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>"
+                            "busy</faultstring><detail><SystemErrorFault xmlns=\"urn:vim25\" "
+                            "xsi:type=\"SystemError\"><reason>busy</reason></SystemErrorFault>"
+                            "</detail></soapenv:Fault>");
+            return;
+        }
         unit_soap_reply(
             r, 200,
             "<RetrievePropertiesExResponse xmlns=\"urn:vim25\"><returnval><objects>"
@@ -386,6 +396,15 @@ static bool synced(const struct fake *f)
 static bool read_43(const struct fake *f)
 {
     return unit_calls_count(&f->calls, "RetrievePropertiesEx vm-43") > 0 && f->held != NULL;
+}
+
+static int want_reads; /* reads_43's count */
+
+/* reads_43: vm-43 read want_reads times, the long poll out again. */
+static bool reads_43(const struct fake *f)
+{
+    return unit_calls_count(&f->calls, "RetrievePropertiesEx vm-43") >= want_reads &&
+           f->held != NULL;
 }
 
 /* rebuilds_said counts the states that started saying a synced rebuild
@@ -749,6 +768,62 @@ static void test_truncated_rest_retried_keeps_what_tasks_did(void **state)
     teardown(&f);
 }
 
+static const char *power_of(const struct fake *f, const char *vm_ref);
+
+static bool off_43(const struct fake *f)
+{
+    return strcmp(power_of(f, "vm-43"), "poweredOff") == 0;
+}
+
+/* A read of a VM that fails (vCenter busy) is not lost: it is sent again
+ * once the next long poll has answered, and its answer is the VM's state;
+ * one that keeps failing is given up after three reads. */
+static void test_failed_read_sent_again(void **state)
+{
+    struct fake f;
+
+    (void)state;
+    setup(&f);
+    start(&f);
+    f.fail43 = 2;
+    f.power43 = "poweredOff"; /* powered off by hand, the watch not saying so */
+    assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
+    want_reads = 1;
+    spin(&f, reads_43);
+    for (int i = 0; i < 20; i++)
+        uv_run(&f.loop, UV_RUN_NOWAIT); /* not again before a long poll answers */
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx vm-43"), 1);
+    answer(&f, "2", "", false);
+    want_reads = 2;
+    spin(&f, reads_43);
+    assert_string_equal(power_of(&f, "vm-43"), "poweredOn");
+    answer(&f, "3", "", false);
+    want_reads = 3;
+    spin(&f, reads_43);
+    spin(&f, off_43);
+
+    /* Failing for good: three reads, then none. */
+    f.fail43 = 100;
+    f.power43 = "poweredOn";
+    assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
+    want_reads = 4;
+    spin(&f, reads_43);
+    answer(&f, "4", "", false);
+    want_reads = 5;
+    spin(&f, reads_43);
+    answer(&f, "5", "", false);
+    want_reads = 6;
+    spin(&f, reads_43);
+    answer(&f, "6", "", false);
+    spin(&f, held);
+    answer(&f, "7", "", false);
+    spin(&f, held);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx vm-43"), 6);
+    assert_string_equal(power_of(&f, "vm-43"), "poweredOff");
+    assert_false(f.ever_unsynced);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -761,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_session_renewed_during_rebuild_stays_synced),
         cmocka_unit_test(test_sessions_lost_faster_than_a_build_unsync),
         cmocka_unit_test(test_truncated_rest_retried_keeps_what_tasks_did),
+        cmocka_unit_test(test_failed_read_sent_again),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
