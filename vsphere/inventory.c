@@ -244,6 +244,7 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
                 inv->refresh[i].need = true; /* the dispute keeps its wait */
             else
                 inv->refresh[i].dispute = it.dispute && dispute;
+            inv->refresh[i].failed = 0; /* asked for anew: no retry's wait */
             return 0;
         }
     if (!inv->refresh) {
@@ -412,8 +413,8 @@ static void read_failed(vs_inventory *inv)
     const struct refresh_item *it = &inv->refresh_it;
 
     if (strcmp(it->vm.value, inv->refresh_cur.value) != 0 ||
-        strcmp(it->vm.type, "VirtualMachine") != 0 || it->failed + 1 >= READ_TRIES ||
-        (it->guest && inv->nrefresh >= GUEST_READS_MAX))
+        strcmp(it->vm.type, "VirtualMachine") != 0 || (it->dispute && !it->need) ||
+        it->failed + 1 >= READ_TRIES || (it->guest && inv->nrefresh >= GUEST_READS_MAX))
         return;
     for (size_t i = 0; i < inv->nrefresh; i++)
         if (strcmp(inv->refresh[i].vm.value, it->vm.value) == 0)
@@ -448,11 +449,16 @@ static void on_refresh(void *data, const struct vs_reply *r)
         (void)vs_cache_apply_from(inv->cache, &u, inv->refresh_asked);
     }
     vs_cache_commit(inv->cache);
-    if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value))
-        /* Failed: again after the long poll out now answers. */
-        queue_dispute(inv, &inv->refresh_cur, next_answer(inv));
-    else if (!read && !gone && !inv->refresh_left)
+    if (!read && !gone && vs_cache_disputed(inv->cache, inv->refresh_cur.value)) {
+        /* Failed: again after the long poll out now answers, and then even
+         * if that answer settles the dispute when the read was for more. */
+        const struct refresh_item *it = &inv->refresh_it;
+        bool more = strcmp(it->vm.value, inv->refresh_cur.value) == 0 && (!it->dispute || it->need);
+        if (add_item(inv, &inv->refresh_cur, true, next_answer(inv), false, more) < 0)
+            inv->lost_dispute = true;
+    } else if (!read && !gone && !inv->refresh_left) {
         read_failed(inv);
+    }
     refresh_next(inv);
     settle(inv);
 }

@@ -770,6 +770,11 @@ static void test_truncated_rest_retried_keeps_what_tasks_did(void **state)
 
 static const char *power_of(const struct fake *f, const char *vm_ref);
 
+static bool queued_43(const struct fake *f)
+{
+    return vs_inventory_testing_position(f->inv, "vm-43") != SIZE_MAX;
+}
+
 static bool off_43(const struct fake *f)
 {
     return strcmp(power_of(f, "vm-43"), "poweredOff") == 0;
@@ -790,12 +795,13 @@ static void test_failed_read_sent_again(void **state)
     assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
     want_reads = 1;
     spin(&f, reads_43);
-    for (int i = 0; i < 20; i++)
-        uv_run(&f.loop, UV_RUN_NOWAIT); /* not again before a long poll answers */
+    spin(&f, queued_43); /* its failure known: queued, not sent before a long poll answers */
     assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx vm-43"), 1);
     answer(&f, "2", "", false);
     want_reads = 2;
     spin(&f, reads_43);
+    spin(&f, queued_43);
+    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx vm-43"), 2);
     assert_string_equal(power_of(&f, "vm-43"), "poweredOn");
     answer(&f, "3", "", false);
     want_reads = 3;
@@ -808,9 +814,11 @@ static void test_failed_read_sent_again(void **state)
     assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
     want_reads = 4;
     spin(&f, reads_43);
+    spin(&f, queued_43);
     answer(&f, "4", "", false);
     want_reads = 5;
     spin(&f, reads_43);
+    spin(&f, queued_43);
     answer(&f, "5", "", false);
     want_reads = 6;
     spin(&f, reads_43);
@@ -821,6 +829,31 @@ static void test_failed_read_sent_again(void **state)
     assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx vm-43"), 6);
     assert_string_equal(power_of(&f, "vm-43"), "poweredOff");
     assert_false(f.ever_unsynced);
+    teardown(&f);
+}
+
+/* A read asked for anew (an operation found the VM's state unexpected)
+ * while a failed one waits for its long poll is not held with it: it is
+ * sent at once. */
+static void test_read_asked_again_is_not_held(void **state)
+{
+    struct fake f;
+
+    (void)state;
+    setup(&f);
+    start(&f);
+    f.fail43 = 1;
+    f.power43 = "poweredOff";
+    assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
+    want_reads = 1;
+    spin(&f, reads_43);
+    spin(&f, queued_43);
+    assert_false(vs_inventory_testing_due(f.inv, "vm-43"));
+    assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
+    want_reads = 2;
+    spin(&f, reads_43);
+    spin(&f, off_43);
+    assert_string_equal(f.held_version, "1"); /* no long poll answered meanwhile */
     teardown(&f);
 }
 
@@ -837,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_sessions_lost_faster_than_a_build_unsync),
         cmocka_unit_test(test_truncated_rest_retried_keeps_what_tasks_did),
         cmocka_unit_test(test_failed_read_sent_again),
+        cmocka_unit_test(test_read_asked_again_is_not_held),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
