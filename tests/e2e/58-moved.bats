@@ -62,8 +62,8 @@ anywhere() {
 		sleep 1
 		[ "$(vms moved mv)" = mv-0 ]
 	done
+	retry 20 bash -c "[ \"\$(kubectl get vg mv -n moved -o jsonpath='{.status.vms[*].name}')\" = 'mv-0 mv-kept' ]"
 	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 2 ]
-	[ "$(vg_field moved mv '{.status.vms[*].name}')" = "mv-0 mv-kept" ]
 	GOVC_PERSIST_SESSION=false govc object.rename "$ROOT/mv-kept" mv-1
 	retry 20 bash -c "[ \"\$(kubectl get vg mv -n moved -o jsonpath='{.status.vms[*].name}')\" = 'mv-0 mv-1' ]"
 }
