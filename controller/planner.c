@@ -256,8 +256,8 @@ static bool is_mine(const struct ctx *c, const struct plan_vm *vm)
 {
     if (!vm->mark_uid || strcmp(vm->mark_uid, c->g->meta.uid) != 0)
         return false;
-    return !vm->mark_instance ||
-           (vm->instance_uuid && strcasecmp(vm->mark_instance, vm->instance_uuid) == 0);
+    return !vm->mark_instance || (vm->mark_instance[0] && vm->instance_uuid &&
+                                  strcasecmp(vm->mark_instance, vm->instance_uuid) == 0);
 }
 
 static bool wrong_size(const struct ctx *c, const struct plan_vm *vm)

@@ -83,8 +83,9 @@ struct plan_vm {
     const char *template;      /* the template it was cloned from (its mark); NULL if unknown */
     const char *instance_uuid; /* NULL or "" when unknown */
     /* The instanceUuid its clone gave it (its mark); NULL for a VM cloned
-     * before that mark. A VM whose instanceUuid differs is a copy of a
-     * member (vSphere copies the marks into a copy), not a member. */
+     * before that mark. A VM whose instanceUuid differs (or is unknown, or
+     * the mark empty) is a copy of a member (vSphere copies the marks into
+     * a copy), not a member. */
     const char *mark_instance;
     const char *power_state;            /* poweredOn, poweredOff, suspended; NULL or "" unknown */
     const char *ip[VMGROUP_VM_MAX_IPS]; /* the guest's addresses, IPv4 first */

@@ -358,8 +358,10 @@ static void set_mark(const vs_cache *c, struct vs_obj *o, const char *key, const
         o->has_mark_template = value != NULL;
         copy(o->mark_template, sizeof(o->mark_template), value);
     } else if (strcmp(key, c->mark_instance_key) == 0) {
+        /* Kept whole or not at all: a value cut to fit could match. */
         o->has_mark_instance = value != NULL;
-        copy(o->mark_instance, sizeof(o->mark_instance), value);
+        copy(o->mark_instance, sizeof(o->mark_instance),
+             value && strlen(value) < sizeof(o->mark_instance) ? value : "");
     }
 }
 

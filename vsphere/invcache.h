@@ -97,7 +97,7 @@ struct vs_obj {
     bool has_mark_template;
     char mark_template[VS_MARK_MAX];
     bool has_mark_instance;
-    char mark_instance[VS_MARK_MAX];
+    char mark_instance[64]; /* "" when longer than an instanceUuid can be */
     /* Larger is newer: the number in the moref ("vm-42" -> 42), which
      * vCenter hands out in increasing order. */
     uint64_t create_order;

@@ -692,6 +692,18 @@ static void test_single_extra_config_entries(void **state)
     assert_int_equal(feed(c, &b), 1);
     assert_string_equal(vs_cache_get(c, "vm-12")->mark_instance, "5000-other");
     assert_false(vs_cache_get(c, "vm-12")->has_mark_uid);
+    /* A value longer than an instanceUuid can be is kept as none matches:
+     * cut to fit, it could match. */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-12");
+    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_INSTANCE_KEY "\"]</name>"
+               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_INSTANCE_KEY "</key>"
+               "<value xsi:type=\"xsd:string\">5000-uuid-and-then-something-much-longer-than-"
+               "any-instance-uuid-is</value></val></changeSet>");
+    sb_add(&b, "</objectSet>");
+    assert_int_equal(feed(c, &b), 1);
+    assert_true(vs_cache_get(c, "vm-12")->has_mark_instance);
+    assert_string_equal(vs_cache_get(c, "vm-12")->mark_instance, "");
     vs_cache_free(c);
 }
 
