@@ -244,6 +244,14 @@ static void set_str(char **dst, const char *s)
     *dst = s ? strdup(s) : NULL;
 }
 
+/* clear_block ends the block the group learned (a template, say). */
+static void clear_block(struct gstate *gs)
+{
+    gs->block = PLAN_BLOCK_NONE;
+    gs->block_reason = NULL;
+    set_str(&gs->block_msg, NULL);
+}
+
 /* ---- the operations, one row a kind ---- */
 
 static void op_done(void *cbdata, int err, const char *fault, const char *msg);
@@ -520,9 +528,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         gs->hidden_until = r->clock(NULL) + backoff_ms(gs->failures);
     }
     if (d.unblock && gs->block == PLAN_BLOCK_TEMPLATE) {
-        gs->block = PLAN_BLOCK_NONE;
-        gs->block_reason = NULL;
-        set_str(&gs->block_msg, NULL);
+        clear_block(gs);
     }
     /* Learned of the spec the operation was planned from: a spec changed
      * since is not blocked by what was refused of the one before. */
@@ -883,9 +889,7 @@ static void forget_another_object(struct gstate *gs, const struct vmgroup *g)
     if (gs->uid && strcmp(gs->uid, uid) == 0)
         return;
     if (gs->uid) {
-        gs->block = PLAN_BLOCK_NONE;
-        gs->block_reason = NULL;
-        set_str(&gs->block_msg, NULL);
+        clear_block(gs);
         set_str(&gs->resize_msg, NULL);
         set_str(&gs->transient, NULL);
         gs->folder_hidden = 0;
@@ -947,9 +951,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
      * powers a VM off. */
     if (gs->block != PLAN_BLOCK_NONE &&
         (gs->block_gen != g->meta.generation || t - gs->block_at >= r->o.blocked_retry_ms)) {
-        gs->block = PLAN_BLOCK_NONE;
-        gs->block_reason = NULL;
-        set_str(&gs->block_msg, NULL);
+        clear_block(gs);
     }
     if (gs->transient && t >= gs->transient_until)
         set_str(&gs->transient, NULL);
