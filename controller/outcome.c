@@ -51,12 +51,15 @@ static const char *const refusing_faults[] = {
     "MemorySizeNotRecommended",
 };
 
-static bool refusing(const char *fault)
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* listed returns the entry of list[0..n) that fault names, or NULL. */
+static const char *listed(const char *fault, const char *const *list, size_t n)
 {
-    for (size_t i = 0; i < sizeof(refusing_faults) / sizeof(refusing_faults[0]); i++)
-        if (strcmp(fault, refusing_faults[i]) == 0)
-            return true;
-    return false;
+    for (size_t i = 0; fault && i < n; i++)
+        if (strcmp(fault, list[i]) == 0)
+            return list[i];
+    return NULL;
 }
 
 static const char *const bootstrap_blocks[] = {
@@ -65,12 +68,7 @@ static const char *const bootstrap_blocks[] = {
 
 const char *outcome_bootstrap_block(const char *fault)
 {
-    if (!fault)
-        return NULL;
-    for (size_t i = 0; i < sizeof(bootstrap_blocks) / sizeof(bootstrap_blocks[0]); i++)
-        if (strcmp(fault, bootstrap_blocks[i]) == 0)
-            return bootstrap_blocks[i];
-    return NULL;
+    return listed(fault, bootstrap_blocks, N_OF(bootstrap_blocks));
 }
 
 static enum op_outcome classify(enum plan_action_kind k, int err, const char *fault)
@@ -89,7 +87,7 @@ static enum op_outcome classify(enum plan_action_kind k, int err, const char *fa
         return OP_VM_GONE;
     if (k == PLAN_DESTROY_FOLDER && err == VMG_ECONFLICT && (!fault || !*fault))
         return OP_HIDDEN;
-    if (k == PLAN_RECONFIGURE && fault && refusing(fault))
+    if (k == PLAN_RECONFIGURE && listed(fault, refusing_faults, N_OF(refusing_faults)))
         return OP_RESIZE_REFUSED;
     if (k == PLAN_CLONE && outcome_bootstrap_block(fault))
         return OP_TEMPLATE;
