@@ -623,6 +623,11 @@ static bool mark_key_ok(const char *key)
     return !key || strlen(key) < VS_NAME_MAX;
 }
 
+bool vs_mark_keys_fit(const struct vs_mark_keys *m)
+{
+    return mark_key_ok(m->uid) && mark_key_ok(m->template_key) && mark_key_ok(m->instance);
+}
+
 vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs_mark_keys *marks,
                        vs_cache_cb cb, void *data)
 {
@@ -630,8 +635,7 @@ vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs
 
     if (!root_ref || !*root_ref || strlen(root_ref) >= VS_REF_MAX)
         return NULL;
-    if (marks && (!mark_key_ok(marks->uid) || !mark_key_ok(marks->template_key) ||
-                  !mark_key_ok(marks->instance)))
+    if (marks && !vs_mark_keys_fit(marks))
         return NULL;
     c = calloc(1, sizeof(*c));
     if (!c)

@@ -74,6 +74,10 @@ struct vs_mark_keys {
     const char *instance;
 };
 
+/* vs_mark_keys_fit: each key of m is NULL or shorter than VS_NAME_MAX
+ * bytes, as every holder of a copy needs. */
+bool vs_mark_keys_fit(const struct vs_mark_keys *m);
+
 /* One cached object. Strings are NUL-terminated, cut to fit. */
 struct vs_obj {
     enum vs_obj_kind kind;

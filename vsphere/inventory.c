@@ -969,9 +969,7 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
 {
     vs_inventory *inv;
 
-    if (!loop || !s || !cfg || (cfg->marks.uid && strlen(cfg->marks.uid) >= VS_NAME_MAX) ||
-        (cfg->marks.template_key && strlen(cfg->marks.template_key) >= VS_NAME_MAX) ||
-        (cfg->marks.instance && strlen(cfg->marks.instance) >= VS_NAME_MAX)) {
+    if (!loop || !s || !cfg || !vs_mark_keys_fit(&cfg->marks)) {
         if (ret_err)
             *ret_err = -EINVAL;
         return NULL;
