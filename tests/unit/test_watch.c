@@ -780,6 +780,16 @@ static bool off_43(const struct fake *f)
     return strcmp(power_of(f, "vm-43"), "poweredOff") == 0;
 }
 
+/* read_fails: vm-43's n-th read out and its failure known: it is queued
+ * again, not sent before a long poll answers. */
+static void read_fails(struct fake *f, int n)
+{
+    want_reads = n;
+    spin(f, reads_43);
+    spin(f, queued_43);
+    assert_int_equal(unit_calls_count(&f->calls, "RetrievePropertiesEx vm-43"), n);
+}
+
 /* A read of a VM that fails (vCenter busy) is not lost: it is sent again
  * once the next long poll has answered, and its answer is the VM's state;
  * one that keeps failing is given up after three reads. */
@@ -793,15 +803,9 @@ static void test_failed_read_sent_again(void **state)
     f.fail43 = 2;
     f.power43 = "poweredOff"; /* powered off by hand, the watch not saying so */
     assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
-    want_reads = 1;
-    spin(&f, reads_43);
-    spin(&f, queued_43); /* its failure known: queued, not sent before a long poll answers */
-    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx vm-43"), 1);
+    read_fails(&f, 1);
     answer(&f, "2", "", false);
-    want_reads = 2;
-    spin(&f, reads_43);
-    spin(&f, queued_43);
-    assert_int_equal(unit_calls_count(&f.calls, "RetrievePropertiesEx vm-43"), 2);
+    read_fails(&f, 2);
     assert_string_equal(power_of(&f, "vm-43"), "poweredOn");
     answer(&f, "3", "", false);
     want_reads = 3;
@@ -812,13 +816,9 @@ static void test_failed_read_sent_again(void **state)
     f.fail43 = 100;
     f.power43 = "poweredOn";
     assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
-    want_reads = 4;
-    spin(&f, reads_43);
-    spin(&f, queued_43);
+    read_fails(&f, 4);
     answer(&f, "4", "", false);
-    want_reads = 5;
-    spin(&f, reads_43);
-    spin(&f, queued_43);
+    read_fails(&f, 5);
     answer(&f, "5", "", false);
     want_reads = 6;
     spin(&f, reads_43);
@@ -845,9 +845,7 @@ static void test_read_asked_again_is_not_held(void **state)
     f.fail43 = 1;
     f.power43 = "poweredOff";
     assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
-    want_reads = 1;
-    spin(&f, reads_43);
-    spin(&f, queued_43);
+    read_fails(&f, 1);
     assert_false(vs_inventory_testing_due(f.inv, "vm-43"));
     assert_int_equal(vs_inventory_reread(f.inv, "vm-43"), 0);
     want_reads = 2;
