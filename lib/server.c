@@ -1,12 +1,14 @@
 /* server.c: the HTTP/1.1 (and TLS) server on libuv (see server.h).
  *
  * Each connection keeps the plaintext it has received but not parsed yet in
- * a buffer. TLS connections first pass what arrives through their lib/tls
- * engine, and every byte of ciphertext it produces is written to the socket
- * at once. The requests are parsed by lib/server_req, which stops at the
- * end of every request; the request is then handed to the handler, and the
- * rest of the buffer is parsed once the response is written. Reading goes on meanwhile, so that a
- * client leaving is noticed, up to a bound on the buffer.
+ * a buffer sized to what it holds: every read lands in one buffer of the
+ * server's, wiped after each, and what it brings is added. TLS connections
+ * first pass what arrives through their lib/tls engine, and every byte of
+ * ciphertext it produces is written to the socket at once. The requests
+ * are parsed by lib/server_req, which stops at the end of every request;
+ * the request is then handed to the handler, and the rest of the buffer is
+ * parsed once the response is written. Reading goes on meanwhile, so that
+ * a client leaving is noticed, up to a bound on the buffer.
  *
  * Every byte of a connection's input buffer and unsent output is counted,
  * per connection (out_pending) and for the server (buffered): reading and
@@ -33,6 +35,7 @@
 #include "lib/tls.h"
 
 #define READ_CHUNK (64 * 1024)
+#define IN_MIN 1024               /* a connection's first input buffer */
 #define LINGER_MS 2000            /* how long a closing connection drains input */
 #define LINGER_BYTES (256 * 1024) /* and how much of it, at most */
 #define SILENT_GRACE_MS 500       /* a new connection's time to send before it is the first to go */
@@ -105,6 +108,12 @@ struct vmg_server {
     void *data;
     void (*closed)(void *data);
     void *closed_data;
+    /* Every read lands here first: libuv calls read_cb right after
+     * alloc_cb, one connection at a time, so one buffer serves them all,
+     * and a connection's input buffer grows by what it received, not by
+     * a whole chunk a read. Wiped after each read. */
+    int scratch_busy;
+    char scratch[READ_CHUNK];
 };
 
 struct wreq {
@@ -468,29 +477,32 @@ static void process_input(struct conn *c)
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    struct conn *c = (struct conn *)h;
-    size_t want = READ_CHUNK;
+    vmg_server *s = ((struct conn *)h)->srv;
 
     (void)suggested;
-    buf->base = NULL;
-    buf->len = 0;
-    if (c->tls || c->lingering) {
-        buf->base = malloc(want);
-        buf->len = buf->base ? want : 0;
+    if (!s->scratch_busy) {
+        s->scratch_busy = 1;
+        *buf = uv_buf_init(s->scratch, sizeof(s->scratch));
         return;
     }
-    /* Plain HTTP reads straight into the input buffer. */
-    if (c->in_cap - c->in_len < want && in_resize(c, c->in_len + want) < 0)
-        return;
-    buf->base = c->in + c->in_len;
-    buf->len = want;
+    /* Not while a read is being handled, as libuv reads; if it did, a
+     * buffer of the read's own. */
+    buf->base = malloc(READ_CHUNK);
+    buf->len = buf->base ? READ_CHUNK : 0;
 }
 
+/* in_reserve makes room for n more bytes of input: the buffer grows to
+ * twice its size, within the most update_reading lets in, or to what n
+ * needs if that is more. */
 static int in_reserve(struct conn *c, size_t n)
 {
-    if (c->in_cap - c->in_len >= n)
+    vmg_server *s = c->srv;
+    size_t need = c->in_len + n, most = s->max_header_bytes + s->max_body + READ_CHUNK, cap;
+
+    if (c->in_cap >= need)
         return 0;
-    return in_resize(c, c->in_len + (n > READ_CHUNK ? n : READ_CHUNK));
+    cap = c->in_cap < IN_MIN ? IN_MIN : c->in_cap < most / 2 ? 2 * c->in_cap : most;
+    return in_resize(c, cap > need ? cap : need);
 }
 
 /* tls_plain moves plaintext from the TLS engine into the input buffer. */
@@ -525,7 +537,7 @@ static int tls_input(struct conn *c, const char *data, size_t n)
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = (struct conn *)stream;
-    int own = c->tls || c->lingering; /* buf was malloc'd by alloc_cb */
+    vmg_server *s = c->srv;
 
     if (c->closing)
         goto out;
@@ -553,12 +565,24 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             goto out;
         }
     } else {
+        if (in_reserve(c, (size_t)nread) < 0) {
+            conn_close(c);
+            goto out;
+        }
+        memcpy(c->in + c->in_len, buf->base, (size_t)nread);
         c->in_len += (size_t)nread;
     }
     process_input(c);
 out:
-    if (own) /* ciphertext, or input drained and dropped: a request all the same */
+    /* Ciphertext, plaintext now in c->in, or input dropped: a request's
+     * bytes all the same. The server outlives this call: c's handles are
+     * not closed yet. */
+    if (buf->base == s->scratch) {
+        vmg_wipe(s->scratch, nread > 0 ? (size_t)nread : 0);
+        s->scratch_busy = 0;
+    } else {
         vmg_wipe_free(buf->base, nread > 0 ? (size_t)nread : 0);
+    }
 }
 
 /* update_reading reads while there is room: the buffer holds less than

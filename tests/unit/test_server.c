@@ -1888,6 +1888,49 @@ static void test_total_budget(void **state)
     assert_int_equal(f.r[0].status, 200);
 }
 
+/* client_partial_many: 16 clients each send the start of a request and
+ * stop; once the server has read them all, each sends the rest and reads
+ * its answer. */
+static void client_partial_many(struct fx *f)
+{
+    static struct rawbuf rb;
+    const char *rest = "Host: x\r\n\r\n";
+    int fds[16];
+
+    for (int i = 0; i < 16; i++)
+        fds[i] = partial_from(f, NULL);
+    f->flags[0] = wait_served(f, 16) == 0;
+    for (int i = 0; i < 16; i++) {
+        rb.len = 0;
+        send_all(fds[i], rest, strlen(rest));
+        f->flags[1] += raw_response(f, fds[i], &rb)->status == 200;
+        close(fds[i]);
+    }
+}
+
+/* A connection's input costs the server what it sent, not a read's worth
+ * of buffer: 16 clients sending their requests in two parts keep the
+ * server's buffers within a 16 KiB budget (a 64 KiB buffer a read went
+ * over it at the first), and are all answered at once. */
+static void test_partial_requests_within_budget(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.sample = 1;
+    f.opts.max_buffered = 16 * 1024;
+    f.opts.request_timeout_ms = 5000;
+    fx_run(&f, client_partial_many);
+    fprintf(stderr, "# partial16: peak %zu bytes buffered, %d of 16 answered\n",
+            f.stats.peak_buffered, f.flags[1]);
+    assert_true(f.flags[0]);
+    assert_int_equal(f.flags[1], 16);
+    assert_true(f.stats.peak_buffered <= 16 * 1024);
+    for (int i = 0; i < MAXR; i++)
+        assert_true(f.r[i].ms < 1000);
+}
+
 static void client_evict_flood(struct fx *f)
 {
     static struct rawbuf rb;
@@ -2172,6 +2215,7 @@ int main(void)
         cmocka_unit_test(test_header_deadline),
         cmocka_unit_test(test_pipelined_flood_bounded),
         cmocka_unit_test(test_total_budget),
+        cmocka_unit_test(test_partial_requests_within_budget),
         cmocka_unit_test(test_max_requests),
         cmocka_unit_test(test_max_conn_age),
         cmocka_unit_test(test_tls_reload),
