@@ -1,6 +1,7 @@
 /* placement.c: placement resolution (see inventory.h): a chain of finder
  * lookups from the datacenter to the root folder, the resource pool and
- * the datastore, each named or, when not named, the only one there. */
+ * the datastore: the datacenter and the pool named or the only one there,
+ * the datastore only when named (see inventory.h). */
 #include "vsphere/inventory.h"
 
 #include <errno.h>
