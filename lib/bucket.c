@@ -56,3 +56,14 @@ uint64_t vmg_bucket_reserve(struct vmg_bucket *b, uint64_t now_ms)
     b->tokens -= 1.0;
     return b->tokens >= 0 ? 0 : wait_ms(b, 0.0);
 }
+
+int vmg_bucket_full(const struct vmg_bucket *b, uint64_t now_ms)
+{
+    double tokens = b->tokens;
+
+    if (b->qps <= 0)
+        return 1;
+    if (now_ms > b->last_ms)
+        tokens += (double)(now_ms - b->last_ms) * b->qps / 1000.0;
+    return tokens >= b->burst;
+}

@@ -40,4 +40,8 @@ uint64_t vmg_bucket_take(struct vmg_bucket *b, uint64_t now_ms);
  * there yet, and returns the milliseconds until it is (0: now). */
 uint64_t vmg_bucket_reserve(struct vmg_bucket *b, uint64_t now_ms);
 
+/* vmg_bucket_full says whether b holds its whole burst at now_ms (always,
+ * without a limit): such a bucket is as good as a new one. */
+int vmg_bucket_full(const struct vmg_bucket *b, uint64_t now_ms);
+
 #endif

@@ -28,6 +28,7 @@
 
 #include <http_parser.h>
 
+#include "lib/bucket.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/queue.h"
@@ -114,6 +115,15 @@ struct vmg_server {
      * a whole chunk a read. Wiped after each read. */
     int scratch_busy;
     char scratch[READ_CHUNK];
+    /* TLS handshakes allowed: the server's, and the recent peers' (an
+     * entry whose bucket is full again is free: it is as good as new). */
+    struct vmg_bucket hs_all;
+    double hs_peer_qps;
+    uint32_t hs_peer_burst;
+    struct hs_peer {
+        char host[64];
+        struct vmg_bucket b;
+    } hs_peers[VMG_SERVER_HANDSHAKE_PEERS];
 };
 
 struct wreq {
@@ -883,6 +893,33 @@ static void refuse(vmg_server *s)
     uv_close((uv_handle_t *)t, refused_closed);
 }
 
+/* handshake_allowed takes a token of host's and then of the server's for
+ * a new TLS connection; 0 when either has none (a refusal by host's own
+ * limit takes nothing of the server's). */
+static int handshake_allowed(vmg_server *s, const char *host)
+{
+    uint64_t now = uv_now(s->loop);
+    struct hs_peer *p = NULL, *spare = NULL;
+
+    for (size_t i = 0; s->hs_peer_qps > 0 && i < VMG_SERVER_HANDSHAKE_PEERS; i++) {
+        struct hs_peer *e = &s->hs_peers[i];
+        if (e->host[0] && strcmp(e->host, host) == 0) {
+            p = e;
+            break;
+        }
+        if (!spare && (!e->host[0] || vmg_bucket_full(&e->b, now)))
+            spare = e;
+    }
+    if (!p && spare) {
+        p = spare;
+        snprintf(p->host, sizeof(p->host), "%s", host);
+        vmg_bucket_init(&p->b, s->hs_peer_qps, s->hs_peer_burst, now);
+    }
+    if (p && vmg_bucket_take(&p->b, now) != 0)
+        return 0;
+    return vmg_bucket_take(&s->hs_all, now) == 0;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     vmg_server *s = server->data;
@@ -925,6 +962,11 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     format_peer(c);
+    if (s->tls && !handshake_allowed(s, c->host)) {
+        s->stats.throttled++;
+        conn_close(c);
+        return;
+    }
     if (admit(s, c) < 0) {
         conn_close(c);
         return;
@@ -1097,9 +1139,21 @@ static int bind_listen(vmg_server *s, const struct vmg_server_opts *o)
     return 0;
 }
 
+/* hs_limit sets b to rate a second (0: def, negative: no limit) with a
+ * burst of burst (0: twice the rate, at least 1). */
+static void hs_limit(struct vmg_bucket *b, double rate, double def, uint32_t burst, uint64_t now)
+{
+    if (rate == 0)
+        rate = def;
+    if (burst == 0)
+        burst = rate * 2 < 1 ? 1 : rate * 2 < UINT32_MAX ? (uint32_t)(rate * 2) : UINT32_MAX;
+    vmg_bucket_init(b, rate, burst, now);
+}
+
 vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, int *err)
 {
     struct vmg_tls_opts tls_opts;
+    struct vmg_bucket peer;
     vmg_server *s;
     int r;
 
@@ -1148,6 +1202,12 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
     s->max_conn_age_ms = opts->max_conn_age_ms ? opts->max_conn_age_ms : VMG_SERVER_MAX_CONN_AGE_MS;
     s->handler = opts->handler;
     s->data = opts->data;
+    hs_limit(&s->hs_all, opts->tls_handshakes_per_sec, VMG_SERVER_HANDSHAKES_PER_SEC,
+             opts->tls_handshake_burst, uv_now(loop));
+    hs_limit(&peer, opts->tls_handshakes_per_peer_per_sec, VMG_SERVER_HANDSHAKES_PER_PEER_PER_SEC,
+             opts->tls_handshake_burst_per_peer, 0);
+    s->hs_peer_qps = peer.qps;
+    s->hs_peer_burst = (uint32_t)peer.burst;
 
     r = vmg_tls_new(loop, &tls_opts, &s->tls);
     if (r == 0)

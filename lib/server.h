@@ -53,6 +53,18 @@
  *   send (or has sent: bytes waiting to be read are not silence). One
  *   whose request is with the handler is never evicted; when nothing can
  *   give way, the new connection is closed at once.
+ * - TLS handshakes: a new TLS connection costs the server a handshake's
+ *   cryptography before it has sent a byte of a request. At most
+ *   tls_handshakes_per_sec new TLS connections a second are taken in
+ *   (with a burst of tls_handshake_burst), and at most
+ *   tls_handshakes_per_peer_per_sec (burst tls_handshake_burst_per_peer)
+ *   from one peer address. The server counts up to
+ *   VMG_SERVER_HANDSHAKE_PEERS peers apart at a time, and forgets one once
+ *   its burst is whole again; a new peer while all are counted has the
+ *   server's limit only. A new connection beyond either limit is closed
+ *   at once, before any handshake work, and counted as throttled; open
+ *   connections are not touched. A connection its peer's limit refuses
+ *   costs the server's limit nothing.
  * - Memory: input buffers and unsent output of all connections together
  *   stay near max_buffered: above it, a connection that already holds bytes
  *   is not read until the total falls (one read or one response more per
@@ -93,9 +105,12 @@
 #define VMG_SERVER_MAX_REQUESTS 1000
 #define VMG_SERVER_MAX_CONN_AGE_MS (10 * 60 * 1000)
 #define VMG_SERVER_TLS_RELOAD_MS 5000
+#define VMG_SERVER_HANDSHAKES_PER_SEC 200.0
+#define VMG_SERVER_HANDSHAKES_PER_PEER_PER_SEC 20.0
 /* Bounds that are not options. */
 #define VMG_SERVER_MAX_PEM (1024 * 1024)        /* = VMG_TLS_MAX_PEM: bytes of a PEM file */
 #define VMG_SERVER_MAX_EXTRA_HEADERS (8 * 1024) /* bytes of a response's extra headers */
+#define VMG_SERVER_HANDSHAKE_PEERS 256          /* peers whose handshakes are counted apart */
 
 typedef struct vmg_server vmg_server;
 typedef struct vmg_server_req vmg_server_req;
@@ -131,6 +146,13 @@ struct vmg_server_opts {
     size_t max_requests;
     uint64_t max_conn_age_ms;
     uint64_t tls_reload_ms;
+    /* New TLS connections a second, for the server and from one peer;
+     * 0 means the default above, a negative rate no limit. A burst of 0
+     * is twice the rate (at least 1). */
+    double tls_handshakes_per_sec;
+    double tls_handshakes_per_peer_per_sec;
+    uint32_t tls_handshake_burst;
+    uint32_t tls_handshake_burst_per_peer;
     /* The handler; NULL answers 404 to everything. */
     vmg_server_handler handler;
     void *data;
@@ -165,6 +187,7 @@ struct vmg_server_stats {
     size_t paused;        /* connections not read now (output or memory bound) */
     uint64_t evicted;     /* idle or incomplete connections closed to let a new one in */
     uint64_t refused;     /* new connections closed at once: nothing idle to evict */
+    uint64_t throttled;   /* new TLS connections closed at once: over a handshake limit */
     uint64_t drained;     /* closed for not reading their answers in time */
     uint64_t retired;     /* closed at max_requests or max_conn_age_ms */
     uint64_t tls_reloads; /* certificates taken from changed files */

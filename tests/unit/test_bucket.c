@@ -1,6 +1,6 @@
 /* test_bucket.c: the token bucket: the burst, the rate, waits (taken or
- * reserved), refill up to the burst, a clock going back, no limit, and
- * waits too long to count. */
+ * reserved), refill up to the burst, a clock going back, no limit, waits
+ * too long to count, and when a bucket is full again. */
 #include "tests/unit/unit.h"
 
 #include <math.h>
@@ -109,6 +109,29 @@ static void test_burst_zero_is_one(void **state)
     assert_int_equal(vmg_bucket_take(&b, 0), 1000);
 }
 
+/* A bucket is full once idle time has brought back its burst (a debt
+ * paid first), and a clock going back refills nothing. */
+static void test_full(void **state)
+{
+    struct vmg_bucket b;
+
+    (void)state;
+    vmg_bucket_init(&b, 10, 2, 1000);
+    assert_true(vmg_bucket_full(&b, 1000));
+    assert_int_equal(vmg_bucket_take(&b, 1000), 0);
+    assert_false(vmg_bucket_full(&b, 1000));
+    assert_false(vmg_bucket_full(&b, 1099));
+    assert_true(vmg_bucket_full(&b, 1100));
+    assert_false(vmg_bucket_full(&b, 500));
+    assert_int_equal(vmg_bucket_reserve(&b, 1000), 0);
+    assert_int_equal(vmg_bucket_reserve(&b, 1000), 100); /* -1 */
+    assert_false(vmg_bucket_full(&b, 1299));
+    assert_true(vmg_bucket_full(&b, 1300));
+    vmg_bucket_init(&b, 0, 1, 0); /* no limit */
+    vmg_bucket_take(&b, 0);
+    assert_true(vmg_bucket_full(&b, 0));
+}
+
 static void test_wait_is_bounded(void **state)
 {
     struct vmg_bucket b;
@@ -134,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_clock_going_back),
         cmocka_unit_test(test_no_limit),
         cmocka_unit_test(test_burst_zero_is_one),
+        cmocka_unit_test(test_full),
         cmocka_unit_test(test_wait_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

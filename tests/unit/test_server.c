@@ -1049,6 +1049,92 @@ static void test_https(void **state)
     assert_int_equal(f.r[6].status, 431);
 }
 
+/* get_from: a GET of path on a new connection from address src. */
+static struct result *get_from(struct fx *f, const char *src, const char *path)
+{
+    CURL *e = easy_new(f);
+    struct result *r;
+
+    curl_easy_setopt(e, CURLOPT_INTERFACE, src);
+    r = perform(f, e, path);
+    curl_easy_cleanup(e);
+    return r;
+}
+
+/* client_handshakes: 127.0.0.1 makes a connection and uses it twice, then
+ * a second one (over its limit); 127.0.0.2 and .3 a connection each (the
+ * server's burst is then spent), .4 one more (over the server's limit);
+ * the first connection is used once more. */
+static void client_handshakes(struct fx *f)
+{
+    CURL *e = easy_new(f);
+
+    curl_easy_setopt(e, CURLOPT_INTERFACE, "127.0.0.1");
+    perform(f, e, "/hello");
+    perform(f, e, "/hello");
+    get_from(f, "127.0.0.1", "/hello");
+    get_from(f, "127.0.0.2", "/hello");
+    get_from(f, "127.0.0.3", "/hello");
+    get_from(f, "127.0.0.4", "/hello");
+    perform(f, e, "/hello");
+    curl_easy_cleanup(e);
+}
+
+/* New TLS connections beyond a peer's handshake rate, or the server's, are
+ * closed before any handshake; a peer's refused one takes nothing of the
+ * server's, and open connections go on. The rates are so low that nothing
+ * refills during the test. */
+static void test_tls_handshake_limits(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    fx_tls(&f);
+    f.opts.tls_handshakes_per_sec = 0.001;
+    f.opts.tls_handshake_burst = 3;
+    f.opts.tls_handshakes_per_peer_per_sec = 0.001;
+    f.opts.tls_handshake_burst_per_peer = 1;
+    fx_run(&f, client_handshakes);
+    assert_int_equal(f.n, 7);
+    assert_int_equal(f.r[0].status, 200);
+    assert_int_equal(f.r[1].status, 200);
+    assert_int_equal(f.r[1].connects, 0);
+    assert_int_not_equal(f.r[2].rc, CURLE_OK); /* 127.0.0.1's second */
+    assert_int_equal(f.r[2].status, 0);
+    assert_int_equal(f.r[3].status, 200);      /* .2: the server's second */
+    assert_int_equal(f.r[4].status, 200);      /* .3: its third */
+    assert_int_not_equal(f.r[5].rc, CURLE_OK); /* .4: the server's limit */
+    assert_int_equal(f.r[5].status, 0);
+    assert_int_equal(f.r[6].status, 200);
+    assert_int_equal(f.r[6].connects, 0);
+    assert_int_equal(f.stats.throttled, 2);
+    assert_int_equal(f.requests, 5);
+}
+
+/* Plain HTTP has no handshake to limit. */
+static void client_plain_many(struct fx *f)
+{
+    for (int i = 0; i < 4; i++)
+        get_from(f, "127.0.0.1", "/hello");
+}
+
+static void test_plain_not_throttled(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.tls_handshakes_per_sec = 0.001;
+    f.opts.tls_handshake_burst = 1;
+    f.opts.tls_handshakes_per_peer_per_sec = 0.001;
+    f.opts.tls_handshake_burst_per_peer = 1;
+    fx_run(&f, client_plain_many);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(f.r[i].status, 200);
+    assert_int_equal(f.stats.throttled, 0);
+}
+
 static void client_https_files(struct fx *f)
 {
     get(f, "/hello");
@@ -2203,6 +2289,8 @@ int main(void)
         cmocka_unit_test(test_close_with_clients),
         cmocka_unit_test(test_https),
         cmocka_unit_test(test_https_from_files),
+        cmocka_unit_test(test_tls_handshake_limits),
+        cmocka_unit_test(test_plain_not_throttled),
         cmocka_unit_test(test_evict_oldest_idle),
         cmocka_unit_test(test_evict_not_reading),
         cmocka_unit_test(test_per_peer_cap),
