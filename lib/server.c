@@ -69,6 +69,9 @@ struct conn {
     size_t writes;          /* uv_write requests in flight */
     vmg_tls_conn *tls;      /* NULL for plain HTTP */
     int got_bytes;          /* something was read from the socket since the accept */
+    int hs_token;           /* TLS: may start its handshake (the server's rate allowed it) */
+    int hs_waiting;         /* TLS: its first bytes wait in `in` for the server's rate */
+    struct lq hs_link;      /* in srv->hs_waiting while hs_waiting */
     uint64_t seq;           /* the order of the accept */
     char *in;               /* plaintext received, not parsed yet */
     size_t in_len;
@@ -118,6 +121,8 @@ struct vmg_server {
     /* TLS handshakes allowed: the server's, and the recent peers' (an
      * entry whose bucket is full again is free: it is as good as new). */
     struct vmg_bucket hs_all;
+    struct lq hs_waiting; /* connections whose handshake waits for hs_all, first come first */
+    uv_timer_t hs_timer;  /* when hs_all has a token for the first of them */
     double hs_peer_qps;
     uint32_t hs_peer_burst;
     struct hs_peer {
@@ -446,7 +451,7 @@ static void process_input(struct conn *c)
 {
     size_t off = 0;
 
-    if (c->in_process)
+    if (c->in_process || c->hs_waiting) /* TLS bytes wait for the rate: no plaintext yet */
         return;
     c->in_process = 1;
     while (!c->closing && !c->active && !c->close_after_write && off < c->in_len &&
@@ -544,6 +549,92 @@ static int tls_input(struct conn *c, const char *data, size_t n)
     return r;
 }
 
+/* ---- TLS handshakes, at the server's rate ---- */
+
+static void hs_fired(uv_timer_t *t);
+
+/* handshake_start: the first bytes (data, n) of c, a TLS connection, have
+ * come. Returns 1 when the server's rate lets its handshake start now
+ * (the bytes go to the TLS engine), else 0: the bytes wait in c->in, c is
+ * no longer read, and it joins the line of those waiting, first come
+ * first served (or is closed when its bytes cannot be kept). Nothing is
+ * taken of the rate by a connection that sends nothing. */
+static int handshake_start(struct conn *c, const char *data, size_t n)
+{
+    vmg_server *s = c->srv;
+
+    if (!c->hs_waiting && lq_empty(&s->hs_waiting) &&
+        vmg_bucket_take(&s->hs_all, uv_now(s->loop)) == 0) {
+        c->hs_token = 1;
+        return 1;
+    }
+    if (in_reserve(c, n) < 0) {
+        conn_close(c);
+        return 0;
+    }
+    memcpy(c->in + c->in_len, data, n);
+    c->in_len += n;
+    if (!c->hs_waiting) {
+        c->hs_waiting = 1;
+        lq_insert_tail(&s->hs_waiting, &c->hs_link);
+        s->stats.delayed++;
+    }
+    update_reading(c);
+    /* Served from the timer, outside this read. */
+    if (!uv_is_active((uv_handle_t *)&s->hs_timer))
+        uv_timer_start(&s->hs_timer, hs_fired, 0, 0);
+    return 0;
+}
+
+/* hs_feed starts the handshake of c, whose first bytes waited in c->in. */
+static void hs_feed(struct conn *c)
+{
+    vmg_server *s = c->srv;
+    size_t n = c->in_len;
+    char *p = s->scratch_busy ? malloc(n ? n : 1) : s->scratch;
+    int r;
+
+    if (!p) {
+        conn_close(c);
+        return;
+    }
+    memcpy(p, c->in, n); /* the TLS engine's plaintext goes to c->in */
+    c->in_len = 0;
+    r = tls_input(c, p, n);
+    if (p == s->scratch)
+        vmg_wipe(p, n);
+    else
+        vmg_wipe_free(p, n);
+    if (r != 0) {
+        conn_close(c);
+        return;
+    }
+    process_input(c); /* reads again */
+}
+
+/* hs_pump starts the handshakes waiting, first come first served, while
+ * the server's rate has tokens; then the timer waits for the next. */
+static void hs_pump(vmg_server *s)
+{
+    uint64_t wait = 0;
+
+    while (!s->closing && !lq_empty(&s->hs_waiting) &&
+           (wait = vmg_bucket_take(&s->hs_all, uv_now(s->loop))) == 0) {
+        struct conn *c = lq_entry(lq_head(&s->hs_waiting), struct conn, hs_link);
+        lq_remove(&c->hs_link);
+        c->hs_waiting = 0;
+        c->hs_token = 1;
+        hs_feed(c);
+    }
+    if (!s->closing && !lq_empty(&s->hs_waiting))
+        uv_timer_start(&s->hs_timer, hs_fired, wait, 0);
+}
+
+static void hs_fired(uv_timer_t *t)
+{
+    hs_pump(t->data);
+}
+
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = (struct conn *)stream;
@@ -568,7 +659,9 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             conn_close(c);
         goto out;
     }
-    if (c->tls) {
+    if (c->tls && !c->hs_token && !handshake_start(c, buf->base, (size_t)nread)) {
+        goto out; /* waits, its bytes kept */
+    } else if (c->tls) {
         int r = tls_input(c, buf->base, (size_t)nread);
         if (r != 0) {
             conn_close(c);
@@ -603,7 +696,7 @@ static void update_reading(struct conn *c)
 {
     vmg_server *s = c->srv;
     size_t cap = s->max_header_bytes + s->max_body + READ_CHUNK;
-    int want = c->lingering || (c->in_len < cap && !out_blocked(c) &&
+    int want = c->lingering || (!c->hs_waiting && c->in_len < cap && !out_blocked(c) &&
                                 !(s->buffered > s->max_buffered && c->in_len > 0));
 
     if (c->closing)
@@ -656,6 +749,10 @@ static void conn_close(struct conn *c)
         return;
     c->closing = 1;
     c->srv->open--;
+    if (c->hs_waiting) {
+        lq_remove(&c->hs_link);
+        c->hs_waiting = 0;
+    }
     vmg_reqparse_drop(&c->rp);
     /* Nothing reads it again: its input goes now, not when libuv has
      * closed its handles, so the budget and the stats see it gone. */
@@ -905,10 +1002,9 @@ static void reset_close(struct conn *c)
     conn_close(c);
 }
 
-/* handshake_allowed takes a token of host's and then of the server's for
- * a new TLS connection; 0 when either has none (a refusal by host's own
- * limit takes nothing of the server's). */
-static int handshake_allowed(vmg_server *s, const char *host)
+/* peer_allowed takes a token of host's for a new TLS connection; 0 when
+ * it has none. */
+static int peer_allowed(vmg_server *s, const char *host)
 {
     uint64_t now = uv_now(s->loop);
     struct hs_peer *p = NULL, *spare = NULL;
@@ -927,9 +1023,7 @@ static int handshake_allowed(vmg_server *s, const char *host)
         snprintf(p->host, sizeof(p->host), "%s", host);
         vmg_bucket_init(&p->b, s->hs_peer_qps, s->hs_peer_burst, now);
     }
-    if (p && vmg_bucket_take(&p->b, now) != 0)
-        return 0;
-    return vmg_bucket_take(&s->hs_all, now) == 0;
+    return !p || vmg_bucket_take(&p->b, now) == 0;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -974,7 +1068,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     format_peer(c);
-    if (s->tls && !handshake_allowed(s, c->host)) {
+    if (s->tls && !peer_allowed(s, c->host)) {
         s->stats.throttled++;
         reset_close(c);
         return;
@@ -1094,7 +1188,7 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, int *ret_an
     return VMG_ECONFIG;
 }
 
-static void listener_closed(uv_handle_t *h)
+static void own_handle_closed(uv_handle_t *h)
 {
     vmg_server *s = h->data;
     s->handles--;
@@ -1193,6 +1287,7 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
     s->loop = loop;
     s->port = -1;
     lq_init(&s->conns);
+    lq_init(&s->hs_waiting);
     s->max_conns = opts->max_conns ? opts->max_conns : VMG_SERVER_MAX_CONNS;
     s->max_header_bytes =
         opts->max_header_bytes ? opts->max_header_bytes : VMG_SERVER_MAX_HEADER_BYTES;
@@ -1240,7 +1335,9 @@ vmg_server *vmg_server_new(uv_loop_t *loop, const struct vmg_server_opts *opts, 
             *err = r;
         return NULL;
     }
-    s->handles = 1;
+    uv_timer_init(loop, &s->hs_timer); /* cannot fail */
+    s->hs_timer.data = s;
+    s->handles = 2;
     vmg_tls_watch(s->tls, opts->tls_reload_ms ? opts->tls_reload_ms : VMG_SERVER_TLS_RELOAD_MS);
     return s;
 }
@@ -1283,7 +1380,8 @@ void vmg_server_close(vmg_server *s, void (*closed)(void *data), void *data)
     s->closing = 1;
     s->closed = closed;
     s->closed_data = data;
-    uv_close((uv_handle_t *)&s->listener, listener_closed);
+    uv_close((uv_handle_t *)&s->listener, own_handle_closed);
+    uv_close((uv_handle_t *)&s->hs_timer, own_handle_closed);
     if (s->tls) {
         s->handles++;
         vmg_tls_close(s->tls, tls_closed, s);

@@ -53,18 +53,21 @@
  *   send (or has sent: bytes waiting to be read are not silence). One
  *   whose request is with the handler is never evicted; when nothing can
  *   give way, the new connection is closed at once.
- * - TLS handshakes: a new TLS connection costs the server a handshake's
- *   cryptography before it has sent a byte of a request. At most
- *   tls_handshakes_per_sec new TLS connections a second are taken in
- *   (with a burst of tls_handshake_burst), and at most
- *   tls_handshakes_per_peer_per_sec (burst tls_handshake_burst_per_peer)
- *   from one peer address. The server counts up to
- *   VMG_SERVER_HANDSHAKE_PEERS peers apart at a time, and forgets one once
- *   its burst is whole again; a new peer while all are counted has the
- *   server's limit only. A new connection beyond either limit is closed
- *   at once, before any handshake work, and counted as throttled; open
- *   connections are not touched. A connection its peer's limit refuses
- *   costs the server's limit nothing.
+ * - TLS handshakes: a TLS connection costs the server a handshake's
+ *   cryptography before it has sent a byte of a request. A new TLS
+ *   connection from a peer address beyond tls_handshakes_per_peer_per_sec
+ *   (with a burst of tls_handshake_burst_per_peer) is closed at once,
+ *   before any handshake work, and counted as throttled. The server counts
+ *   up to VMG_SERVER_HANDSHAKE_PEERS peers apart at a time, and forgets
+ *   one once its burst is whole again; a new peer while all are counted
+ *   has the server's rate only. That rate, tls_handshakes_per_sec (burst
+ *   tls_handshake_burst), is taken when a connection's first bytes come:
+ *   beyond it, the handshake waits (its bytes kept, the connection not
+ *   read) until the rate allows it, first come first served, within the
+ *   request's time; counted as delayed. So a flood from many addresses
+ *   costs the server no more than the rate's handshakes, a connection
+ *   that sends nothing costs the rate nothing, and a new client waits its
+ *   turn rather than being turned away. Open connections are not touched.
  * - Memory: input buffers and unsent output of all connections together
  *   stay near max_buffered: above it, a connection that already holds bytes
  *   is not read until the total falls (one read or one response more per
@@ -146,9 +149,10 @@ struct vmg_server_opts {
     size_t max_requests;
     uint64_t max_conn_age_ms;
     uint64_t tls_reload_ms;
-    /* New TLS connections a second, for the server and from one peer;
-     * 0 means the default above, a negative rate no limit. A burst of 0
-     * is twice the rate (at least 1). */
+    /* TLS handshakes a second, for the server (they wait beyond it) and
+     * from one peer (refused beyond it); 0 means the default above, a
+     * negative rate (or NaN) no limit. A burst of 0 is twice the rate (at
+     * least 1). */
     double tls_handshakes_per_sec;
     double tls_handshakes_per_peer_per_sec;
     uint32_t tls_handshake_burst;
@@ -187,7 +191,8 @@ struct vmg_server_stats {
     size_t paused;        /* connections not read now (output or memory bound) */
     uint64_t evicted;     /* idle or incomplete connections closed to let a new one in */
     uint64_t refused;     /* new connections closed at once: nothing idle to evict */
-    uint64_t throttled;   /* new TLS connections closed at once: over a handshake limit */
+    uint64_t throttled;   /* new TLS connections closed at once: over their peer's handshake rate */
+    uint64_t delayed;     /* TLS connections whose handshake waited for the server's rate */
     uint64_t drained;     /* closed for not reading their answers in time */
     uint64_t retired;     /* closed at max_requests or max_conn_age_ms */
     uint64_t tls_reloads; /* certificates taken from changed files */
