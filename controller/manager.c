@@ -73,6 +73,7 @@ struct mgr {
     struct vmg_metric *m_wq_unfinished, *m_wq_longest, *m_rest, *m_leader;
     struct vmg_metric *m_current, *m_desired;
     struct vmg_metric *m_events_dropped;
+    struct vmg_metric *m_http_closed;
     struct vmg_metric *m_events_cached;
     vmg_server *probe_srv, *metrics_srv;
     authn *auth;
@@ -168,6 +169,7 @@ static int metrics_setup(struct mgr *m)
     static const char *const name[] = {"name"};
     static const char *const rest[] = {"code", "method", "host"};
     static const char *const grp[] = {"namespace", "name"};
+    static const char *const srv_reason[] = {"server", "reason"};
     const char *lv[] = {CONTROLLER};
 
     m->metrics = vmg_metrics_new();
@@ -222,10 +224,17 @@ static int metrics_setup(struct mgr *m)
                                  "spec.replicas of the VmGroup", 2, grp);
     m->m_events_dropped = vmg_counter_new(m->metrics, "vmgroup_events_dropped_total",
                                           "Kubernetes events dropped by the rate limit", 0, NULL);
+    m->m_http_closed = vmg_counter_new(
+        m->metrics, "vmgroup_http_connections_closed_total",
+        "Connections the probe and metrics servers closed to keep within their limits: at "
+        "accept, over an address's TLS handshake rate (throttled) or with no slot to free "
+        "(refused); "
+        "or to free a slot for a new one (evicted)",
+        2, srv_reason);
     if (!m->m_reconcile_total || !m->m_reconcile_errors || !m->m_reconcile_time || !m->m_workers ||
         !m->m_wq_depth || !m->m_wq_adds || !m->m_wq_queue_dur || !m->m_wq_work_dur ||
         !m->m_wq_retries || !m->m_wq_unfinished || !m->m_wq_longest || !m->m_rest || !m->m_leader ||
-        !m->m_current || !m->m_desired || !m->m_events_dropped)
+        !m->m_current || !m->m_desired || !m->m_events_dropped || !m->m_http_closed)
         return -ENOMEM;
     m->m_events_cached = vmg_gauge_new(m->metrics, "vmgroup_events_cache_entries",
                                        "Entries the event recorder remembers (aggregation and "
@@ -262,6 +271,31 @@ static void wq_collect(void *data, vmg_metrics *reg)
     wq_get_stats(m->q, &st);
     vmg_counter_set(m->m_wq_adds, (double)st.adds_total, lv);
     vmg_counter_set(m->m_wq_retries, (double)st.retries_total, lv);
+}
+
+/* What the probe and metrics servers' limits closed, sampled at scrape
+ * time: a flood shows there, not in the log. */
+static void server_collect(void *data, vmg_metrics *reg)
+{
+    struct mgr *m = data;
+    const struct {
+        const char *name;
+        const vmg_server *s;
+    } srv[] = {{"probes", m->probe_srv}, {"metrics", m->metrics_srv}};
+    struct vmg_server_stats st;
+
+    (void)reg;
+    for (size_t i = 0; i < sizeof(srv) / sizeof(srv[0]); i++) {
+        if (!srv[i].s)
+            continue;
+        vmg_server_get_stats(srv[i].s, &st);
+        vmg_counter_set(m->m_http_closed, (double)st.throttled,
+                        (const char *[]){srv[i].name, "throttled"});
+        vmg_counter_set(m->m_http_closed, (double)st.refused,
+                        (const char *[]){srv[i].name, "refused"});
+        vmg_counter_set(m->m_http_closed, (double)st.evicted,
+                        (const char *[]){srv[i].name, "evicted"});
+    }
 }
 
 /* ---- HTTP endpoints ---- */
@@ -1033,6 +1067,7 @@ static int setup(struct mgr *m)
     if (rc < 0)
         return rc;
     vmg_metrics_add_collector(m->metrics, wq_collect, m);
+    vmg_metrics_add_collector(m->metrics, server_collect, m);
 
     kubeworld_fill(&m->kw, &rw);
     vcworld_fill(m->vc, &rw);

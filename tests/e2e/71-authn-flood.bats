@@ -31,7 +31,7 @@ setup_file() {
 
 teardown_file() {
 	touch "$BATS_FILE_TMPDIR/stop-flood"
-	for n in authn-flood authn-badpass authn-novc authn-noreview authn-asan; do
+	for n in authn-flood authn-hs authn-badpass authn-novc authn-noreview authn-asan; do
 		stop_manager "$n"
 	done
 	kubectl delete vg --all -n "$FLOOD_NS" --timeout=90s >/dev/null 2>&1 || true
@@ -176,6 +176,58 @@ EOF
 	# After it, the metrics are served with a valid token.
 	retry 20 scrape_ok "$token"
 	kubectl delete vg quiet flood -n "$FLOOD_NS" --timeout=90s
+}
+
+# write_handshakes FILE: a client that makes TLS handshakes to a port, one
+# after the other from 127.0.0.9, for some seconds, and prints how many
+# went through, how many the server cut, and how many failed to connect.
+write_handshakes() {
+	cat >"$1" <<'EOF'
+import socket, ssl, sys, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ok = cut = failed = 0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2, source_address=("127.0.0.9", 0))
+    except OSError:
+        failed += 1
+        continue
+    try:
+        ctx.wrap_socket(s).close()
+        ok += 1
+    except (OSError, ssl.SSLError):
+        cut += 1
+    finally:
+        s.close()
+print(ok, cut, failed)
+EOF
+}
+
+@test "authn: a flood of TLS handshakes from one address is cut at its rate; a scraper goes on, and the metrics count it" {
+	local token out ok cut failed
+	token=$(cat "$BATS_FILE_TMPDIR/scraper.token")
+	start_secure authn-hs --watch-namespace "$FLOOD_NS"
+	scrape_ok "$token"
+	write_handshakes "$BATS_TEST_TMPDIR/hs.py"
+	python3 "$BATS_TEST_TMPDIR/hs.py" "$MPORT" 5 >"$BATS_TEST_TMPDIR/hs.out" 3>&- &
+	# A scraper from another address is served meanwhile.
+	sleep 2
+	scrape_ok "$token"
+	wait $!
+	read -r ok cut failed <"$BATS_TEST_TMPDIR/hs.out"
+	echo "# handshakes from one address in 5 s: $ok went through, $cut were cut, $failed failed to connect" >&3
+	# 20 a second, with a burst of 40 (and a second's slack for timing).
+	[ "$ok" -ge 40 ]
+	[ "$ok" -le $((40 + 20 * 6)) ]
+	[ "$cut" -gt "$ok" ]
+	out=$(curl -sk -H "Authorization: Bearer $token" "https://127.0.0.1:$MPORT/metrics")
+	grep -E '^vmgroup_http_connections_closed_total\{server="metrics",reason="throttled"\} ' <<<"$out"
+	[ "$(awk '/^vmgroup_http_connections_closed_total\{server="metrics",reason="throttled"\} / { print $2 }' <<<"$out")" -ge "$cut" ]
+	stop_manager authn-hs
 }
 
 @test "authn: /readyz with a wrong vCenter password says vcenter and nothing of the user, URL or error" {
