@@ -55,7 +55,8 @@
  *   give way, the new connection is closed at once.
  * - TLS handshakes: a TLS connection costs the server a handshake's
  *   cryptography before it has sent a byte of a request. A new TLS
- *   connection from a peer address beyond tls_handshakes_per_peer_per_sec
+ *   connection from a peer address (an IPv6 one by its /64, which one host
+ *   may hold whole) beyond tls_handshakes_per_peer_per_sec
  *   (with a burst of tls_handshake_burst_per_peer) is closed at once,
  *   before any handshake work, and counted as throttled. The server counts
  *   up to VMG_SERVER_HANDSHAKE_PEERS peers apart at a time, and forgets
