@@ -217,6 +217,25 @@ static int build_filter(const struct vim_moref *pc, const struct vim_moref *root
     return r;
 }
 
+/* drop_last takes the last read off the full queue when it is only for the
+ * guest (guest), or the last one sent again after it failed; false when
+ * there is none. */
+static bool drop_last(vs_inventory *inv, bool guest)
+{
+    for (size_t i = inv->nrefresh; i-- > 0;) {
+        const struct refresh_item *it = &inv->refresh[i];
+        if (guest ? it->guest : (it->failed && !it->dispute)) {
+            memmove(inv->refresh + i, inv->refresh + i + 1,
+                    (inv->nrefresh - i - 1) * sizeof(*inv->refresh));
+            inv->nrefresh--;
+            return true;
+        }
+        if (guest)
+            return false; /* the guest's reads are the last ones */
+    }
+    return false;
+}
+
 /* add_item queues vm to be read again, once (see add_refresh); a read
  * only for the guest's addresses (guest) goes after the others, which go
  * before every such read; need: a dispute's read is sent even when the
@@ -254,10 +273,10 @@ static int add_item(vs_inventory *inv, const struct vim_moref *vm, bool dispute,
     }
     /* Full: a read for more than the guest takes the place of the last read
      * only for a guest, which is best-effort (the VM lists its primary
-     * address until its next change). */
-    if (inv->nrefresh >= REFRESH_MAX && !guest && inv->refresh[inv->nrefresh - 1].guest)
-        inv->nrefresh--;
-    if (inv->nrefresh >= REFRESH_MAX)
+     * address until its next change), or else of the last read sent again
+     * after it failed (best-effort too: a storm of failures must not make
+     * a dispute's read lost, which rebuilds the watch). */
+    if (inv->nrefresh >= REFRESH_MAX && !guest && !drop_last(inv, true) && !drop_last(inv, false))
         return -ENOSPC;
     at = inv->nrefresh;
     while (!guest && at > 0 && inv->refresh[at - 1].guest)
@@ -414,7 +433,8 @@ static void read_failed(vs_inventory *inv)
 
     if (strcmp(it->vm.value, inv->refresh_cur.value) != 0 ||
         strcmp(it->vm.type, "VirtualMachine") != 0 || (it->dispute && !it->need) ||
-        it->failed + 1 >= READ_TRIES || (it->guest && inv->nrefresh >= GUEST_READS_MAX))
+        it->failed + 1 >= READ_TRIES || (it->guest && inv->nrefresh >= GUEST_READS_MAX) ||
+        inv->nrefresh >= REFRESH_MAX) /* not in another's place */
         return;
     for (size_t i = 0; i < inv->nrefresh; i++)
         if (strcmp(inv->refresh[i].vm.value, it->vm.value) == 0)
@@ -1167,6 +1187,16 @@ int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp)
     note_answer(inv, e, &us);
     inv->synced = true;
     return 0;
+}
+
+bool vs_inventory_testing_read_failed(vs_inventory *inv, const char *vm_ref)
+{
+    if (vim_moref_set(&inv->refresh_cur, "VirtualMachine", vm_ref) < 0)
+        return false;
+    inv->refresh_it = (struct refresh_item){.vm = inv->refresh_cur};
+    inv->refresh_left = false;
+    read_failed(inv);
+    return vs_inventory_testing_position(inv, vm_ref) != SIZE_MAX;
 }
 
 int vs_inventory_testing_read_sent(vs_inventory *inv, const char *vm_ref)

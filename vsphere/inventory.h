@@ -229,6 +229,9 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
  * keeping its number) to the cache made by vs_inventory_testing_watch,
  * and marks the watch synced; nothing is sent. */
 int vs_inventory_testing_poll(vs_inventory *inv, const soap_resp *resp);
+/* vs_inventory_testing_read_failed: a read of vm_ref, not for a dispute,
+ * was sent and failed; true when it is queued to be sent again. */
+bool vs_inventory_testing_read_failed(vs_inventory *inv, const char *vm_ref);
 /* vs_inventory_testing_read_sent numbers a read of vm_ref as sent now (as
  * the one out); vs_inventory_testing_read_answer applies resp, a
  * RetrievePropertiesEx answer, as that read's answer; nothing is sent. */

@@ -1630,6 +1630,38 @@ static void test_dispute_queue_full_rebuilds(void **state)
     inv_close(inv, &loop);
 }
 
+/* Reads sent again after they failed are best-effort: with the queue full
+ * of them (a storm of failures), a dispute's read takes the place of the
+ * last one instead of being lost (which rebuilds the watch), and another
+ * failed read is not queued in another's place. */
+static void test_failed_reads_give_way_to_a_dispute(void **state)
+{
+    uv_loop_t loop;
+    vs_inventory *inv;
+    char ref[32];
+
+    (void)state;
+    inv = inv_open(&loop);
+    for (int i = 0; i < 1024; i++) {
+        snprintf(ref, sizeof(ref), "vm-%d", i);
+        assert_true(vs_inventory_testing_read_failed(inv, ref));
+    }
+    assert_false(vs_inventory_testing_read_failed(inv, "vm-3000"));
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-1023"), 1023);
+    assert_false(vs_inventory_testing_dispute(inv, "vm-2000")); /* not lost */
+    assert_int_equal(vs_inventory_testing_kind(inv, "vm-2000"), 1);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-1023"), SIZE_MAX);
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-1022"), 1022);
+    /* Disputes only, now: the next one cannot be queued. */
+    for (int i = 0; i < 1023; i++) {
+        snprintf(ref, sizeof(ref), "vm-%d", 4000 + i);
+        assert_false(vs_inventory_testing_dispute(inv, ref));
+    }
+    assert_int_equal(vs_inventory_testing_position(inv, "vm-0"), SIZE_MAX);
+    assert_true(vs_inventory_testing_dispute(inv, "vm-5100"));
+    inv_close(inv, &loop);
+}
+
 /* inv_feed applies the UpdateSet in b as the inventory's watch does (and
  * frees its text), as part of a full state when full. */
 static void inv_feed_full(vs_inventory *inv, struct sb *b, bool full)
@@ -2116,6 +2148,7 @@ int main(void)
         cmocka_unit_test(test_assume_clone),
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
+        cmocka_unit_test(test_failed_reads_give_way_to_a_dispute),
         cmocka_unit_test(test_guest_change_queues_one_read),
         cmocka_unit_test(test_read_brings_back_no_vm_that_left),
         cmocka_unit_test(test_change_version_read_once),
