@@ -1610,6 +1610,19 @@ static void inv_close(vs_inventory *inv, uv_loop_t *loop)
     assert_int_equal(uv_loop_close(loop), 0);
 }
 
+/* queue_n queues reads of vm-FROM to vm-(FROM+N-1) with queue, each of
+ * which says want. */
+static void queue_n(vs_inventory *inv, int from, int n,
+                    bool (*queue)(vs_inventory *inv, const char *vm_ref), bool want)
+{
+    char ref[32];
+
+    for (int i = from; i < from + n; i++) {
+        snprintf(ref, sizeof(ref), "vm-%d", i);
+        assert_true(queue(inv, ref) == want);
+    }
+}
+
 /* A dispute that cannot be queued (the read-back queue is full) is not
  * lost: the watch is to be rebuilt, whose full state decides. The session
  * is never used: nothing is sent. */
@@ -1617,14 +1630,10 @@ static void test_dispute_queue_full_rebuilds(void **state)
 {
     uv_loop_t loop;
     vs_inventory *inv;
-    char ref[32];
 
     (void)state;
     inv = inv_open(&loop);
-    for (int i = 0; i < 1024; i++) {
-        snprintf(ref, sizeof(ref), "vm-%d", i);
-        assert_false(vs_inventory_testing_dispute(inv, ref));
-    }
+    queue_n(inv, 0, 1024, vs_inventory_testing_dispute, false);
     assert_false(vs_inventory_testing_dispute(inv, "vm-0")); /* queued already */
     assert_true(vs_inventory_testing_dispute(inv, "vm-1024"));
     inv_close(inv, &loop);
@@ -1638,14 +1647,10 @@ static void test_failed_reads_give_way_to_a_dispute(void **state)
 {
     uv_loop_t loop;
     vs_inventory *inv;
-    char ref[32];
 
     (void)state;
     inv = inv_open(&loop);
-    for (int i = 0; i < 1024; i++) {
-        snprintf(ref, sizeof(ref), "vm-%d", i);
-        assert_true(vs_inventory_testing_read_failed(inv, ref));
-    }
+    queue_n(inv, 0, 1024, vs_inventory_testing_read_failed, true);
     assert_false(vs_inventory_testing_read_failed(inv, "vm-3000"));
     assert_int_equal(vs_inventory_testing_position(inv, "vm-1023"), 1023);
     assert_false(vs_inventory_testing_dispute(inv, "vm-2000")); /* not lost */
@@ -1653,10 +1658,7 @@ static void test_failed_reads_give_way_to_a_dispute(void **state)
     assert_int_equal(vs_inventory_testing_position(inv, "vm-1023"), SIZE_MAX);
     assert_int_equal(vs_inventory_testing_position(inv, "vm-1022"), 1022);
     /* Disputes only, now: the next one cannot be queued. */
-    for (int i = 0; i < 1023; i++) {
-        snprintf(ref, sizeof(ref), "vm-%d", 4000 + i);
-        assert_false(vs_inventory_testing_dispute(inv, ref));
-    }
+    queue_n(inv, 4000, 1023, vs_inventory_testing_dispute, false);
     assert_int_equal(vs_inventory_testing_position(inv, "vm-0"), SIZE_MAX);
     assert_true(vs_inventory_testing_dispute(inv, "vm-5100"));
     inv_close(inv, &loop);
