@@ -614,15 +614,35 @@ static void hs_feed(struct conn *c)
     process_input(c); /* reads again */
 }
 
+/* client_left: c, not read while it waits, was closed or reset by its
+ * client meanwhile. */
+static int client_left(const struct conn *c)
+{
+    uv_os_fd_t fd;
+    char b;
+    ssize_t k;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return 1;
+    k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* hs_pump starts the handshakes waiting, first come first served, while
- * the server's rate has tokens; then the timer waits for the next. */
+ * the server's rate has tokens; then the timer waits for the next. One
+ * whose client left is closed without a token. */
 static void hs_pump(vmg_server *s)
 {
     uint64_t wait = 0;
 
-    while (!s->closing && !lq_empty(&s->hs_waiting) &&
-           (wait = vmg_bucket_take(&s->hs_all, uv_now(s->loop))) == 0) {
+    while (!s->closing && !lq_empty(&s->hs_waiting)) {
         struct conn *c = lq_entry(lq_head(&s->hs_waiting), struct conn, hs_link);
+        if (client_left(c)) {
+            conn_close(c); /* leaves the line */
+            continue;
+        }
+        if ((wait = vmg_bucket_take(&s->hs_all, uv_now(s->loop))) != 0)
+            break;
         lq_remove(&c->hs_link);
         c->hs_waiting = 0;
         c->hs_token = 1;
@@ -858,9 +878,10 @@ static int unread_input(const struct conn *c)
 /* incomplete: c's request is on its way and has not reached the handler:
  * 1 when it has begun and is not complete (a peer that sends part of a
  * request and stops holds a slot with it), 2 when nothing of it has come
- * since the accept (nothing sent yet, or a TLS handshake); *since is when
- * it began, or the accept. 0 otherwise, as for a connection whose first
- * bytes have arrived and are about to be read. */
+ * since the accept (nothing sent yet, a TLS handshake, or one waiting
+ * for the server's rate); *since is when it began, or the accept. 0
+ * otherwise, as for a connection whose first bytes have arrived and are
+ * about to be read. */
 static int incomplete(const struct conn *c, uint64_t *since)
 {
     if (c->closing || c->lingering || c->close_after_write || c->active)

@@ -68,7 +68,11 @@
  *   request's time; counted as delayed. So a flood from many addresses
  *   costs the server no more than the rate's handshakes, a connection
  *   that sends nothing costs the rate nothing, and a new client waits its
- *   turn rather than being turned away. Open connections are not touched.
+ *   turn rather than being turned away; one whose client left meanwhile
+ *   is closed at its turn, without a token. The line holds at most
+ *   max_conns connections, so its wait, max_conns / rate, is to stay well
+ *   within request_timeout_ms. Connections past their handshake are not
+ *   touched.
  * - Memory: input buffers and unsent output of all connections together
  *   stay near max_buffered: above it, a connection that already holds bytes
  *   is not read until the total falls (one read or one response more per
@@ -189,7 +193,8 @@ struct vmg_server_stats {
     size_t connections; /* open now */
     size_t buffered;    /* bytes of input buffers and unsent output, all connections */
     size_t peak_buffered;
-    size_t paused;        /* connections not read now (output or memory bound) */
+    size_t paused;        /* connections not read now (output or memory bound, or a handshake
+                             waiting for the rate) */
     uint64_t evicted;     /* idle or incomplete connections closed to let a new one in */
     uint64_t refused;     /* new connections closed at once: nothing idle to evict */
     uint64_t throttled;   /* new TLS connections closed at once: over their peer's handshake rate */
