@@ -79,8 +79,9 @@ struct conn {
     size_t in_cap;
     vmg_server_req *active; /* with the handler, waiting for its answer */
     char peer[64];
-    char host[64];   /* the peer's address without the port */
-    char hs_key[64]; /* whose handshake rate it is: host, or an IPv6 host's /64 */
+    char host[64]; /* whose limits it counts against: the peer's address
+                      without the port, an IPv6 one's /64 (one host may hold
+                      it whole) */
 };
 
 struct vmg_server {
@@ -822,21 +823,16 @@ static void format_peer(struct conn *c)
             snprintf(c->peer, sizeof(c->peer), "[%s]:%d", host, port);
             snprintf(c->host, sizeof(c->host), "%s", host);
             if (!IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-                /* One host holds a /64 of addresses: its rate is the
-                 * prefix's. */
                 struct sockaddr_in6 net = *a;
                 memset(net.sin6_addr.s6_addr + 8, 0, 8);
                 uv_ip6_name(&net, host, sizeof(host));
-                snprintf(c->hs_key, sizeof(c->hs_key), "%s/64", host);
-            } else {
-                snprintf(c->hs_key, sizeof(c->hs_key), "%s", c->host);
+                snprintf(c->host, sizeof(c->host), "%s/64", host);
             }
             return;
         }
     }
     snprintf(c->peer, sizeof(c->peer), "%s:%d", host, port);
     snprintf(c->host, sizeof(c->host), "%s", host);
-    snprintf(c->hs_key, sizeof(c->hs_key), "%s", host);
 }
 
 /* answered: c was given its last answer and closes once it is written and
@@ -1102,7 +1098,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     format_peer(c);
-    if (s->tls && !peer_allowed(s, c->hs_key)) {
+    if (s->tls && !peer_allowed(s, c->host)) {
         s->stats.throttled++;
         reset_close(c);
         return;

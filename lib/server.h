@@ -37,7 +37,8 @@
  *   it nor parses its pipelined requests; a connection that does not drain
  *   below the bound within request_timeout_ms is closed.
  * - Connections: at most max_conns, and at most max_conns_per_peer from one
- *   peer address (its port aside). A new connection beyond either limit
+ *   peer address (its port aside; an IPv6 address by its /64, which one
+ *   host may hold whole, here and below). A new connection beyond either limit
  *   takes the place (of that peer's, for the per-peer limit) of one that
  *   was given its last answer and waits to close (the one accepted first),
  *   else of the oldest idle one: idle is between requests, or not reading
@@ -55,8 +56,7 @@
  *   give way, the new connection is closed at once.
  * - TLS handshakes: a TLS connection costs the server a handshake's
  *   cryptography before it has sent a byte of a request. A new TLS
- *   connection from a peer address (an IPv6 one by its /64, which one host
- *   may hold whole) beyond tls_handshakes_per_peer_per_sec
+ *   connection from a peer address beyond tls_handshakes_per_peer_per_sec
  *   (with a burst of tls_handshake_burst_per_peer) is closed at once,
  *   before any handshake work, and counted as throttled. The server counts
  *   up to VMG_SERVER_HANDSHAKE_PEERS peers apart at a time, and forgets

@@ -1487,12 +1487,12 @@ static void client_per_peer(struct fx *f)
     close(e);
 }
 
-static void test_per_peer_cap(void **state)
+static void run_per_peer_cap(const char *addr)
 {
     struct fx f;
-    (void)state;
 
     fx_init(&f);
+    f.opts.addr = addr;
     f.opts.max_conns = 8;
     f.opts.max_conns_per_peer = 2;
     fx_run(&f, client_per_peer);
@@ -1505,6 +1505,21 @@ static void test_per_peer_cap(void **state)
     assert_int_equal(f.r[3].status, 200); /* b */
     assert_int_equal(f.stats.refused, 1);
     assert_int_equal(f.stats.evicted, 1);
+}
+
+static void test_per_peer_cap(void **state)
+{
+    (void)state;
+    run_per_peer_cap("127.0.0.1:0");
+}
+
+/* On every interface, IPv6 as well where the host has it, IPv4 peers come
+ * as v4-mapped IPv6 addresses, whose /64 they all share: each counts by its
+ * own address all the same. */
+static void test_per_peer_cap_dual_stack(void **state)
+{
+    (void)state;
+    run_per_peer_cap(":0");
 }
 
 /* partial_from opens a connection from src and sends the start of a
@@ -2343,6 +2358,7 @@ int main(void)
         cmocka_unit_test(test_evict_oldest_idle),
         cmocka_unit_test(test_evict_not_reading),
         cmocka_unit_test(test_per_peer_cap),
+        cmocka_unit_test(test_per_peer_cap_dual_stack),
         cmocka_unit_test(test_evict_partial_requests),
         cmocka_unit_test(test_evict_answered),
         cmocka_unit_test(test_close_from_handler),
