@@ -228,8 +228,7 @@ static int metrics_setup(struct mgr *m)
         m->metrics, "vmgroup_http_connections_closed_total",
         "Connections the probe and metrics servers closed to keep within their limits: at "
         "accept, over an address's TLS handshake rate (throttled) or with no slot to free "
-        "(refused); "
-        "or to free a slot for a new one (evicted)",
+        "(refused); or to free a slot for a new one (evicted)",
         2, srv_reason);
     if (!m->m_reconcile_total || !m->m_reconcile_errors || !m->m_reconcile_time || !m->m_workers ||
         !m->m_wq_depth || !m->m_wq_adds || !m->m_wq_queue_dur || !m->m_wq_work_dur ||
