@@ -109,7 +109,7 @@ static bool plain_name(const char *name)
 struct assumed {
     struct vim_object_update u;
     struct vim_change ch[8];
-    char uid_path[VS_NAME_MAX + 32], tmpl_path[VS_NAME_MAX + 32];
+    char uid_path[VS_NAME_MAX + 32], tmpl_path[VS_NAME_MAX + 32], inst_path[VS_NAME_MAX + 32];
 };
 
 /* build_assumed writes to *a what op, which succeeded with r, did; false
@@ -161,6 +161,14 @@ static bool build_assumed(const vs_op *op, const struct vs_op_result *r, struct 
         /* And the size asked, as a reconfiguration's: */
         /* fall through */
     case VS_OP_RECONFIGURE:
+        if (op->kind == VS_OP_RECONFIGURE && op->instance_uuid[0]) {
+            /* The instance mark written (vs_ops_mark_instance): the value
+             * asked for is the one vCenter keeps. */
+            vmg_putf(a->inst_path, sizeof(a->inst_path), "config.extraConfig[\"%s\"]",
+                     op->o->mark_instance_key);
+            ch[n++] = (struct vim_change){
+                .name = a->inst_path, .kind = VIM_VAL_STRING, .str = op->instance_uuid};
+        }
         if (op->num_cpus > 0)
             ch[n++] = (struct vim_change){
                 .name = "config.hardware.numCPU", .kind = VIM_VAL_INT, .num = op->num_cpus};
@@ -687,6 +695,7 @@ static void send_method(vs_op *op)
 {
     const char *method = vs__op_method(op->kind);
     struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
+    struct vim_option mark = {.key = op->o->mark_instance_key, .value = op->instance_uuid};
     char *buf = NULL;
     size_t len = 0;
     int e = VMG_EPARSE;
@@ -707,6 +716,10 @@ static void send_method(vs_op *op)
         e = vim_req_power_off(&op->target, &buf, &len);
         break;
     case VS_OP_RECONFIGURE:
+        if (op->instance_uuid[0]) { /* the mark only: the VM's instanceUuid is left as it is */
+            cfg.extra_config = &mark;
+            cfg.n_extra = 1;
+        }
         e = vim_req_reconfigure(&op->target, &cfg, &buf, &len);
         break;
     case VS_OP_DESTROY:
@@ -1193,6 +1206,22 @@ int vs_ops_reconfigure(vs_ops *o, const struct vim_moref *vm, int num_cpus, long
         return e;
     op->num_cpus = num_cpus;
     op->memory_mb = memory_mb;
+    return submit(op, ret);
+}
+
+int vs_ops_mark_instance(vs_ops *o, const struct vim_moref *vm, const char *instance_uuid,
+                         vs_op_cb cb, void *data, vs_op **ret)
+{
+    vs_op *op;
+    int e;
+
+    if (!o || !o->mark_instance_key[0] || !instance_uuid || !instance_uuid[0] ||
+        !fits(instance_uuid, VS_UUID_LEN + 1))
+        return -EINVAL;
+    op = op_new(o, VS_OP_RECONFIGURE, vm, cb, data, &e);
+    if (!op)
+        return e;
+    vmg_putf(op->instance_uuid, sizeof(op->instance_uuid), "%s", instance_uuid);
     return submit(op, ret);
 }
 

@@ -202,6 +202,12 @@ int vs_ops_power_on(vs_ops *o, const struct vim_moref *vm, vs_op_cb cb, void *da
 int vs_ops_power_off(vs_ops *o, const struct vim_moref *vm, vs_op_cb cb, void *data, vs_op **ret);
 int vs_ops_reconfigure(vs_ops *o, const struct vim_moref *vm, int num_cpus, long long memory_mb,
                        vs_op_cb cb, void *data, vs_op **ret);
+/* vs_ops_mark_instance writes instance_uuid (a VM's own config.instanceUuid)
+ * in vm's instance mark (vs_ops_config.marks.instance, which must be set),
+ * by a ReconfigVM_Task that changes nothing else: for a VM cloned before
+ * that mark. Its kind is VS_OP_RECONFIGURE. */
+int vs_ops_mark_instance(vs_ops *o, const struct vim_moref *vm, const char *instance_uuid,
+                         vs_op_cb cb, void *data, vs_op **ret);
 int vs_ops_destroy(vs_ops *o, const struct vim_moref *entity, vs_op_cb cb, void *data, vs_op **ret);
 
 /* vs_op_cancel stops following op: its callback runs now with

@@ -109,6 +109,7 @@ struct fake {
     int asked_version;   /* the version the last long poll asked with (-1: none) */
     bool resync;         /* the view changed: its tasks enter again (vcsim) */
     char clone_body[8192];
+    char reconfig_body[8192]; /* the last ReconfigVM_Task's */
     /* what the client saw */
     struct vs_op_result_copy {
         int err;
@@ -287,6 +288,8 @@ static void handler(void *data, vmg_server_req *r)
         }
         if (i == 4)
             snprintf(f->clone_body, sizeof(f->clone_body), "%s", body);
+        if (i == 2)
+            snprintf(f->reconfig_body, sizeof(f->reconfig_body), "%s", body);
         assert_true(f->ntasks < MAXT);
         struct task *t = &f->tasks[f->ntasks];
         memset(t, 0, sizeof(*t));
@@ -2013,8 +2016,8 @@ static void run_one(struct fake *f, int n, const char *state, const char *fault)
 
 /* A successful operation carries what it did, put in the inventory's cache
  * as vs_inventory_assume would: the clone's VM with the name, folder, size
- * and marks of its spec, powered on; a power-off, a new size, a VM gone. A
- * failed one changes nothing. */
+ * and marks of its spec, powered on; a power-off, a new size, an instance
+ * mark, a VM gone. A failed one changes nothing. */
 static void test_results_assumed(void **state)
 {
     static const struct vs_mark_keys keys = {MARK_UID_KEY, MARK_TEMPLATE_KEY, MARK_INSTANCE_KEY};
@@ -2071,9 +2074,30 @@ static void test_results_assumed(void **state)
     assert_int_equal(vs_cache_get(f.cache, "vm-90")->num_cpu, 4);
     assert_int_equal(vs_cache_get(f.cache, "vm-90")->memory_mb, 2048); /* not asked */
 
-    assert_int_equal(vs_ops_destroy(f.ops, &vm, on_done, &c, NULL), 0);
+    /* The instance mark of a VM cloned before it: the mark alone, its
+     * value the VM's own instanceUuid, which is left as it is. */
+    assert_int_equal(vs_ops_mark_instance(f.ops, &vm, "", on_done, &c, NULL), -EINVAL);
+    assert_int_equal(vs_ops_mark_instance(f.ops, &vm, "4213abcd-0000-0000-0000-0000000000001",
+                                          on_done, &c, NULL),
+                     -EINVAL); /* longer than a UUID */
+    assert_int_equal(
+        vs_ops_mark_instance(f.ops, &vm, "4213abcd-0000-0000-0000-000000000001", on_done, &c, NULL),
+        0);
     run_one(&f, 5, "success", NULL);
+    assert_non_null(strstr(f.reconfig_body, "<key>" MARK_INSTANCE_KEY "</key>"));
+    assert_non_null(strstr(f.reconfig_body, ">4213abcd-0000-0000-0000-000000000001</value>"));
+    assert_null(strstr(f.reconfig_body, "<instanceUuid>"));
+    assert_null(strstr(f.reconfig_body, "<numCPUs>"));
+    assert_null(strstr(f.reconfig_body, "<memoryMB>"));
     assert_int_equal(f.assumed, 4);
+    o = vs_cache_get(f.cache, "vm-90");
+    assert_true(o->has_mark_instance);
+    assert_string_equal(o->mark_instance, "4213abcd-0000-0000-0000-000000000001");
+    assert_int_equal(o->num_cpu, 4);
+
+    assert_int_equal(vs_ops_destroy(f.ops, &vm, on_done, &c, NULL), 0);
+    run_one(&f, 6, "success", NULL);
+    assert_int_equal(f.assumed, 5);
     assert_null(vs_cache_get(f.cache, "vm-90"));
     teardown(&f);
     vs_cache_free(f.cache);
