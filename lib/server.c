@@ -1156,6 +1156,11 @@ int vmg_server_respond(vmg_server_req *r, int status, const char *content_type, 
     vmg_wipe_free(msg, total);
     c->idle_since = uv_now(s->loop);
     if (!keep) {
+        /* Its writes have the request's time anew, as a kept connection's
+         * answer has (T_DRAIN below): one that came late in the request's
+         * time is not cut off when that time is up. */
+        if (c->writes > 0)
+            set_timer(c, T_DRAIN);
         finish_output(c);
         return 0;
     }

@@ -109,7 +109,10 @@ static long now_ms(void)
 struct later {
     uv_timer_t t;
     vmg_server_req *req;
+    size_t big; /* the answer's body: this many bytes, "later\n" when 0 */
 };
+
+#define LATE_BIG (4u << 20)
 
 static void later_closed(uv_handle_t *h)
 {
@@ -119,7 +122,14 @@ static void later_closed(uv_handle_t *h)
 static void later_fire(uv_timer_t *t)
 {
     struct later *l = (struct later *)t;
-    vmg_server_respond(l->req, 200, "text/plain", "later\n", 6);
+    if (l->big) {
+        char *b = calloc(1, l->big);
+        assert_non_null(b);
+        vmg_server_respond(l->req, 200, "application/octet-stream", b, l->big);
+        free(b);
+    } else {
+        vmg_server_respond(l->req, 200, "text/plain", "later\n", 6);
+    }
     uv_close((uv_handle_t *)t, later_closed);
 }
 
@@ -183,6 +193,14 @@ static void handler(void *data, vmg_server_req *req)
         l->req = req;
         uv_timer_init(&f->loop, &l->t);
         uv_timer_start(&l->t, later_fire, 2000, 0);
+    } else if (strcmp(path, "/late-big") == 0) {
+        /* A big answer near the end of the request's time (1 s here). */
+        struct later *l = calloc(1, sizeof(*l));
+        assert_non_null(l);
+        l->req = req;
+        l->big = LATE_BIG;
+        uv_timer_init(&f->loop, &l->t);
+        uv_timer_start(&l->t, later_fire, 900, 0);
     } else if (strcmp(path, "/slower") == 0) {
         struct later *l = calloc(1, sizeof(*l));
         assert_non_null(l);
@@ -2112,6 +2130,42 @@ static void test_evict_not_reading(void **state)
     assert_int_equal(f.stats.refused, 0);
 }
 
+/* client_late_big: an HTTP/1.0 request (the answer closes the
+ * connection) whose big answer comes 100 ms before the request's time is
+ * up; the client starts reading it 500 ms later, then reads it all. */
+static void client_late_big(struct fx *f)
+{
+    const char *req = "GET /late-big HTTP/1.0\r\n\r\n";
+    int fd = raw_connect_from(f->port, NULL, 4096);
+    char buf[65536];
+    size_t got = 0;
+    ssize_t k;
+
+    send_all(fd, req, strlen(req));
+    usleep(1400 * 1000);
+    while ((k = recv(fd, buf, sizeof(buf), 0)) > 0)
+        got += (size_t)k;
+    f->flags[0] = (int)(got / 1024);
+    close(fd);
+}
+
+/* The last answer of a connection has the request's time anew to be
+ * written, as an answer on a kept connection has: one that comes late in
+ * the request's time is not cut off when that time is up. */
+static void test_late_last_answer_written_whole(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    fx_init(&f);
+    f.opts.request_timeout_ms = 1000;
+    f.opts.max_requests = 1000 * 1000;
+    fx_run(&f, client_late_big);
+    fprintf(stderr, "# %d KiB of the late answer read\n", f.flags[0]);
+    assert_true((size_t)f.flags[0] >= LATE_BIG / 1024);
+    assert_int_equal(f.stats.drained, 0);
+}
+
 static void client_max_requests(struct fx *f)
 {
     CURL *e = easy_new(f);
@@ -2369,6 +2423,7 @@ int main(void)
         cmocka_unit_test(test_pipelined_flood_bounded),
         cmocka_unit_test(test_total_budget),
         cmocka_unit_test(test_partial_requests_within_budget),
+        cmocka_unit_test(test_late_last_answer_written_whole),
         cmocka_unit_test(test_max_requests),
         cmocka_unit_test(test_max_conn_age),
         cmocka_unit_test(test_tls_reload),
