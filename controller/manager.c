@@ -73,7 +73,7 @@ struct mgr {
     struct vmg_metric *m_wq_unfinished, *m_wq_longest, *m_rest, *m_leader;
     struct vmg_metric *m_current, *m_desired;
     struct vmg_metric *m_events_dropped;
-    struct vmg_metric *m_http_closed;
+    struct vmg_metric *m_http_closed, *m_hs_delayed;
     struct vmg_metric *m_events_cached;
     vmg_server *probe_srv, *metrics_srv;
     authn *auth;
@@ -170,6 +170,7 @@ static int metrics_setup(struct mgr *m)
     static const char *const rest[] = {"code", "method", "host"};
     static const char *const grp[] = {"namespace", "name"};
     static const char *const srv_reason[] = {"server", "reason"};
+    static const char *const srv[] = {"server"};
     const char *lv[] = {CONTROLLER};
 
     m->metrics = vmg_metrics_new();
@@ -230,10 +231,15 @@ static int metrics_setup(struct mgr *m)
         "accept, over an address's TLS handshake rate (throttled) or with no slot to free "
         "(refused); or to free a slot for a new one (evicted)",
         2, srv_reason);
+    m->m_hs_delayed = vmg_counter_new(m->metrics, "vmgroup_http_tls_handshakes_delayed_total",
+                                      "TLS handshakes that waited for the server's rate of "
+                                      "handshakes",
+                                      1, srv);
     if (!m->m_reconcile_total || !m->m_reconcile_errors || !m->m_reconcile_time || !m->m_workers ||
         !m->m_wq_depth || !m->m_wq_adds || !m->m_wq_queue_dur || !m->m_wq_work_dur ||
         !m->m_wq_retries || !m->m_wq_unfinished || !m->m_wq_longest || !m->m_rest || !m->m_leader ||
-        !m->m_current || !m->m_desired || !m->m_events_dropped || !m->m_http_closed)
+        !m->m_current || !m->m_desired || !m->m_events_dropped || !m->m_http_closed ||
+        !m->m_hs_delayed)
         return -ENOMEM;
     m->m_events_cached = vmg_gauge_new(m->metrics, "vmgroup_events_cache_entries",
                                        "Entries the event recorder remembers (aggregation and "
@@ -294,6 +300,8 @@ static void server_collect(void *data, vmg_metrics *reg)
                         (const char *[]){srv[i].name, "refused"});
         vmg_counter_set(m->m_http_closed, (double)st.evicted,
                         (const char *[]){srv[i].name, "evicted"});
+        if (srv[i].s == m->metrics_srv && m->o->metrics_secure)
+            vmg_counter_set(m->m_hs_delayed, (double)st.delayed, (const char *[]){srv[i].name});
     }
 }
 

@@ -227,6 +227,8 @@ EOF
 	out=$(curl -sk -H "Authorization: Bearer $token" "https://127.0.0.1:$MPORT/metrics")
 	grep -E '^vmgroup_http_connections_closed_total\{server="metrics",reason="throttled"\} ' <<<"$out"
 	[ "$(awk '/^vmgroup_http_connections_closed_total\{server="metrics",reason="throttled"\} / { print $2 }' <<<"$out")" -ge "$cut" ]
+	# The handshakes that waited for the server's rate are counted too.
+	grep -E '^vmgroup_http_tls_handshakes_delayed_total\{server="metrics"\} [0-9]+$' <<<"$out"
 	stop_manager authn-hs
 }
 
