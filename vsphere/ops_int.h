@@ -72,7 +72,8 @@ struct vs_op {
     char template_name[VS_PATH_MAX];
     char mark_uid[VS_MARK_MAX];
     char mark_template[VS_MARK_MAX];
-    char instance_uuid[VS_UUID_LEN + 1]; /* a clone's, "" when not chosen */
+    char instance_uuid[VS_UUID_LEN + 1]; /* a clone's chosen, or the mark a reconfigure
+                                            writes; "" when neither */
     bool has_uid, has_tmark;
     /* The clone's other extraConfig entries, pointing into extra_mem (one
      * block of extra_size bytes, wiped before it is freed). */
