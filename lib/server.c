@@ -316,8 +316,9 @@ static void after_write(uv_write_t *req, int status)
     }
     if (c->writes == 0 && c->lingering) {
         set_timer(c, T_LINGER); /* all sent: now wait briefly for the client's FIN */
-    } else if (c->mode == T_DRAIN && !out_blocked(c)) {
-        /* The client reads again: on with its pipelined requests. */
+    } else if (c->mode == T_DRAIN && !out_blocked(c) && !c->close_after_write) {
+        /* The client reads again: on with its pipelined requests (a last
+         * answer's writes keep their time: there are none after it). */
         set_timer(c, T_IDLE);
         process_input(c);
     }

@@ -2132,7 +2132,7 @@ static void test_evict_not_reading(void **state)
 
 /* client_late_big: an HTTP/1.0 request (the answer closes the
  * connection) whose big answer comes 100 ms before the request's time is
- * up; the client starts reading it 500 ms later, then reads it all. */
+ * up; the client starts reading it 200 ms later, then reads it all. */
 static void client_late_big(struct fx *f)
 {
     const char *req = "GET /late-big HTTP/1.0\r\n\r\n";
@@ -2142,7 +2142,7 @@ static void client_late_big(struct fx *f)
     ssize_t k;
 
     send_all(fd, req, strlen(req));
-    usleep(1400 * 1000);
+    usleep(1100 * 1000);
     while ((k = recv(fd, buf, sizeof(buf), 0)) > 0)
         got += (size_t)k;
     f->flags[0] = (int)(got / 1024);
