@@ -494,20 +494,35 @@ static void process_input(struct conn *c)
     maybe_resume(c->srv);
 }
 
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* scratch_take lends s->scratch for n bytes (n <= READ_CHUNK), or, should
+ * it be lent already (libuv does not read while a read is handled), a
+ * buffer of its own; NULL when none can be had. scratch_give wipes the n
+ * bytes used and gives it back. */
+static char *scratch_take(vmg_server *s, size_t n)
 {
-    vmg_server *s = ((struct conn *)h)->srv;
-
-    (void)suggested;
     if (!s->scratch_busy) {
         s->scratch_busy = 1;
-        *buf = uv_buf_init(s->scratch, sizeof(s->scratch));
-        return;
+        return s->scratch;
     }
-    /* Not while a read is being handled, as libuv reads; if it did, a
-     * buffer of the read's own. */
-    buf->base = malloc(READ_CHUNK);
-    buf->len = buf->base ? READ_CHUNK : 0;
+    return malloc(n ? n : 1);
+}
+
+static void scratch_give(vmg_server *s, char *p, size_t n)
+{
+    if (p == s->scratch) {
+        vmg_wipe(p, n);
+        s->scratch_busy = 0;
+    } else {
+        vmg_wipe_free(p, n);
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    char *p = scratch_take(((struct conn *)h)->srv, READ_CHUNK);
+
+    (void)suggested;
+    *buf = uv_buf_init(p, p ? READ_CHUNK : 0);
 }
 
 /* in_reserve makes room for n more bytes of input: the buffer grows to
@@ -595,7 +610,7 @@ static void hs_feed(struct conn *c)
 {
     vmg_server *s = c->srv;
     size_t n = c->in_len;
-    char *p = s->scratch_busy ? malloc(n ? n : 1) : s->scratch;
+    char *p = scratch_take(s, n);
     int r;
 
     if (!p) {
@@ -605,10 +620,7 @@ static void hs_feed(struct conn *c)
     memcpy(p, c->in, n); /* the TLS engine's plaintext goes to c->in */
     c->in_len = 0;
     r = tls_input(c, p, n);
-    if (p == s->scratch)
-        vmg_wipe(p, n);
-    else
-        vmg_wipe_free(p, n);
+    scratch_give(s, p, n);
     if (r != 0) {
         conn_close(c);
         return;
@@ -616,18 +628,30 @@ static void hs_feed(struct conn *c)
     process_input(c); /* reads again */
 }
 
-/* client_left: c, not read while it waits, was closed or reset by its
- * client meanwhile. */
-static int client_left(const struct conn *c)
+/* peek looks at what waits in the kernel for c, taking nothing: 1 bytes,
+ * 0 the client's end (FIN), -1 nothing yet, -2 an error (a reset) or no
+ * socket. */
+static int peek(const struct conn *c)
 {
     uv_os_fd_t fd;
     char b;
     ssize_t k;
 
     if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
-        return 1;
+        return -2;
     k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (k >= 0)
+        return k > 0;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
+}
+
+/* client_left: c, not read while it waits, was closed or reset by its
+ * client meanwhile. */
+static int client_left(const struct conn *c)
+{
+    int k = peek(c);
+
+    return k == 0 || k == -2;
 }
 
 /* hs_pump starts the handshakes waiting, first come first served, while
@@ -704,12 +728,7 @@ out:
     /* Ciphertext, plaintext now in c->in, or input dropped: a request's
      * bytes all the same. The server outlives this call: c's handles are
      * not closed yet. */
-    if (buf->base == s->scratch) {
-        vmg_wipe(s->scratch, nread > 0 ? (size_t)nread : 0);
-        s->scratch_busy = 0;
-    } else {
-        vmg_wipe_free(buf->base, nread > 0 ? (size_t)nread : 0);
-    }
+    scratch_give(s, buf->base, nread > 0 ? (size_t)nread : 0);
 }
 
 /* update_reading reads while there is room: the buffer holds less than
@@ -864,12 +883,7 @@ static int evictable(const struct conn *c)
  * make its connection look silent. */
 static int unread_input(const struct conn *c)
 {
-    uv_os_fd_t fd;
-    char b;
-
-    if (!c->reading || c->got_bytes || uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
-        return 0;
-    return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+    return c->reading && !c->got_bytes && peek(c) == 1;
 }
 
 /* incomplete: c's request is on its way and has not reached the handler:
