@@ -28,6 +28,7 @@ static const struct kind_rules rules[] = {
     [PLAN_POWER_OFF] = {"InvalidPowerState", false, true},
     [PLAN_RECONFIGURE] = {NULL, false, true},
     [PLAN_DESTROY_VM] = {"ManagedObjectNotFound", true, false},
+    [PLAN_MARK] = {NULL, false, true},
     [PLAN_DESTROY_FOLDER] = {"ManagedObjectNotFound", true, false},
 };
 
@@ -96,6 +97,8 @@ static enum op_outcome classify(enum plan_action_kind k, int err, const char *fa
     if (k == PLAN_CLONE && !fault &&
         (err == VMG_ENOTFOUND || err == VMG_EAMBIGUOUS || err == VMG_ECONFIG))
         return OP_TEMPLATE;
+    if (k == PLAN_MARK)
+        return OP_MARK_FAILED;
     return OP_FAILED;
 }
 
@@ -108,8 +111,10 @@ void outcome_decide(enum plan_action_kind kind, int err, const char *fault, stru
         break;
     case OP_DONE:
         ret->await = true;
-        ret->settle = true;
-        ret->event = OP_EVENT_NORMAL;
+        /* A mark is housekeeping: neither an event nor the end of the
+         * group's failures (a clone failing meanwhile keeps its backoff). */
+        ret->settle = kind != PLAN_MARK;
+        ret->event = kind != PLAN_MARK ? OP_EVENT_NORMAL : OP_EVENT_NONE;
         ret->requeue = OP_REQUEUE_NOW;
         ret->unblock = kind == PLAN_CLONE;
         break;
@@ -158,6 +163,13 @@ void outcome_decide(enum plan_action_kind kind, int err, const char *fault, stru
                             : err == VMG_ENOTFOUND         ? "TemplateNotFound"
                             : err == VMG_EAMBIGUOUS        ? "TemplateAmbiguous"
                                                            : "TemplateRefused";
+        break;
+    case OP_MARK_FAILED:
+        /* Said, and tried again after the marks' backoff; the status does
+         * not change for it, nor does anything else wait. */
+        ret->mark_failed = true;
+        ret->event = OP_EVENT_WARNING;
+        ret->requeue = OP_REQUEUE_BACKOFF;
         break;
     case OP_FAILED:
         ret->transient = true;

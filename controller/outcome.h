@@ -36,6 +36,10 @@ enum op_outcome {
                           VMG_EAMBIGUOUS, VMG_ECONFIG with no fault), or whose
                           bootstrap cannot (a fault outcome_bootstrap_block
                           knows): the group blocks */
+    OP_MARK_FAILED,    /* an instance mark (PLAN_MARK) that failed otherwise: the
+                          group's marks wait for their own backoff; the group is
+                          not held back (a member without the mark is still the
+                          group's) */
     OP_FAILED,         /* any other failure */
 };
 
@@ -64,6 +68,7 @@ struct op_decision {
     bool unblock;        /* a clone that worked: a template block learned before ends */
     bool hidden;         /* the group's folder held objects the inventory does not show */
     bool resize_refused; /* the spec's size was refused (OP_RESIZE_REFUSED) */
+    bool mark_failed;    /* OP_MARK_FAILED: the requeue is after the marks' backoff */
     /* The event said about it. An OP_TEMPLATE warning is said only when
      * the block is new or its message changed. */
     enum op_event event;

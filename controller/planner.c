@@ -233,6 +233,8 @@ static int add_vm_action(struct ctx *c, enum plan_action_kind kind, const struct
         a.cpu = c->g->spec.cpu;
         a.memory_mb = c->memory_mb;
     }
+    if (kind == PLAN_MARK && !(a.instance_uuid = mem_strdup(c->p->mem, m->vm->instance_uuid)))
+        return -ENOMEM;
     c->budget--;
     return add_action(c, &a);
 }
@@ -650,21 +652,62 @@ static bool pred_wrong_size(const struct ctx *c, const struct member *m)
     return kept(m) && wrong_size(c, m->vm);
 }
 
+/* One to power off for its turn: not while its mark is in flight. */
+static bool pred_wrong_size_idle(const struct ctx *c, const struct member *m)
+{
+    return pred_wrong_size(c, m) && !m->vm->inflight;
+}
+
 /* The member in the middle of its reconfiguration: already off or busy. */
 static bool pred_reconfiguring(const struct ctx *c, const struct member *m)
 {
     return pred_wrong_size(c, m) && (!m->vm->powered_on || m->vm->inflight);
 }
 
+/* op_busy: an operation in flight on vm makes it unavailable (and the
+ * group wait for it); its instance mark does not. */
+static bool op_busy(const struct plan_vm *vm)
+{
+    return vm->inflight && !vm->marking;
+}
+
 static bool pred_unavailable(const struct ctx *c, const struct member *m)
 {
     return m->vm && !m->remove && !m->creating &&
-           (!m->vm->powered_on || m->vm->inflight || m->vm->failed);
+           (!m->vm->powered_on || op_busy(m->vm) || m->vm->failed);
 }
 
 static bool pred_busy_vm(const struct ctx *c, const struct member *m)
 {
-    return m->vm && !m->creating && m->vm->inflight;
+    return m->vm && !m->creating && op_busy(m->vm);
+}
+
+/* pred_needs_mark: a member cloned before the instance mark that is the
+ * VM the group cloned (in the folder, holding its slot's name, which no
+ * other VM there can hold), settled, and whose instanceUuid is known. */
+static bool pred_needs_mark(const struct ctx *c, const struct member *m)
+{
+    const struct plan_vm *vm = m->vm;
+
+    return kept(m) && m->slot >= 0 && !vm->elsewhere && !vm->mark_instance && !vm->failed &&
+           !vm->inflight && vm->powered_on && !wrong_size(c, vm) && vm->instance_uuid &&
+           vm->instance_uuid[0];
+}
+
+/* plan_marks marks the members pred_needs_mark picks, lowest slot first,
+ * with what budget the other actions left. */
+static int plan_marks(struct ctx *c)
+{
+    for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
+        const struct member *m = &c->members[i];
+        int r;
+        if (!pred_needs_mark(c, m))
+            continue;
+        r = add_vm_action(c, PLAN_MARK, m);
+        if (r < 0)
+            return r;
+    }
+    return 0;
 }
 
 static bool pred_failed(const struct ctx *c, const struct member *m)
@@ -703,7 +746,7 @@ static int plan_reconfigure(struct ctx *c)
     }
     if (c->budget <= 0 || first_by_slot(c, pred_unavailable) || first_by_slot(c, pred_failed))
         return 0;
-    next = first_by_slot(c, pred_wrong_size);
+    next = first_by_slot(c, pred_wrong_size_idle);
     return next ? add_vm_action(c, PLAN_POWER_OFF, next) : 0;
 }
 
@@ -789,6 +832,8 @@ static int plan_live(struct ctx *c)
             (!in->resize_refused && (r = plan_reconfigure(c)) < 0))
             return r;
         if (in->block != PLAN_BLOCK_TEMPLATE && deficit > 0 && (r = plan_clones(c, deficit)) < 0)
+            return r;
+        if (!in->marks_paused && (r = plan_marks(c)) < 0)
             return r;
     }
 
@@ -1306,6 +1351,8 @@ const char *plan_action_kind_name(enum plan_action_kind kind)
         return "reconfigure";
     case PLAN_DESTROY_VM:
         return "destroy";
+    case PLAN_MARK:
+        return "mark";
     case PLAN_DESTROY_FOLDER:
         return "destroy-folder";
     case PLAN_REMOVE_FINALIZER:

@@ -42,6 +42,15 @@
  *     A bootstrap Secret (spec.bootstrap) is read at each clone, so its
  *     change too applies to clones made from then on; a RUNNING status
  *     says so, naming the Secret (never its content).
+ *   - A member cloned before the instance mark (plan_vm.mark_instance
+ *     NULL) that holds a slot in the folder, is sized as declared, powered
+ *     on and has a known instanceUuid, gets that mark (PLAN_MARK, after
+ *     everything else, within the budget, unless in->marks_paused): names
+ *     are unique in a folder, so that VM is the one the group cloned, and
+ *     the mark puts it under the instance rule, by which a copy of it is
+ *     no member. A mark in flight (plan_vm.marking) holds other actions on
+ *     the VM back, as any operation does, but not its status: the VM stays
+ *     Ready and the group RUNNING.
  *   - No action is planned on a VM with an operation in flight, and at most
  *     max_inflight vCenter operations of the group are in flight at once
  *     (those in flight count; the finalizer and events do not).
@@ -95,6 +104,8 @@ struct plan_vm {
     int memory_mb;
     uint64_t create_order; /* larger is newer (e.g. creation time in ms) */
     bool inflight;         /* an operation on it is in flight */
+    bool marking;          /* and that operation is its instance mark (PLAN_MARK):
+                              it waits for it, the status does not */
     bool failed;           /* unusable, to be replaced (e.g. its clone failed half-way,
                               or it is inaccessible or orphaned) */
     bool elsewhere;        /* not in the group's folder: found by its mark */
@@ -152,6 +163,9 @@ struct planner_input {
     const char *transient_message; /* NULL or "" when none; else why the last step failed */
     const char *now;               /* RFC 3339, for conditions that change */
     int max_inflight;              /* vCenter operations of this group in flight; < 1 means 1 */
+    /* A mark failed lately: no PLAN_MARK until the caller says (it tries
+     * again after a backoff). */
+    bool marks_paused;
     /* NULL, or the conditions of the last plan of this group (its
      * .announced): the events of conditions (Ready, Degraded) are sent for
      * changes from these, not from g's status, which lags behind the
@@ -168,6 +182,7 @@ enum plan_action_kind {
     PLAN_POWER_OFF,
     PLAN_RECONFIGURE,
     PLAN_DESTROY_VM,
+    PLAN_MARK,
     PLAN_DESTROY_FOLDER,
     PLAN_REMOVE_FINALIZER,
     PLAN_EVENT,
@@ -180,12 +195,15 @@ enum plan_event_type {
 
 struct plan_action {
     enum plan_action_kind kind;
-    const char *vm;                  /* CLONE (the new VM), POWER_ON/OFF, RECONFIGURE, DESTROY_VM */
-    const char *vm_ref;              /* POWER_ON/OFF, RECONFIGURE, DESTROY_VM: its plan_vm.ref */
+    const char *vm;                  /* CLONE (the new VM), POWER_ON/OFF, RECONFIGURE,
+                                        DESTROY_VM, MARK */
+    const char *vm_ref;              /* POWER_ON/OFF, RECONFIGURE, DESTROY_VM, MARK: its
+                                        plan_vm.ref */
     int slot;                        /* CLONE */
     const char *template;            /* CLONE: spec.template */
     int cpu;                         /* CLONE, RECONFIGURE */
     int memory_mb;                   /* CLONE, RECONFIGURE: spec.memory * 1024 */
+    const char *instance_uuid;       /* MARK: the VM's instanceUuid, its mark to be */
     enum plan_event_type event_type; /* EVENT */
     const char *reason;              /* EVENT: CamelCase */
     const char *message;             /* EVENT */

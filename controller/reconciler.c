@@ -74,9 +74,14 @@ struct gstate {
     char *resize_msg;
     int64_t resize_gen;
 
-    unsigned folder_hidden;   /* destroys that found objects in the folder that
-                                 the inventory does not show (OP_HIDDEN) */
-    uint64_t hidden_until;    /* the folder's next destroy waits until then */
+    unsigned folder_hidden; /* destroys that found objects in the folder that
+                               the inventory does not show (OP_HIDDEN) */
+    uint64_t hidden_until;  /* the folder's next destroy waits until then */
+    /* Instance marks (PLAN_MARK) that failed in a row, and when the next
+     * may start: a mark has a backoff of its own. */
+    unsigned mark_failures;
+    uint64_t marks_until;
+    bool marks_wait;          /* a mark of it waits for room (reconciler.max_marks) */
     char *transient;          /* why the last step failed */
     uint64_t transient_until; /* shown (and vCenter left alone) until then */
     unsigned failures;        /* consecutive, for the backoff */
@@ -111,6 +116,9 @@ struct reconciler {
     struct wq *q;
     strmap *groups; /* key -> struct gstate */
     size_t inflight;
+    /* Instance marks in flight, and the groups whose marks wait for room
+     * (gstate.marks_wait): woken as room is made. */
+    size_t marks_inflight, marks_waiting;
     uint64_t (*clock)(void *);
     /* SipHash-2-4 under a key drawn at start, so that nobody who can choose
      * a status (names, templates) can choose two with the same sum. */
@@ -234,6 +242,8 @@ static void gs_drop(reconciler *r, struct gstate *gs)
     drop_status_write(r, gs);
     if (gs->ops || gs->meta_inflight || gs->status_inflight)
         return;
+    if (gs->marks_wait)
+        r->marks_waiting--;
     strmap_del(r->groups, gs->key);
     gs_free(gs);
 }
@@ -302,6 +312,16 @@ static int start_reconfigure(reconciler *r, struct op *op, const struct vmgroup 
                             op_done, op);
 }
 
+static int start_mark(reconciler *r, struct op *op, const struct vmgroup *g,
+                      const struct plan_action *a)
+{
+    (void)g;
+    if (!r->w.mark_instance || !a->instance_uuid)
+        return -EINVAL;
+    return r->w.mark_instance(r->w.vcdata, op->gs->folder, a->vm, ref_of(op), a->instance_uuid,
+                              op_done, op);
+}
+
 static int start_destroy_vm(reconciler *r, struct op *op, const struct vmgroup *g,
                             const struct plan_action *a)
 {
@@ -362,6 +382,13 @@ static bool seen_sized(const struct op *op, const struct rec_folder *f, const st
     return !v || (v->num_cpu == op->cpu && v->memory_mb == op->memory_mb);
 }
 
+static bool seen_marked(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
+{
+    (void)op;
+    (void)f;
+    return !v || (v->mark_instance && v->mark_instance[0]);
+}
+
 /* What the reconciler knows of each kind of vCenter operation: how logs and
  * events name it ("Failed to <verb> web-0", "<done> web-0", the events'
  * reasons), how it is started, and how the inventory shows it done. */
@@ -389,6 +416,8 @@ static const struct op_kind op_kinds[] = {
                           start_reconfigure, seen_sized},
     [PLAN_DESTROY_VM] = {"delete VM", "Deleted VM", "Deleted", "DeleteFailed", start_destroy_vm,
                          seen_vm_absent},
+    [PLAN_MARK] = {"write the instance mark of VM", "Wrote the instance mark of VM", "Marked",
+                   "MarkFailed", start_mark, seen_marked},
 };
 
 /* kind_of returns the row of k; a kind that is no vCenter operation (a
@@ -416,6 +445,13 @@ static void note_transient(reconciler *r, struct gstate *gs, const char *msg)
     gs->transient_until = r->clock(NULL) + backoff_ms(gs->failures);
 }
 
+/* mark_failed: the group's marks wait for their backoff. */
+static void mark_failed(reconciler *r, struct gstate *gs)
+{
+    gs->mark_failures++;
+    gs->marks_until = r->clock(NULL) + backoff_ms(gs->mark_failures);
+}
+
 /* How a key goes back to the queue. */
 enum requeue {
     REQUEUE_NOW,          /* at once */
@@ -440,6 +476,37 @@ static void requeue(reconciler *r, const char *key, enum requeue how, uint64_t a
     }
 }
 
+struct wake_ctx {
+    reconciler *r;
+    size_t n; /* groups still to wake */
+};
+
+static int wake_one(void *data, const char *key, void *value)
+{
+    struct wake_ctx *w = data;
+    struct gstate *gs = value;
+
+    if (!gs->marks_wait)
+        return 0;
+    gs->marks_wait = false;
+    w->r->marks_waiting--;
+    requeue(w->r, key, REQUEUE_NOW, 0);
+    return --w->n == 0;
+}
+
+/* wake_marks plans again as many groups whose marks wait as there is room
+ * for marks; one that has none to start any more lets the next in at the
+ * end of its pass (reconcile calls this after each). */
+static void wake_marks(reconciler *r)
+{
+    struct wake_ctx w = {.r = r};
+
+    if (!r->marks_waiting || r->marks_inflight >= (size_t)r->o.max_marks)
+        return;
+    w.n = (size_t)r->o.max_marks - r->marks_inflight;
+    (void)strmap_foreach(r->groups, wake_one, &w);
+}
+
 /* op_done applies what the end of op means (outcome_decide): the one
  * place that logs it, says it in an event, changes the group's state and
  * plans the group again. */
@@ -458,6 +525,8 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     bool event;
 
     r->inflight--;
+    if (op->kind == PLAN_MARK)
+        r->marks_inflight--;
     outcome_decide(op->kind, err, fault, &d);
     event = g && d.event != OP_EVENT_NONE;
 
@@ -500,6 +569,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         event = event && (gs->block != PLAN_BLOCK_TEMPLATE || !gs->block_msg ||
                           strcmp(gs->block_msg, text) != 0);
         break;
+    case OP_MARK_FAILED:
     case OP_FAILED:
         snprintf(text, sizeof(text), "Failed to %s %s: %s", k->verb, what, why);
         vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name, "%s", text);
@@ -543,6 +613,11 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         set_str(&gs->resize_msg, text);
         gs->resize_gen = op->gen;
     }
+    if (d.mark_failed) {
+        mark_failed(r, gs);
+    } else if (d.outcome == OP_DONE && op->kind == PLAN_MARK) {
+        gs->mark_failures = 0;
+    }
     if (d.await) {
         op->awaiting = true;
         op->deadline = r->clock(NULL) + AWAIT_MS;
@@ -557,9 +632,12 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
 
     /* The requeue; at once when the object is gone: the pass drops the group. */
     if (d.requeue == OP_REQUEUE_BACKOFF && g)
-        requeue(r, gs->key, REQUEUE_AFTER, backoff_ms(gs->failures));
+        requeue(r, gs->key, REQUEUE_AFTER,
+                backoff_ms(d.mark_failed ? gs->mark_failures : gs->failures));
     else if (d.requeue != OP_REQUEUE_NONE)
         requeue(r, gs->key, REQUEUE_NOW, 0);
+    if (d.outcome != OP_CANCELED)
+        wake_marks(r);
 }
 
 static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
@@ -592,6 +670,8 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     gs->ops = op;
     gs->n_ops++;
     r->inflight++;
+    if (a->kind == PLAN_MARK)
+        r->marks_inflight++;
     if (a->kind != PLAN_CLONE || op->vm[0])
         vmg_log_v(1, LOGGER, gs->ns, gs->name, "started: %s %s", k->verb,
                   op->vm[0] ? op->vm : gs->folder);
@@ -709,12 +789,22 @@ static bool is_op_vm(const struct op *op, const struct plan_vm *v)
     return v->name && strcmp(op->vm, v->name) == 0;
 }
 
-static bool has_vm_op(const struct gstate *gs, const struct plan_vm *v)
+/* vm_ops sets v's inflight when an operation on it is in flight, and its
+ * marking when every such operation is its instance mark. */
+static void vm_ops(const struct gstate *gs, struct plan_vm *v)
 {
-    for (const struct op *op = gs->ops; op; op = op->next)
-        if (is_op_vm(op, v))
-            return true;
-    return false;
+    bool any = false, marks = true;
+
+    for (const struct op *op = gs->ops; op; op = op->next) {
+        if (is_op_vm(op, v)) {
+            any = true;
+            marks = marks && op->kind == PLAN_MARK;
+        }
+    }
+    if (any) {
+        v->marking = marks && !v->inflight;
+        v->inflight = true;
+    }
 }
 
 static const struct plan_vm *find_vm(const struct rec_folder *f, const struct op *op)
@@ -934,8 +1024,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
         return -ENOMEM;
     for (size_t i = 0; i < f->n_vms; i++) {
         ps->vms[i] = f->vms[i];
-        if (has_vm_op(gs, &ps->vms[i]))
-            ps->vms[i].inflight = true;
+        vm_ops(gs, &ps->vms[i]);
     }
     for (const struct op *op = gs->ops; op; op = op->next) {
         if (op->kind == PLAN_CLONE)
@@ -999,6 +1088,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     }
     in->now = ps->now;
     in->max_inflight = r->o.max_group_tasks;
+    in->marks_paused = !r->w.mark_instance || t < gs->marks_until;
     if (gs->have_announced && vmg_streq(gs->announced_uid, g->meta.uid)) {
         ps->announced.ready = gs->announced_ready;
         ps->announced.degraded_reason = gs->announced_reason;
@@ -1124,13 +1214,23 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
             r->w.event(r->w.data, g, a->event_type == PLAN_EVENT_WARNING, a->reason, a->message);
             break;
         default:
+            if (a->kind == PLAN_MARK && r->marks_inflight >= (size_t)r->o.max_marks) {
+                /* No room: woken when there is (wake_marks). */
+                if (!gs->marks_wait)
+                    r->marks_waiting++;
+                gs->marks_wait = true;
+                break;
+            }
             rc = start_op(r, gs, g, a);
             if (rc < 0) {
                 char text[MSG_MAX];
                 snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_of(a->kind)->verb,
                          a->vm ? a->vm : gs->folder, vmg_strerror(rc));
                 vmg_logf(VMG_LOG_WARN, LOGGER, g->meta.ns, g->meta.name, "%s", text);
-                note_transient(r, gs, text);
+                if (a->kind == PLAN_MARK)
+                    mark_failed(r, gs);
+                else
+                    note_transient(r, gs, text);
             }
             break;
         }
@@ -1165,6 +1265,11 @@ static void decide(const reconciler *r, const struct gstate *gs, const struct pa
     } else if (gs->block != PLAN_BLOCK_NONE) {
         res->outcome = REC_REQUEUE_AFTER;
         res->after_ms = r->o.blocked_retry_ms;
+        res->forget = true;
+    } else if (gs->marks_until > t) {
+        /* A mark failed: tried again when its backoff is over. */
+        res->outcome = REC_REQUEUE_AFTER;
+        res->after_ms = gs->marks_until - t;
         res->forget = true;
     } else {
         res->outcome = REC_DONE;
@@ -1312,6 +1417,7 @@ void reconciler_handle(void *data, const char *key)
 
         reconcile(r, k, &res);
         apply_result(r, k, &res);
+        wake_marks(r);
         if (r->w.reconciled)
             r->w.reconciled(r->w.hookdata, k, result_label(&res),
                             (double)(vmg_clock_mono_ms(NULL) - t0) / 1000.0);
@@ -1337,6 +1443,8 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
         r->o.max_group_tasks = 4;
     if (r->o.blocked_retry_ms == 0)
         r->o.blocked_retry_ms = 60000;
+    if (r->o.max_marks < 1)
+        r->o.max_marks = REC_DEFAULT_MAX_MARKS;
     r->q = q;
     r->clock = r->o.clock ? r->o.clock : vmg_clock_mono_ms;
     r->groups = strmap_new();

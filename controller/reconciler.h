@@ -121,6 +121,11 @@ struct rec_world {
                        int memory_mb, rec_done_cb cb, void *cbdata);
     int (*destroy_vm)(void *data, const char *folder, const char *vm, const char *ref,
                       rec_done_cb cb, void *cbdata);
+    /* Optional: write instance_uuid (the VM's own instanceUuid) into the
+     * VM's instance mark, changing nothing else (PLAN_MARK). Without it no
+     * mark is planned. */
+    int (*mark_instance)(void *data, const char *folder, const char *vm, const char *ref,
+                         const char *instance_uuid, rec_done_cb cb, void *cbdata);
     /* Optional: read the VM vm of folder (or ref) again from vCenter,
      * because an operation on it ended but the cache has not shown that
      * in time. Returns 0 when the read is under way (the cache reports
@@ -140,8 +145,14 @@ struct rec_options {
     int max_group_tasks;       /* vCenter operations in flight per group */
     uint64_t blocked_retry_ms; /* how often a blocked group (e.g. missing template) is retried */
     uint64_t vc_grace_ms;      /* see hold() in reconciler.c; 0: an outage is said at once */
+    /* Instance marks (PLAN_MARK) in flight in all groups at once: they are
+     * housekeeping, and must not fill vCenter's queue ahead of the work
+     * users wait for. 0: REC_DEFAULT_MAX_MARKS. */
+    int max_marks;
     uint64_t (*clock)(void *data); /* milliseconds, monotonic; NULL: the system's (tests set it) */
 };
+
+#define REC_DEFAULT_MAX_MARKS 2
 
 typedef struct reconciler reconciler;
 

@@ -962,6 +962,18 @@ static int w_reconfigure(void *data, const char *folder, const char *vm, const c
     return finish_start(c, vs_ops_reconfigure(c->w->ops, &ref, cpu, memory_mb, op_done, c, NULL));
 }
 
+static int w_mark_instance(void *data, const char *folder, const char *vm, const char *id,
+                           const char *instance_uuid, rec_done_cb cb, void *cbdata)
+{
+    struct vim_moref ref;
+    struct opctx *c = NULL;
+    int rc = vm_op(data, folder, vm, id, cb, cbdata, &ref, &c);
+
+    if (rc < 0)
+        return rc;
+    return finish_start(c, vs_ops_mark_instance(c->w->ops, &ref, instance_uuid, op_done, c, NULL));
+}
+
 static int w_reread(void *data, const char *folder, const char *vm, const char *id)
 {
     vcworld *w = data;
@@ -996,6 +1008,7 @@ void vcworld_fill(vcworld *w, struct rec_world *rw)
     rw->reconfigure = w_reconfigure;
     rw->destroy_vm = w_destroy_vm;
     rw->reread = w_reread;
+    rw->mark_instance = w_mark_instance;
 }
 
 static void untag_done(void *data, const struct vs_rest_result *res)

@@ -98,6 +98,57 @@ anywhere() {
 		"$(GOVC_PERSIST_SESSION=false govc object.collect -s "$vm" config.instanceUuid)" ]
 }
 
+# instance_mark PATH: the instance mark of the VM at PATH ("" for none).
+instance_mark() { vm_extra_at "$1" vmgroup.codeconnect.vmworld.com.instance-uuid; }
+
+@test "moved: a VM cloned before the instance mark gets it from the manager, quietly, and a copy of it is then foreign" {
+	local f uuid i
+	f=$(folder_of moved mv)
+	uuid=$(GOVC_PERSIST_SESSION=false govc object.collect -s "$f/mv-0" config.instanceUuid)
+	# As an operator without the instance mark left it: the manager
+	# stopped, the VM without the mark.
+	stop_manager moved-manager
+	GOVC_PERSIST_SESSION=false govc vm.change -vm "$f/mv-0" -e "vmgroup.codeconnect.vmworld.com.instance-uuid="
+	[ -z "$(instance_mark "$f/mv-0")" ]
+	start_manager moved-manager --watch-namespace moved
+	for i in $(seq 30); do
+		[ "$(instance_mark "$f/mv-0")" != "$uuid" ] || break
+		[ "$(phase moved mv)" = RUNNING ]
+		sleep 1
+	done
+	[ "$(instance_mark "$f/mv-0")" = "$uuid" ]
+	grep -q 'Wrote the instance mark of VM mv-0' "$ENV_DIR/logs/moved-manager.log"
+	[ "$(phase moved mv)" = RUNNING ]
+	# Neither powered off nor said in an event.
+	[ "$(GOVC_PERSIST_SESSION=false govc object.collect -s "$f/mv-0" runtime.powerState)" = poweredOn ]
+	run kubectl get events -n moved --field-selector involvedObject.name=mv -o 'jsonpath={.items[*].reason}'
+	[[ " $output " != *" Marked "* && " $output " != *" MarkFailed "* ]]
+	# A copy made now in the folder, the marks with it, is foreign: under
+	# the old rule it would have been a member.
+	GOVC_PERSIST_SESSION=false govc vm.clone -vm "$f/mv-0" -folder "$f" -on=false mv-0-copy >/dev/null
+	copy_marks "$f/mv-0" "$f/mv-0-copy"
+	[ "$(instance_mark "$f/mv-0-copy")" = "$uuid" ]
+	retry 30 bash -c "kubectl get vg mv -n moved -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")].reason}' | grep -qx ForeignVMs"
+	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 1 ]
+	[ "$(vg_field moved mv '{.status.vms[*].name}')" = mv-0 ]
+	GOVC_PERSIST_SESSION=false govc vm.destroy "$f/mv-0-copy"
+	retry 30 bash -c "[ \"\$(kubectl get vg mv -n moved -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")].reason}')\" = AsExpected ]"
+}
+
+@test "moved: the instance mark removed by hand while the manager runs is written again" {
+	local f uuid i
+	f=$(folder_of moved mv)
+	uuid=$(GOVC_PERSIST_SESSION=false govc object.collect -s "$f/mv-0" config.instanceUuid)
+	GOVC_PERSIST_SESSION=false govc vm.change -vm "$f/mv-0" -e "vmgroup.codeconnect.vmworld.com.instance-uuid="
+	for i in $(seq 30); do
+		[ "$(instance_mark "$f/mv-0")" != "$uuid" ] || break
+		sleep 1
+	done
+	[ "$(instance_mark "$f/mv-0")" = "$uuid" ]
+	[ "$(phase moved mv)" = RUNNING ]
+	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 1 ]
+}
+
 @test "moved: a clone of its VM made by hand outside its folder (the mark copied) is left alone" {
 	GOVC_PERSIST_SESSION=false govc vm.clone -vm "$(folder_of moved mv)/mv-0" -folder "$ROOT" -on=false mv-0-debug >/dev/null
 	# vSphere copies extraConfig with a clone, vcsim does not: the marks

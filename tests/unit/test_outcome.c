@@ -41,6 +41,8 @@ static const struct tcase cases[] = {
     {"power off ok", PLAN_POWER_OFF, 0, NULL, OP_DONE, "as---", OP_EVENT_NORMAL, NOW, NULL},
     {"reconfigure ok", PLAN_RECONFIGURE, 0, NULL, OP_DONE, "as---", OP_EVENT_NORMAL, NOW, NULL},
     {"delete VM ok", PLAN_DESTROY_VM, 0, NULL, OP_DONE, "as---", OP_EVENT_NORMAL, NOW, NULL},
+    /* A mark is housekeeping: awaited, but no event, and the group's failures stay. */
+    {"mark ok", PLAN_MARK, 0, NULL, OP_DONE, "a----", OP_EVENT_NONE, NOW, NULL},
     /* Shutting down: nothing, whatever the fault. */
     {"clone canceled", PLAN_CLONE, VMG_ECANCELED, NULL, OP_CANCELED, "-----", OP_EVENT_NONE, NONE,
      NULL},
@@ -158,6 +160,19 @@ static const struct tcase cases[] = {
      "--t--", OP_EVENT_WARNING, BACKOFF, NULL},
     {"delete VM no memory", PLAN_DESTROY_VM, -ENOMEM, NULL, OP_FAILED, "--t--", OP_EVENT_WARNING,
      BACKOFF, NULL},
+    /* A mark that failed is said and tried again after the marks' own
+     * backoff, without holding the group back (no transient); one whose VM
+     * went is read again. */
+    {"mark refused", PLAN_MARK, VMG_EFORBIDDEN, "NoPermission", OP_MARK_FAILED, "-----",
+     OP_EVENT_WARNING, BACKOFF, NULL},
+    {"mark transport", PLAN_MARK, VMG_ETRANSPORT, NULL, OP_MARK_FAILED, "-----", OP_EVENT_WARNING,
+     BACKOFF, NULL},
+    {"mark, VM busy", PLAN_MARK, VMG_EFAULT, "TaskInProgress", OP_MARK_FAILED, "-----",
+     OP_EVENT_WARNING, BACKOFF, NULL},
+    {"mark, VM gone", PLAN_MARK, VMG_EFAULT, "ManagedObjectNotFound", OP_VM_GONE, "---r-",
+     OP_EVENT_NONE, BACKOFF, NULL},
+    {"mark canceled", PLAN_MARK, VMG_ECANCELED, NULL, OP_CANCELED, "-----", OP_EVENT_NONE, NONE,
+     NULL},
 };
 
 static void check(const struct tcase *c)
@@ -183,6 +198,8 @@ static void check(const struct tcase *c)
         fail_msg("%s: resize_refused %d", c->name, d.resize_refused);
     if (d.hidden != (c->outcome == OP_HIDDEN))
         fail_msg("%s: hidden %d", c->name, d.hidden);
+    if (d.mark_failed != (c->outcome == OP_MARK_FAILED))
+        fail_msg("%s: mark_failed %d", c->name, d.mark_failed);
     if ((d.block_reason == NULL) != (c->block_reason == NULL) ||
         (d.block_reason && strcmp(d.block_reason, c->block_reason) != 0))
         fail_msg("%s: block reason %s, want %s", c->name, d.block_reason ? d.block_reason : "none",

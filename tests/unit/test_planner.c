@@ -69,6 +69,7 @@ struct tvm {
     bool elsewhere;    /* outside the group's folder, found by its mark */
     const char *iu;    /* its instanceUuid; NULL: none known */
     const char *imark; /* its instance mark; NULL: none (cloned before that mark) */
+    bool marking;      /* its instance mark is in flight (and nothing else) */
 };
 
 enum { F_PRESENT = 0, F_ABSENT, F_UNKNOWN };
@@ -93,6 +94,7 @@ struct tcase {
     const char *block_message;
     const char *transient;
     int limit; /* 0: 10 */
+    bool marks_paused;
     /* Expected. */
     const char *actions;
     enum vmgroup_phase phase;
@@ -479,6 +481,79 @@ static const struct tcase cases[] = {
      .phase = VMGROUP_PHASE_PENDING,
      .message = "creating 1 VM (0 of 1 exist)",
      .current = 0},
+
+    /* The instance mark of members cloned before it. */
+    {.title = "a member cloned before the instance mark gets it, and the group is running",
+     .replicas = 2,
+     .vms = {{"web-0", .iu = "5000-a"}, {"web-1", .iu = "5000-b", .imark = "5000-b"}},
+     .actions = "mark web-0; event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 2 VMs running",
+     .current = 2},
+    {.title = "a mark in flight keeps the VM ready and the group running",
+     .replicas = 2,
+     .vms = {{"web-0", .iu = "5000-a", .marking = true},
+             {"web-1", .iu = "5000-b", .imark = "5000-b"}},
+     .actions = "event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 2 VMs running",
+     .current = 2},
+    {.title = "marks come after the other actions, within the limit, lowest slot first",
+     .replicas = 4,
+     .limit = 3,
+     .vms = {{"web-0", .iu = "5000-a"},
+             {"web-1", .iu = "5000-b", .off = true},
+             {"web-2", .iu = "5000-c"},
+             {"web-3", .iu = "5000-d"}},
+     .actions = "power-on web-1; mark web-0; mark web-2",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "powering on VM \"web-1\""},
+    {.title = "no mark for a VM without a slot, outside the folder, or of unknown instanceUuid",
+     .replicas = 4,
+     .vms = {{"web-x", .iu = "5000-a"},
+             {"web-1", .iu = "5000-b", .elsewhere = true},
+             {"web-2", .iu = ""},
+             {"web-3"}},
+     .actions = "event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 4 VMs running",
+     .current = 4},
+    {.title = "no mark for a member sized otherwise, failed, going, or busy",
+     .replicas = 2,
+     .cpu = 2,
+     .vms = {{"web-0", .iu = "5000-a", .cpu = 1, .inflight = true},
+             {"web-1", .iu = "5000-b", .failed = true, .inflight = true},
+             {"web-2", .iu = "5000-c"},
+             {"web-3", .iu = "5000-d"},
+             {"web-4", .iu = "5000-e", .off = true, .inflight = true}},
+     .actions = "power-off web-3; mark web-2",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "replacing failed VM \"web-1\"",
+     .current = 5},
+    {.title = "no mark while marks are paused (one failed lately)",
+     .replicas = 1,
+     .marks_paused = true,
+     .vms = {{"web-0", .iu = "5000-a"}},
+     .actions = "event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 1 VM running",
+     .current = 1},
+    {.title = "a resize does not power off the VM whose mark is in flight: another goes first",
+     .replicas = 2,
+     .cpu = 4,
+     .vms = {{"web-0", .iu = "5000-a", .cpu = 2, .marking = true},
+             {"web-1", .iu = "5000-b", .imark = "5000-b", .cpu = 2}},
+     .actions = "power-off web-1",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "reconfiguring VM \"web-0\" to 4 CPUs and 4 GiB (0 of 2 done)",
+     .current = 2},
+    {.title = "a group being deleted marks nothing",
+     .replicas = 1,
+     .deleting = true,
+     .vms = {{"web-0", .iu = "5000-a"}},
+     .actions = "power-off web-0",
+     .phase = VMGROUP_PHASE_PENDING,
+     .message = "deleting: 1 VM left to remove"},
     {.title = "another group's VMs do not fill this group's replicas",
      .replicas = 2,
      .vms = {{"web-0", .mark = OTHER}, {"web-1", .mark = OTHER}},
@@ -851,7 +926,8 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
             .num_cpu = t->cpu ? t->cpu : b->g->spec.cpu,
             .memory_mb = (t->mem_gib ? t->mem_gib : b->g->spec.memory) * 1024,
             .create_order = t->order,
-            .inflight = t->inflight,
+            .inflight = t->inflight || t->marking,
+            .marking = t->marking,
             .failed = t->failed,
             .ref = t->ref,
             .elsewhere = t->elsewhere,
@@ -881,6 +957,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
         .transient_message = tc->transient,
         .now = NOW,
         .max_inflight = tc->limit ? tc->limit : 10,
+        .marks_paused = tc->marks_paused,
     };
 }
 
@@ -976,6 +1053,8 @@ static void test_action_fields(void **state)
     static const struct tcase moved_case = {
         .replicas = 1,
         .vms = {{"web-0", .ref = "vm-3"}, {"web-1", .ref = "vm-10", .elsewhere = true}}};
+    static const struct tcase mark_case = {.replicas = 1,
+                                           .vms = {{"web-0", .ref = "vm-7", .iu = "5000-7"}}};
     struct built b;
     struct plan *p = NULL;
 
@@ -1011,6 +1090,17 @@ static void test_action_fields(void **state)
     assert_string_equal(p->actions[0].vm, "web-0");
     assert_int_equal(p->actions[0].cpu, 4);
     assert_int_equal(p->actions[0].memory_mb, 8192);
+    plan_free(p);
+    vmgroup_free(b.g);
+
+    /* A mark carries the VM's own instanceUuid. */
+    build(&mark_case, &b, NULL);
+    assert_int_equal(planner_plan(&b.in, &p), 0);
+    assert_true(p->n_actions >= 1);
+    assert_int_equal(p->actions[0].kind, PLAN_MARK);
+    assert_string_equal(p->actions[0].vm, "web-0");
+    assert_string_equal(p->actions[0].vm_ref, "vm-7");
+    assert_string_equal(p->actions[0].instance_uuid, "5000-7");
     plan_free(p);
     vmgroup_free(b.g);
 }
@@ -1164,9 +1254,9 @@ static const char *vms_desc(const struct plan *p, char *buf, size_t size)
     return buf;
 }
 
-/* plan_guests plans tc with every VM given an instance UUID, a power state
- * as its powered_on says, and the addresses of ips (NULL: none) for the
- * first VM. */
+/* plan_guests plans tc with every VM given an instance UUID (its mark's),
+ * a power state as its powered_on says, and the addresses of ips (NULL:
+ * none) for the first VM. */
 static struct plan *plan_guests(const struct tcase *tc, const cJSON *status, const char *ip)
 {
     static char uuids[8][40];
@@ -1176,7 +1266,7 @@ static struct plan *plan_guests(const struct tcase *tc, const cJSON *status, con
     build(tc, &b, status);
     for (size_t i = 0; i < b.in.n_vms; i++) {
         snprintf(uuids[i], sizeof(uuids[i]), "5000-%zu", i);
-        b.vms[i].instance_uuid = uuids[i];
+        b.vms[i].instance_uuid = b.vms[i].mark_instance = uuids[i];
         b.vms[i].power_state = b.vms[i].powered_on ? "poweredOn" : "poweredOff";
     }
     if (ip && b.in.n_vms) {
@@ -1512,6 +1602,8 @@ struct sim_vm {
     char name[NAMING_BUF_SIZE];
     char mark[32]; /* "" unmarked */
     char tmpl[32];
+    char iu[40];    /* its instanceUuid */
+    char imark[40]; /* its instance mark; "" none (cloned before that mark) */
     bool on;
     int cpu, mem_mb;
     uint64_t order;
@@ -1576,6 +1668,7 @@ static void sim_add_vm(struct sim *s, const char *name, const char *mark, const 
     v->cpu = cpu;
     v->mem_mb = mem_mb;
     v->order = ++s->order;
+    snprintf(v->iu, sizeof(v->iu), "5000-%llu", (unsigned long long)v->order);
 }
 
 /* sim_finish completes the operations started in the previous round. */
@@ -1602,6 +1695,7 @@ static void sim_finish(struct sim *s)
                 assert_null(sim_find(s, name)); /* DuplicateName would be a bug here */
                 sim_add_vm(s, name, UID, s->clones[k].tmpl, true, s->clones[k].cpu,
                            s->clones[k].mem_mb);
+                memcpy(s->vms[s->n - 1].imark, s->vms[s->n - 1].iu, sizeof(s->vms[0].iu));
                 s->clones[k] = s->clones[--s->n_clones];
                 break;
             }
@@ -1624,6 +1718,10 @@ static void sim_finish(struct sim *s)
             assert_false(v->on); /* powered off first */
             sim_remove(s, v);
             break;
+        case PLAN_MARK:
+            memcpy(v->imark, v->iu, sizeof(v->iu));
+            v->op_on = false;
+            break;
         default:
             break;
         }
@@ -1644,7 +1742,7 @@ static int sim_unavailable(const struct sim *s)
     int n = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct sim_vm *v = &s->vms[i];
-        n += strcmp(v->mark, UID) == 0 && (!v->on || v->op_on);
+        n += strcmp(v->mark, UID) == 0 && (!v->on || (v->op_on && v->op != PLAN_MARK));
     }
     return n;
 }
@@ -1673,7 +1771,10 @@ static int sim_round(struct sim *s, const char *now)
                                   .memory_mb = v->mem_mb,
                                   .create_order = v->order,
                                   .inflight = v->op_on,
-                                  .failed = v->failed};
+                                  .marking = v->op_on && v->op == PLAN_MARK,
+                                  .failed = v->failed,
+                                  .instance_uuid = v->iu,
+                                  .mark_instance = v->imark[0] ? v->imark : NULL};
     }
     for (size_t i = 0; i < s->n_clones; i++)
         clones[i] = s->clones[i].slot;
@@ -1744,6 +1845,8 @@ static int sim_round(struct sim *s, const char *now)
             assert_non_null(v);
             assert_string_equal(v->mark, UID);
             assert_false(v->op_on);
+            if (a->kind == PLAN_MARK) /* with its own instanceUuid */
+                assert_string_equal(a->instance_uuid, v->iu);
             v->op_on = true;
             v->op = a->kind;
             break;
@@ -1807,6 +1910,23 @@ static void test_simulation(void **state)
     assert_true(cJSON_Compare(before, s->status, true));
     cJSON_Delete(before);
 
+    /* Cloned before the instance mark (an upgrade): each VM gets it, while
+     * the group stays RUNNING, with nothing else done. */
+    for (size_t i = 0; i < s->n; i++)
+        s->vms[i].imark[0] = '\0';
+    for (int round = 0;; round++) {
+        int acts = sim_round(s, NOW);
+        assert_true(round < 10);
+        assert_string_equal(sim_phase(s), "RUNNING");
+        if (acts == 0 && !s->had_inflight)
+            break;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        assert_string_equal(s->vms[i].imark, s->vms[i].iu);
+    /* Three of them again, to be marked during the resize below. */
+    for (size_t i = 0; i < 3; i++)
+        s->vms[i].imark[0] = '\0';
+
     /* Someone drops a VM of their own in the folder, and another group's VM
      * lands there too. */
     sim_add_vm(s, "bob", "", "x", false, 1, 1024);
@@ -1823,6 +1943,7 @@ static void test_simulation(void **state)
             assert_int_equal(s->vms[i].cpu, 2);
             assert_int_equal(s->vms[i].mem_mb, 4096);
             assert_true(s->vms[i].on);
+            assert_string_equal(s->vms[i].imark, s->vms[i].iu);
         }
     }
     assert_string_equal(sim_phase(s), "RUNNING");

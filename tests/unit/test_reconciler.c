@@ -31,6 +31,11 @@ struct fake {
     struct plan_vm vms[16];
     char names[16][96];
     size_t n_vms;
+    /* A second group, ns/db, in folder ns_db: NULL but for the tests that
+     * need two. */
+    struct vmgroup *g2;
+    struct plan_vm vms2[4];
+    size_t n_vms2;
     enum plan_folder_state folder;
     bool truncated;    /* the folder holds more VMs than it shows */
     int ready;         /* 0 or a negative code */
@@ -47,7 +52,8 @@ struct fake {
     int rereads;                         /* VMs asked to be read again */
     char reread_vm[96];
     char reread_ref[64];
-    char folder_uid[64]; /* the uid the last folder call asked for */
+    char folder_uid[64];  /* the uid the last folder call asked for */
+    char marked_uuid[64]; /* the instanceUuid the last mark wrote */
     /* Status writes wait for the client's rate limit (restatus and unwrite
      * take them) rather than being out at once. */
     bool status_queued;
@@ -60,8 +66,7 @@ static struct fake F;
 static const struct vmgroup *f_get(void *d, const char *key)
 {
     (void)d;
-    (void)key;
-    return F.g;
+    return strcmp(key, "ns/db") == 0 ? F.g2 : F.g;
 }
 
 static int f_ready(void *d, char *msg, size_t len)
@@ -94,8 +99,8 @@ static int f_folder(void *d, const char *folder, const char *uid, struct rec_fol
     (void)folder;
     snprintf(F.folder_uid, sizeof(F.folder_uid), "%s", uid ? uid : "");
     ret->state = F.folder;
-    ret->vms = F.vms;
-    ret->n_vms = F.n_vms;
+    ret->vms = strcmp(folder, "ns_db") == 0 ? F.vms2 : F.vms;
+    ret->n_vms = strcmp(folder, "ns_db") == 0 ? F.n_vms2 : F.n_vms;
     ret->other_objects = 0;
     ret->truncated = F.truncated;
     return 0;
@@ -269,6 +274,16 @@ static int f_destroy_vm(void *d, const char *folder, const char *vm, const char 
     return 0;
 }
 
+static int f_mark_instance(void *d, const char *folder, const char *vm, const char *ref,
+                           const char *instance_uuid, rec_done_cb cb, void *cbdata)
+{
+    (void)d;
+    (void)folder;
+    record_vm("mark", vm, ref, cb, cbdata);
+    snprintf(F.marked_uuid, sizeof(F.marked_uuid), "%s", instance_uuid);
+    return 0;
+}
+
 static int f_reread(void *d, const char *folder, const char *vm, const char *ref)
 {
     (void)d;
@@ -303,6 +318,7 @@ static const struct rec_world world = {
     .power = f_power,
     .reconfigure = f_reconfigure,
     .destroy_vm = f_destroy_vm,
+    .mark_instance = f_mark_instance,
     .reread = f_reread,
     .reconciled = f_reconciled,
 };
@@ -459,6 +475,7 @@ static int teardown(void **state)
     uv_run(&e->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&e->loop), 0);
     vmgroup_free(F.g);
+    vmgroup_free(F.g2);
     free(e);
     return 0;
 }
@@ -1447,7 +1464,7 @@ static void test_status_vms_follow_the_inventory(void **state)
     set_group(GROUP("6", FIN, 2, ""));
     add_vm(0, true);
     add_vm(1, true);
-    F.vms[0].instance_uuid = "5000-0";
+    F.vms[0].instance_uuid = F.vms[0].mark_instance = "5000-0";
     F.vms[0].power_state = "poweredOn";
     pass(e);
     assert_int_equal(count("status"), 1);
@@ -1710,6 +1727,179 @@ static void test_vm_moved_out_is_acted_on_by_its_id(void **state)
     assert_int_equal(count("power-off"), 1);
 }
 
+/* legacy_members: web-0 cloned before the instance mark, web-1 with it;
+ * one pass starts web-0's mark, by its id, with its own instanceUuid, and
+ * the group is RUNNING. */
+static void legacy_members(struct env *e)
+{
+    set_group(GROUP("1", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    F.vms[0].ref = "vm-10";
+    F.vms[0].instance_uuid = "5000-a";
+    F.vms[1].instance_uuid = F.vms[1].mark_instance = "5000-b";
+    pass(e);
+    settle_status();
+    assert_int_equal(count("mark"), 1);
+    assert_string_equal(last_call("mark")->vm, F.names[0]);
+    assert_string_equal(last_call("mark")->ref, "vm-10");
+    assert_string_equal(F.marked_uuid, "5000-a");
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+}
+
+/* A member cloned before the instance mark gets it once, quietly: the
+ * group stays RUNNING while it is in flight (no status write for it), no
+ * event says it, and once the inventory shows the mark nothing more is
+ * done. */
+static void test_legacy_member_marked_once_quietly(void **state)
+{
+    struct env *e = *state;
+    size_t events, statuses;
+
+    legacy_members(e);
+    events = F.events;
+    statuses = count("status");
+    pass(e);
+    settle_status();
+    assert_int_equal(count("mark"), 1);
+    assert_int_equal(count("status"), statuses);
+    complete("mark", 0, NULL, NULL);
+    assert_int_equal(F.events, events);
+    F.vms[0].mark_instance = "5000-a";
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("mark"), 1);
+    assert_int_equal(count("status"), statuses);
+    assert_int_equal(F.events, events);
+}
+
+/* A mark that failed is said in a Warning event, and tried again after a
+ * backoff of its own; the group is not held back nor said to be retrying. */
+static void test_failed_mark_waits_its_backoff(void **state)
+{
+    struct env *e = *state;
+
+    legacy_members(e);
+    complete("mark", VMG_EFORBIDDEN, "NoPermission",
+             "Permission to perform this operation was denied");
+    assert_non_null(
+        strstr(F.last_event, "Warning MarkFailed: Failed to write the instance mark of VM"));
+    assert_non_null(strstr(F.last_event, "Permission to perform this operation was denied"));
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("mark"), 1);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    assert_null(strstr(F.last_status, "Retrying"));
+    F.now_ms += 1000;
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("mark"), 2);
+    /* A second failure doubles the wait. */
+    complete("mark", VMG_EFAULT, "TaskInProgress",
+             "The operation is not allowed in the current state");
+    F.now_ms += 1000;
+    drain(e);
+    pass(e);
+    assert_int_equal(count("mark"), 2);
+    F.now_ms += 1000;
+    drain(e);
+    pass(e);
+    assert_int_equal(count("mark"), 3);
+}
+
+/* A resize waits for a mark in flight on the VM it would power off. */
+static void test_resize_waits_for_a_mark_in_flight(void **state)
+{
+    struct env *e = *state;
+
+    legacy_members(e);
+    F.vms[0].num_cpu = 1; /* seen smaller meanwhile */
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("power-off"), 0);
+    complete("mark", 0, NULL, NULL);
+    F.vms[0].mark_instance = "5000-a";
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("power-off"), 1);
+    assert_string_equal(last_call("power-off")->vm, F.names[0]);
+}
+
+/* Marks are housekeeping: at most rec_options.max_marks in flight in all
+ * groups; a group whose mark found no room is planned again when there is
+ * room, not only at its next change. */
+static void test_marks_bounded_across_groups(void **state)
+{
+    struct env *e = *state;
+    struct rec_options ro = {.max_group_tasks = 4, .max_marks = 1, .clock = f_clock};
+    reconciler *r = NULL;
+    const char *k = NULL;
+    cJSON *o;
+    char err[256];
+
+    assert_int_equal(reconciler_new(&world, &ro, e->q, &r), 0);
+    set_group(GROUP("1", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    F.vms[0].instance_uuid = "5000-a";
+    F.vms[1].instance_uuid = F.vms[1].mark_instance = "5000-b";
+    o = cJSON_Parse("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
+                    "\"metadata\":{\"namespace\":\"ns\",\"name\":\"db\",\"uid\":\"u-2\","
+                    "\"resourceVersion\":\"1\",\"generation\":1" FIN "},"
+                    "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+    assert_non_null(o);
+    assert_int_equal(vmgroup_from_json(o, &F.g2, err, sizeof(err)), 0);
+    cJSON_Delete(o);
+    F.vms2[0] = F.vms[0];
+    F.vms2[0].name = "db-0";
+    F.vms2[0].mark_uid = "u-2";
+    F.vms2[0].instance_uuid = "5000-c";
+    F.n_vms2 = 1;
+
+    /* web's mark starts; db's finds no room. */
+    assert_int_equal(wq_add(e->q, "ns/web"), 0);
+    assert_int_equal(wq_get(e->q, &k), 0);
+    reconciler_handle(r, k);
+    assert_int_equal(count("mark"), 1);
+    settle_status();
+    drain(e);
+    assert_int_equal(wq_add(e->q, "ns/db"), 0);
+    assert_int_equal(wq_get(e->q, &k), 0);
+    assert_string_equal(k, "ns/db");
+    reconciler_handle(r, k);
+    assert_int_equal(count("mark"), 1);
+    settle_status();
+    drain(e);
+    /* web's mark ends: web is planned again (its operation ended), and
+     * db too (there is room), whose mark starts. */
+    complete("mark", 0, NULL, NULL);
+    F.vms[0].mark_instance = "5000-a";
+    {
+        bool web = false, db = false;
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(wq_get(e->q, &k), 0);
+            web = web || strcmp(k, "ns/web") == 0;
+            db = db || strcmp(k, "ns/db") == 0;
+            reconciler_handle(r, k);
+        }
+        assert_true(web && db);
+        assert_int_equal(wq_get(e->q, &k), -EAGAIN);
+    }
+    assert_int_equal(count("mark"), 2);
+    assert_string_equal(last_call("mark")->vm, "db-0");
+    assert_string_equal(F.marked_uuid, "5000-c");
+    settle_status();
+    drain(e);
+    complete("mark", 0, NULL, NULL);
+    drain(e);
+    reconciler_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1777,6 +1967,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_vm_moved_out_is_acted_on_by_its_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unseen_operation_reads_the_vm_before_acting_again,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_member_marked_once_quietly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_mark_waits_its_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize_waits_for_a_mark_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_marks_bounded_across_groups, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
