@@ -489,14 +489,16 @@ out:
     return r;
 }
 
-/* count_inflight returns the group's vCenter operations in flight. */
+/* count_inflight returns the group's vCenter operations in flight, but
+ * its instance marks: the caller bounds those in all groups, and they
+ * must not hold the group's own work back. */
 static long count_inflight(const struct ctx *c)
 {
     long n = (long)c->n_clones + (c->in->folder_inflight ? 1 : 0);
 
     for (size_t i = 0; i < c->n_members; i++) {
         const struct member *m = &c->members[i];
-        if (m->vm && m->vm->inflight && !m->creating)
+        if (m->vm && m->vm->inflight && !m->vm->marking && !m->creating)
             n++;
     }
     return n;
@@ -652,6 +654,13 @@ static bool pred_wrong_size(const struct ctx *c, const struct member *m)
     return kept(m) && wrong_size(c, m->vm);
 }
 
+/* op_busy: an operation in flight on vm makes it unavailable (and the
+ * group wait for it); its instance mark does not. */
+static bool op_busy(const struct plan_vm *vm)
+{
+    return vm->inflight && !vm->marking;
+}
+
 /* One to power off for its turn: not while its mark is in flight. */
 static bool pred_wrong_size_idle(const struct ctx *c, const struct member *m)
 {
@@ -661,14 +670,7 @@ static bool pred_wrong_size_idle(const struct ctx *c, const struct member *m)
 /* The member in the middle of its reconfiguration: already off or busy. */
 static bool pred_reconfiguring(const struct ctx *c, const struct member *m)
 {
-    return pred_wrong_size(c, m) && (!m->vm->powered_on || m->vm->inflight);
-}
-
-/* op_busy: an operation in flight on vm makes it unavailable (and the
- * group wait for it); its instance mark does not. */
-static bool op_busy(const struct plan_vm *vm)
-{
-    return vm->inflight && !vm->marking;
+    return pred_wrong_size(c, m) && (!m->vm->powered_on || op_busy(m->vm));
 }
 
 static bool pred_unavailable(const struct ctx *c, const struct member *m)
@@ -884,6 +886,7 @@ static int plan_live(struct ctx *c)
         set_situation(c, VMGROUP_PHASE_PENDING, "PoweringOn");
         msg_add(&c->message, "powering on VM \"%s\"", m->name);
     } else if ((m = first_by_slot(c, pred_reconfiguring)) ||
+               (m = first_by_slot(c, pred_wrong_size_idle)) ||
                (m = first_by_slot(c, pred_wrong_size))) {
         set_situation(c, VMGROUP_PHASE_PENDING, "Reconfiguring");
         msg_add(&c->message, "reconfiguring VM \"%s\" to %d CPU%s and %d GiB (%ld of %ld done)",

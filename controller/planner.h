@@ -53,7 +53,8 @@
  *     Ready and the group RUNNING.
  *   - No action is planned on a VM with an operation in flight, and at most
  *     max_inflight vCenter operations of the group are in flight at once
- *     (those in flight count; the finalizer and events do not).
+ *     (those in flight count; the finalizer, events and marks in flight do
+ *     not: the caller bounds marks in all groups).
  *   - Deletion (with our finalizer present): members are powered off and
  *     destroyed, then the folder is destroyed when it holds nothing else,
  *     then, once no task on the folder is in flight (one creating it would

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "controller/bootstrap.h"
 #include "controller/naming.h"
@@ -41,6 +42,7 @@ struct op {
     char vm[96];
     char ref[128];      /* the VM's id (plan_action.vm_ref); "": look it up by name */
     int cpu, memory_mb; /* RECONFIGURE: what was asked */
+    char mark[64];      /* MARK: the instanceUuid written */
     int64_t gen;        /* the generation of the spec it was planned from */
     /* Done in vCenter but not yet seen in the inventory cache: it still
      * counts as in flight, so that nothing is done twice meanwhile
@@ -81,7 +83,7 @@ struct gstate {
      * may start: a mark has a backoff of its own. */
     unsigned mark_failures;
     uint64_t marks_until;
-    bool marks_wait;          /* a mark of it waits for room (reconciler.max_marks) */
+    bool marks_wait;          /* a mark of it waits for room (rec_options.max_marks) */
     char *transient;          /* why the last step failed */
     uint64_t transient_until; /* shown (and vCenter left alone) until then */
     unsigned failures;        /* consecutive, for the backoff */
@@ -384,9 +386,8 @@ static bool seen_sized(const struct op *op, const struct rec_folder *f, const st
 
 static bool seen_marked(const struct op *op, const struct rec_folder *f, const struct plan_vm *v)
 {
-    (void)op;
     (void)f;
-    return !v || (v->mark_instance && v->mark_instance[0]);
+    return !v || (v->mark_instance && strcasecmp(v->mark_instance, op->mark) == 0);
 }
 
 /* What the reconciler knows of each kind of vCenter operation: how logs and
@@ -613,11 +614,8 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         set_str(&gs->resize_msg, text);
         gs->resize_gen = op->gen;
     }
-    if (d.mark_failed) {
+    if (d.mark_failed)
         mark_failed(r, gs);
-    } else if (d.outcome == OP_DONE && op->kind == PLAN_MARK) {
-        gs->mark_failures = 0;
-    }
     if (d.await) {
         op->awaiting = true;
         op->deadline = r->clock(NULL) + AWAIT_MS;
@@ -659,6 +657,8 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
         memcpy(op->ref, a->vm_ref, strlen(a->vm_ref) + 1);
     op->cpu = a->cpu;
     op->memory_mb = a->memory_mb;
+    if (a->instance_uuid)
+        snprintf(op->mark, sizeof(op->mark), "%s", a->instance_uuid);
     op->gen = g->meta.generation;
 
     rc = k->start ? k->start(r, op, g, a) : -EINVAL;
@@ -833,6 +833,8 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
     while (*pp) {
         struct op *op = *pp;
         if (op->awaiting && (f->state == PLAN_FOLDER_UNKNOWN ? false : seen(op, f))) {
+            if (op->kind == PLAN_MARK)
+                gs->mark_failures = 0;
             *pp = op->next;
             gs->n_ops--;
             free(op);
@@ -852,6 +854,16 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
             vmg_log_v(1, LOGGER, gs->ns, gs->name,
                       "the inventory did not show the end of %s %s in time; planning again",
                       kind_of(op->kind)->verb, op->vm[0] ? op->vm : gs->folder);
+            /* A mark vCenter took that the inventory does not show: the
+             * next waits for the marks' backoff, lest it be written again
+             * each minute. */
+            if (op->kind == PLAN_MARK) {
+                vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name,
+                         "the inventory does not show the instance mark written on VM %s; "
+                         "writing it again after a backoff",
+                         op->vm);
+                mark_failed(r, gs);
+            }
             *pp = op->next;
             gs->n_ops--;
             free(op);
@@ -985,6 +997,8 @@ static void forget_another_object(struct gstate *gs, const struct vmgroup *g)
         gs->folder_hidden = 0;
         gs->hidden_until = 0;
         gs->failures = 0;
+        gs->mark_failures = 0;
+        gs->marks_until = 0;
     }
     set_str(&gs->uid, uid);
 }
@@ -1197,7 +1211,7 @@ static bool write_finalizer(reconciler *r, struct gstate *gs, const struct vmgro
 static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const struct plan *p,
                 uint64_t t, struct rec_result *res)
 {
-    bool meta_started = false, removing = false;
+    bool meta_started = false, removing = false, mark_refused = false;
     int rc;
 
     for (size_t i = 0; i < p->n_actions; i++) {
@@ -1228,13 +1242,16 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
                          a->vm ? a->vm : gs->folder, vmg_strerror(rc));
                 vmg_logf(VMG_LOG_WARN, LOGGER, g->meta.ns, g->meta.name, "%s", text);
                 if (a->kind == PLAN_MARK)
-                    mark_failed(r, gs);
+                    mark_refused = true; /* one backoff step for the pass */
                 else
                     note_transient(r, gs, text);
             }
             break;
         }
     }
+
+    if (mark_refused)
+        mark_failed(r, gs);
 
     /* Not with a finalizer write, for the same reason: the status goes
      * with the next pass, on the object that write makes (if any: removing

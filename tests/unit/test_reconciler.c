@@ -1810,6 +1810,35 @@ static void test_failed_mark_waits_its_backoff(void **state)
     assert_int_equal(count("mark"), 3);
 }
 
+/* A mark vCenter took but the inventory never shows is not written again
+ * each minute: it waits for the marks' backoff, as a failed one does. */
+static void test_unseen_mark_waits_its_backoff(void **state)
+{
+    struct env *e = *state;
+
+    legacy_members(e);
+    complete("mark", 0, NULL, NULL);
+    F.now_ms += 30000; /* the first deadline: the VM is read again */
+    drain(e);
+    pass(e);
+    assert_int_equal(F.rereads, 1);
+    F.now_ms += 30000; /* the second: given up */
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("mark"), 1);
+    F.now_ms += 1000;
+    drain(e);
+    pass(e);
+    assert_int_equal(count("mark"), 2);
+    /* Seen this time: the next one would not wait. */
+    complete("mark", 0, NULL, NULL);
+    F.vms[0].mark_instance = "5000-A";
+    drain(e);
+    pass(e);
+    assert_int_equal(count("mark"), 2);
+}
+
 /* A resize waits for a mark in flight on the VM it would power off. */
 static void test_resize_waits_for_a_mark_in_flight(void **state)
 {
@@ -1970,6 +1999,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_legacy_member_marked_once_quietly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_mark_waits_its_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_waits_for_a_mark_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unseen_mark_waits_its_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_marks_bounded_across_groups, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
