@@ -21,6 +21,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/queue.h"
 #include "lib/str.h"
 #include "lib/strmap.h"
 
@@ -83,7 +84,11 @@ struct gstate {
      * may start: a mark has a backoff of its own. */
     unsigned mark_failures;
     uint64_t marks_until;
-    bool marks_wait;          /* a mark of it waits for room (rec_options.max_marks) */
+    /* In reconciler.marks_line while a mark of it waits for room
+     * (rec_options.max_marks); marks_woken: taken off it, room kept for
+     * it until its next pass. */
+    struct lq marks_link;
+    bool marks_woken;
     char *transient;          /* why the last step failed */
     uint64_t transient_until; /* shown (and vCenter left alone) until then */
     unsigned failures;        /* consecutive, for the backoff */
@@ -118,9 +123,11 @@ struct reconciler {
     struct wq *q;
     strmap *groups; /* key -> struct gstate */
     size_t inflight;
-    /* Instance marks in flight, and the groups whose marks wait for room
-     * (gstate.marks_wait): woken as room is made. */
-    size_t marks_inflight, marks_waiting;
+    /* Instance marks in flight; the groups whose marks wait for room, first
+     * come first served (gstate.marks_link), and the room kept for those
+     * woken (marks_woken) until their pass. */
+    size_t marks_inflight, marks_reserved;
+    struct lq marks_line;
     uint64_t (*clock)(void *);
     /* SipHash-2-4 under a key drawn at start, so that nobody who can choose
      * a status (names, templates) can choose two with the same sum. */
@@ -244,8 +251,9 @@ static void gs_drop(reconciler *r, struct gstate *gs)
     drop_status_write(r, gs);
     if (gs->ops || gs->meta_inflight || gs->status_inflight)
         return;
-    if (gs->marks_wait)
-        r->marks_waiting--;
+    lq_remove(&gs->marks_link);
+    if (gs->marks_woken)
+        r->marks_reserved--;
     strmap_del(r->groups, gs->key);
     gs_free(gs);
 }
@@ -477,35 +485,37 @@ static void requeue(reconciler *r, const char *key, enum requeue how, uint64_t a
     }
 }
 
-struct wake_ctx {
-    reconciler *r;
-    size_t n; /* groups still to wake */
-};
-
-static int wake_one(void *data, const char *key, void *value)
+/* marks_room tells whether gs may start a mark now: there is room that
+ * no group woken before it keeps, and no group waits ahead of it. */
+static bool marks_room(const reconciler *r, const struct gstate *gs)
 {
-    struct wake_ctx *w = data;
-    struct gstate *gs = value;
+    size_t kept = r->marks_reserved - (gs->marks_woken ? 1 : 0);
 
-    if (!gs->marks_wait)
-        return 0;
-    gs->marks_wait = false;
-    w->r->marks_waiting--;
-    requeue(w->r, key, REQUEUE_NOW, 0);
-    return --w->n == 0;
+    if (r->marks_inflight + kept >= (size_t)r->o.max_marks)
+        return false;
+    return gs->marks_woken || lq_empty(&r->marks_line);
 }
 
-/* wake_marks plans again as many groups whose marks wait as there is room
- * for marks; one that has none to start any more lets the next in at the
- * end of its pass (reconcile calls this after each). */
+/* marks_release gives back the room kept for gs, if any. */
+static void marks_release(reconciler *r, struct gstate *gs)
+{
+    if (gs->marks_woken) {
+        gs->marks_woken = false;
+        r->marks_reserved--;
+    }
+}
+
+/* wake_marks plans again the groups first in line, as many as there is
+ * room for marks, keeping that room for them until their pass. */
 static void wake_marks(reconciler *r)
 {
-    struct wake_ctx w = {.r = r};
-
-    if (!r->marks_waiting || r->marks_inflight >= (size_t)r->o.max_marks)
-        return;
-    w.n = (size_t)r->o.max_marks - r->marks_inflight;
-    (void)strmap_foreach(r->groups, wake_one, &w);
+    while (!lq_empty(&r->marks_line) &&
+           r->marks_inflight + r->marks_reserved < (size_t)r->o.max_marks) {
+        struct gstate *gs = lq_entry(lq_pop_head(&r->marks_line), struct gstate, marks_link);
+        gs->marks_woken = true;
+        r->marks_reserved++;
+        requeue(r, gs->key, REQUEUE_NOW, 0);
+    }
 }
 
 /* op_done applies what the end of op means (outcome_decide): the one
@@ -833,8 +843,8 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
     while (*pp) {
         struct op *op = *pp;
         if (op->awaiting && (f->state == PLAN_FOLDER_UNKNOWN ? false : seen(op, f))) {
-            if (op->kind == PLAN_MARK)
-                gs->mark_failures = 0;
+            if (op->kind == PLAN_MARK && find_vm(f, op))
+                gs->mark_failures = 0; /* seen on the VM, not a VM gone */
             *pp = op->next;
             gs->n_ops--;
             free(op);
@@ -856,8 +866,9 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
                       kind_of(op->kind)->verb, op->vm[0] ? op->vm : gs->folder);
             /* A mark vCenter took that the inventory does not show: the
              * next waits for the marks' backoff, lest it be written again
-             * each minute. */
-            if (op->kind == PLAN_MARK) {
+             * each minute. (Not while the inventory is out of use: it
+             * shows nothing then.) */
+            if (op->kind == PLAN_MARK && f->state != PLAN_FOLDER_UNKNOWN) {
                 vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name,
                          "the inventory does not show the instance mark written on VM %s; "
                          "writing it again after a backoff",
@@ -1228,13 +1239,15 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
             r->w.event(r->w.data, g, a->event_type == PLAN_EVENT_WARNING, a->reason, a->message);
             break;
         default:
-            if (a->kind == PLAN_MARK && r->marks_inflight >= (size_t)r->o.max_marks) {
-                /* No room: woken when there is (wake_marks). */
-                if (!gs->marks_wait)
-                    r->marks_waiting++;
-                gs->marks_wait = true;
+            if (a->kind == PLAN_MARK && !marks_room(r, gs)) {
+                /* In line: woken when there is room (wake_marks). */
+                marks_release(r, gs);
+                if (!lq_linked(&gs->marks_link))
+                    lq_insert_tail(&r->marks_line, &gs->marks_link);
                 break;
             }
+            if (a->kind == PLAN_MARK)
+                marks_release(r, gs); /* its room is now its mark's */
             rc = start_op(r, gs, g, a);
             if (rc < 0) {
                 char text[MSG_MAX];
@@ -1434,6 +1447,13 @@ void reconciler_handle(void *data, const char *key)
 
         reconcile(r, k, &res);
         apply_result(r, k, &res);
+        /* Room kept for it and not used (no mark to start any more) goes
+         * to the next in line. */
+        {
+            struct gstate *gs = gs_find(r, k);
+            if (gs)
+                marks_release(r, gs);
+        }
         wake_marks(r);
         if (r->w.reconciled)
             r->w.reconciled(r->w.hookdata, k, result_label(&res),
@@ -1465,6 +1485,7 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
     r->q = q;
     r->clock = r->o.clock ? r->o.clock : vmg_clock_mono_ms;
     r->groups = strmap_new();
+    lq_init(&r->marks_line);
     if (!r->groups) {
         free(r);
         return -ENOMEM;

@@ -1772,6 +1772,12 @@ static void test_legacy_member_marked_once_quietly(void **state)
     assert_int_equal(count("mark"), 1);
     assert_int_equal(count("status"), statuses);
     assert_int_equal(F.events, events);
+    /* Seen, the mark is no longer awaited: web-0 can be acted on. */
+    F.vms[0].num_cpu = 1;
+    drain(e);
+    pass(e);
+    assert_int_equal(count("power-off"), 1);
+    assert_string_equal(last_call("power-off")->vm, F.names[0]);
 }
 
 /* A mark that failed is said in a Warning event, and tried again after a
@@ -1831,12 +1837,16 @@ static void test_unseen_mark_waits_its_backoff(void **state)
     drain(e);
     pass(e);
     assert_int_equal(count("mark"), 2);
-    /* Seen this time: the next one would not wait. */
+    /* Seen this time (whatever the case of its hex digits): no longer
+     * awaited, web-0 can be acted on. */
     complete("mark", 0, NULL, NULL);
     F.vms[0].mark_instance = "5000-A";
+    F.vms[0].num_cpu = 1;
     drain(e);
     pass(e);
     assert_int_equal(count("mark"), 2);
+    assert_int_equal(count("power-off"), 1);
+    assert_string_equal(last_call("power-off")->vm, F.names[0]);
 }
 
 /* A resize waits for a mark in flight on the VM it would power off. */
@@ -1859,15 +1869,31 @@ static void test_resize_waits_for_a_mark_in_flight(void **state)
     assert_string_equal(last_call("power-off")->vm, F.names[0]);
 }
 
+/* handle_queued runs every key queued, once each, as workers would, and
+ * returns their names in the order run ("ns/db ns/web"). */
+static const char *handle_queued(struct env *e, reconciler *r)
+{
+    static char order[128];
+    const char *k = NULL;
+
+    order[0] = '\0';
+    while (wq_get(e->q, &k) == 0) {
+        snprintf(order + strlen(order), sizeof(order) - strlen(order), "%s%s", order[0] ? " " : "",
+                 k);
+        reconciler_handle(r, k);
+    }
+    return order;
+}
+
 /* Marks are housekeeping: at most rec_options.max_marks in flight in all
- * groups; a group whose mark found no room is planned again when there is
- * room, not only at its next change. */
+ * groups, first come first served: a group whose mark found no room is
+ * planned again when there is room (not only at its next change), and
+ * that room is kept for it, not taken by the group whose mark just ended. */
 static void test_marks_bounded_across_groups(void **state)
 {
     struct env *e = *state;
     struct rec_options ro = {.max_group_tasks = 4, .max_marks = 1, .clock = f_clock};
     reconciler *r = NULL;
-    const char *k = NULL;
     cJSON *o;
     char err[256];
 
@@ -1880,50 +1906,49 @@ static void test_marks_bounded_across_groups(void **state)
     o = cJSON_Parse("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
                     "\"metadata\":{\"namespace\":\"ns\",\"name\":\"db\",\"uid\":\"u-2\","
                     "\"resourceVersion\":\"1\",\"generation\":1" FIN "},"
-                    "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+                    "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":2}}");
     assert_non_null(o);
     assert_int_equal(vmgroup_from_json(o, &F.g2, err, sizeof(err)), 0);
     cJSON_Delete(o);
-    F.vms2[0] = F.vms[0];
-    F.vms2[0].name = "db-0";
-    F.vms2[0].mark_uid = "u-2";
+    for (int i = 0; i < 2; i++) {
+        F.vms2[i] = F.vms[i];
+        F.vms2[i].name = i ? "db-1" : "db-0";
+        F.vms2[i].mark_uid = "u-2";
+    }
     F.vms2[0].instance_uuid = "5000-c";
-    F.n_vms2 = 1;
+    F.vms2[1].instance_uuid = F.vms2[1].mark_instance = "5000-d";
+    F.n_vms2 = 2;
 
-    /* web's mark starts; db's finds no room. */
-    assert_int_equal(wq_add(e->q, "ns/web"), 0);
-    assert_int_equal(wq_get(e->q, &k), 0);
-    reconciler_handle(r, k);
-    assert_int_equal(count("mark"), 1);
-    settle_status();
-    drain(e);
+    /* db's mark starts; web's finds no room, and waits in line. */
     assert_int_equal(wq_add(e->q, "ns/db"), 0);
-    assert_int_equal(wq_get(e->q, &k), 0);
-    assert_string_equal(k, "ns/db");
-    reconciler_handle(r, k);
+    assert_string_equal(handle_queued(e, r), "ns/db");
+    assert_int_equal(wq_add(e->q, "ns/web"), 0);
+    assert_string_equal(handle_queued(e, r), "ns/web");
     assert_int_equal(count("mark"), 1);
+    assert_string_equal(last_call("mark")->vm, "db-0");
     settle_status();
     drain(e);
-    /* web's mark ends: web is planned again (its operation ended), and
-     * db too (there is room), whose mark starts. */
+
+    /* db's mark ends, and db-1 has lost its mark meanwhile: db is planned
+     * again first (its operation ended), but the room is web's, next in
+     * line; db waits behind it. */
+    complete("mark", 0, NULL, NULL);
+    F.vms2[0].mark_instance = "5000-c";
+    F.vms2[1].mark_instance = NULL;
+    assert_string_equal(handle_queued(e, r), "ns/db ns/web");
+    assert_int_equal(count("mark"), 2);
+    assert_string_equal(last_call("mark")->vm, F.names[0]);
+    assert_string_equal(F.marked_uuid, "5000-a");
+    settle_status();
+
+    /* web's ends: db's turn. */
     complete("mark", 0, NULL, NULL);
     F.vms[0].mark_instance = "5000-a";
-    {
-        bool web = false, db = false;
-        for (int i = 0; i < 2; i++) {
-            assert_int_equal(wq_get(e->q, &k), 0);
-            web = web || strcmp(k, "ns/web") == 0;
-            db = db || strcmp(k, "ns/db") == 0;
-            reconciler_handle(r, k);
-        }
-        assert_true(web && db);
-        assert_int_equal(wq_get(e->q, &k), -EAGAIN);
-    }
-    assert_int_equal(count("mark"), 2);
-    assert_string_equal(last_call("mark")->vm, "db-0");
-    assert_string_equal(F.marked_uuid, "5000-c");
+    (void)handle_queued(e, r);
+    assert_int_equal(count("mark"), 3);
+    assert_string_equal(last_call("mark")->vm, "db-1");
+    assert_string_equal(F.marked_uuid, "5000-d");
     settle_status();
-    drain(e);
     complete("mark", 0, NULL, NULL);
     drain(e);
     reconciler_free(r);
