@@ -25,7 +25,7 @@ enum { D_NEW = 1, D_CHANGED = 2, D_REMOVED = 4 };
 /* The properties an assumption pins, each apart (invcache.h, "Assumed
  * changes"): index into node.set_at and node.pin, bit (1u << F_*) in
  * node.pinned. */
-enum { F_POWER, F_CPU, F_MEM, F_N };
+enum { F_POWER, F_CPU, F_MEM, F_IMARK, F_N }; /* F_IMARK: the instance mark */
 
 struct pgroup;
 
@@ -721,9 +721,10 @@ static int kind_of(const struct vim_object_update *u, enum vs_obj_kind *ret)
 
 /* fields_of: the pinnable properties (bits of F_*) u sets; an ENTER that
  * replaces the object (all) sets them all. */
-static unsigned fields_of(const struct vim_object_update *u, bool all)
+static unsigned fields_of(const vs_cache *c, const struct vim_object_update *u, bool all)
 {
     unsigned f = all && u->kind == VIM_ENTER ? (1u << F_N) - 1 : 0;
+    char key[VS_NAME_MAX];
 
     for (size_t i = 0; i < u->n_changes; i++) {
         const char *n = u->changes[i].name;
@@ -733,6 +734,10 @@ static unsigned fields_of(const struct vim_object_update *u, bool all)
             f |= 1u << F_CPU;
         else if (strcmp(n, "config.hardware.memoryMB") == 0)
             f |= 1u << F_MEM;
+        else if (c->mark_instance_key[0] &&
+                 (strcmp(n, "config.extraConfig") == 0 ||
+                  (indexed_key(n, key, sizeof(key)) && strcmp(key, c->mark_instance_key) == 0)))
+            f |= 1u << F_IMARK;
     }
     return f;
 }
@@ -748,6 +753,9 @@ static unsigned differ(const struct vs_obj *a, const struct vs_obj *b)
         f |= 1u << F_CPU;
     if (a->memory_mb != b->memory_mb)
         f |= 1u << F_MEM;
+    if (a->has_mark_instance != b->has_mark_instance ||
+        strcmp(a->mark_instance, b->mark_instance) != 0)
+        f |= 1u << F_IMARK;
     return f;
 }
 
@@ -762,6 +770,10 @@ static void keep_fields(struct vs_obj *o, const struct vs_obj *old, unsigned kee
         o->num_cpu = old->num_cpu;
     if (keep & (1u << F_MEM))
         o->memory_mb = old->memory_mb;
+    if (keep & (1u << F_IMARK)) {
+        o->has_mark_instance = old->has_mark_instance;
+        memcpy(o->mark_instance, old->mark_instance, sizeof(o->mark_instance));
+    }
 }
 
 /* get_node finds u's object, or makes it (reported as new). */
@@ -801,7 +813,7 @@ static unsigned update_node(vs_cache *c, struct node *n, const struct vim_object
                             bool reset, unsigned keep)
 {
     struct vs_obj before = n->o;
-    unsigned set = fields_of(u, reset), lost;
+    unsigned set = fields_of(c, u, reset), lost;
     bool mark_differs;
 
     c->mark++;
@@ -1000,7 +1012,7 @@ int vs_cache_apply_from(vs_cache *c, const struct vim_object_update *u, uint64_t
     e = get_node(c, u, kind, &n);
     if (e < 0)
         return e;
-    set = fields_of(u, u->kind == VIM_ENTER);
+    set = fields_of(c, u, u->kind == VIM_ENTER);
     for (int f = 0; f < F_N; f++) {
         if (!(n->pinned & (1u << f)))
             continue;
@@ -1069,7 +1081,7 @@ int vs_cache_assume(vs_cache *c, const struct vim_object_update *u, uint64_t sin
     /* Only the watch's full state says what still exists during a resync:
      * an assumption does not keep an object it lacks. */
     n->seen = seen;
-    set = fields_of(u, false);
+    set = fields_of(c, u, false);
     for (int f = 0; f < F_N; f++)
         if (n->set_at[f] > since)
             skip |= 1u << f;

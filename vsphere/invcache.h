@@ -170,15 +170,16 @@ size_t vs_cache_commit(vs_cache *c);
  *   of an object) is numbered when it is sent, in increasing order; its
  *   answer describes vCenter at or after that moment. An assumption made
  *   while requests up to asked were out pins each property it set (the
- *   power state, the CPUs, the memory, each apart) at asked. An answer to a
- *   request numbered asked or less may describe vCenter before the task
- *   ended, or after it: it changes the object's other properties but leaves
- *   the pinned ones, and when it says another value for one of them,
- *   vs_cache_apply_from returns VS_CACHE_READ_BACK: the caller reads the
- *   object again with a new request (numbered after the pin), whose answer
- *   says which is true and overrides the assumption, so that a change made
- *   by hand just after the task is not lost. Any answer to a later request
- *   overrides it too. An object assumed gone stays gone for answers up to
+ *   power state, the CPUs, the memory, the instance mark, each apart) at
+ *   asked. An answer to a request numbered asked or less may describe
+ *   vCenter before the task ended, or after it: it changes the object's
+ *   other properties but leaves the pinned ones, and when it says another
+ *   value for one of them, vs_cache_apply_from returns
+ *   VS_CACHE_READ_BACK: the caller reads the object again with a new
+ *   request (numbered after the pin), whose answer says which is true
+ *   and overrides the assumption, so that a change made by hand just
+ *   after the task is not lost. Any answer to a later request overrides
+ *   it too. An object assumed gone stays gone for answers up to
  *   asked (the cache remembers it until vs_cache_settle says no such answer
  *   can come): a destroyed VM never comes back. A removal in any answer is
  *   believed, for the same reason.

@@ -1516,6 +1516,44 @@ static void test_assume_clone(void **state)
     vs_cache_free(c);
 }
 
+/* An assumed instance mark (vsphere/ops' mark of a VM cloned before it)
+ * is pinned as the power state is: an older answer whose extraConfig
+ * lacks it (computed before the task ended) does not clear it, and asks
+ * for a read-back; a newer answer that lacks it does. */
+static void test_assume_instance_mark_pinned(void **state)
+{
+    static const struct vim_change mark = {.name = "config.extraConfig[\"" MARK_INSTANCE_KEY "\"]",
+                                           .kind = VIM_VAL_STRING,
+                                           .str = "5000-uuid"};
+    struct rec r;
+    vs_cache *c = setup(&r);
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_false(vs_cache_get(c, "vm-11")->has_mark_instance);
+    assert_int_equal(assume(c, VIM_MODIFY, "vm-11", &mark, 1, vs_cache_mark(c), 5), 1);
+    assert_true(vs_cache_get(c, "vm-11")->has_mark_instance);
+    assert_string_equal(vs_cache_get(c, "vm-11")->mark_instance, "5000-uuid");
+
+    /* Older: the whole extraConfig, without the mark. */
+    begin(&b);
+    vm(&b, "modify", "vm-11", "a-0", "group-a", "poweredOn", 2, 2048, "uid-a");
+    (void)feed_from(c, &b, 5);
+    assert_true(vs_cache_get(c, "vm-11")->has_mark_instance);
+    assert_string_equal(vs_cache_get(c, "vm-11")->mark_instance, "5000-uuid");
+    assert_int_equal(n_read_backs, 1);
+    assert_string_equal(read_backs[0], "vm-11");
+
+    /* Newer (the read-back): it holds no mark, someone removed it. */
+    begin(&b);
+    vm(&b, "modify", "vm-11", "a-0", "group-a", "poweredOn", 2, 2048, "uid-a");
+    (void)feed_from(c, &b, 6);
+    assert_false(vs_cache_get(c, "vm-11")->has_mark_instance);
+    assert_false(vs_cache_disputed(c, "vm-11"));
+    vs_cache_free(c);
+}
+
 /* A clone destroyed by hand right after its task ended: the long poll sent
  * before the clone's end was learned answers with the VM gone (or entered
  * and gone). The removal is believed whatever the answer's age: no ghost
@@ -2148,6 +2186,7 @@ int main(void)
         cmocka_unit_test(test_assume_gone),
         cmocka_unit_test(test_assume_gone_moref_given_again),
         cmocka_unit_test(test_assume_clone),
+        cmocka_unit_test(test_assume_instance_mark_pinned),
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
         cmocka_unit_test(test_failed_reads_give_way_to_a_dispute),
