@@ -489,6 +489,13 @@ out:
     return r;
 }
 
+/* op_busy: an operation in flight on vm makes it unavailable (and the
+ * group wait for it); its instance mark does not. */
+static bool op_busy(const struct plan_vm *vm)
+{
+    return vm->inflight && !vm->marking;
+}
+
 /* count_inflight returns the group's vCenter operations in flight, but
  * its instance marks: the caller bounds those in all groups, and they
  * must not hold the group's own work back. */
@@ -498,7 +505,7 @@ static long count_inflight(const struct ctx *c)
 
     for (size_t i = 0; i < c->n_members; i++) {
         const struct member *m = &c->members[i];
-        if (m->vm && m->vm->inflight && !m->vm->marking && !m->creating)
+        if (m->vm && op_busy(m->vm) && !m->creating)
             n++;
     }
     return n;
@@ -652,13 +659,6 @@ static bool pred_needs_power_on(const struct ctx *c, const struct member *m)
 static bool pred_wrong_size(const struct ctx *c, const struct member *m)
 {
     return kept(m) && wrong_size(c, m->vm);
-}
-
-/* op_busy: an operation in flight on vm makes it unavailable (and the
- * group wait for it); its instance mark does not. */
-static bool op_busy(const struct plan_vm *vm)
-{
-    return vm->inflight && !vm->marking;
 }
 
 /* One to power off for its turn: not while its mark is in flight. */

@@ -164,8 +164,8 @@ struct planner_input {
     const char *transient_message; /* NULL or "" when none; else why the last step failed */
     const char *now;               /* RFC 3339, for conditions that change */
     int max_inflight;              /* vCenter operations of this group in flight; < 1 means 1 */
-    /* A mark failed lately: no PLAN_MARK until the caller says (it tries
-     * again after a backoff). */
+    /* No PLAN_MARK: a mark failed lately (the caller tries again after a
+     * backoff), or the caller cannot write marks. */
     bool marks_paused;
     /* NULL, or the conditions of the last plan of this group (its
      * .announced): the events of conditions (Ready, Degraded) are sent for
