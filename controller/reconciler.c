@@ -45,6 +45,7 @@ struct op {
     int cpu, memory_mb; /* RECONFIGURE: what was asked */
     char mark[64];      /* MARK: the instanceUuid written */
     int64_t gen;        /* the generation of the spec it was planned from */
+    unsigned object;    /* the gstate.object it was planned for */
     /* Done in vCenter but not yet seen in the inventory cache: it still
      * counts as in flight, so that nothing is done twice meanwhile
      * (client-go's "expectations"), until seen or until the deadline. */
@@ -59,6 +60,9 @@ struct gstate {
     char *key;
     char *ns, *name;
     char *uid; /* of the object last planned: what is learned below is its */
+    /* Counts the objects the key has named (forget_another_object): an
+     * operation planned for an earlier one teaches this one nothing. */
+    unsigned object;
     char folder[96];
     struct op *ops;
     size_t n_ops;
@@ -533,12 +537,24 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     const struct op_kind *k = kind_of(op->kind);
     struct op_decision d;
     char text[MSG_MAX] = "";
-    bool event;
+    bool event, ours = op->object == gs->object;
 
     r->inflight--;
     if (op->kind == PLAN_MARK)
         r->marks_inflight--;
     outcome_decide(op->kind, err, fault, &d);
+    if (!ours) {
+        /* Planned for the object the key named before: said in the log,
+         * and the VM is awaited as before, but nothing of it is learned
+         * or said of this one. */
+        d.settle = d.transient = d.hidden = d.unblock = false;
+        d.resize_refused = d.mark_failed = false;
+        d.block = PLAN_BLOCK_NONE;
+        d.block_reason = NULL;
+        d.event = OP_EVENT_NONE;
+        if (d.requeue == OP_REQUEUE_BACKOFF)
+            d.requeue = OP_REQUEUE_NOW;
+    }
     event = g && d.event != OP_EVENT_NONE;
 
     /* What is said about it, in the log and in an event. */
@@ -670,6 +686,7 @@ static int start_op(reconciler *r, struct gstate *gs, const struct vmgroup *g,
     if (a->instance_uuid)
         snprintf(op->mark, sizeof(op->mark), "%s", a->instance_uuid);
     op->gen = g->meta.generation;
+    op->object = gs->object;
 
     rc = k->start ? k->start(r, op, g, a) : -EINVAL;
     if (rc < 0) {
@@ -843,7 +860,7 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
     while (*pp) {
         struct op *op = *pp;
         if (op->awaiting && (f->state == PLAN_FOLDER_UNKNOWN ? false : seen(op, f))) {
-            if (op->kind == PLAN_MARK && find_vm(f, op))
+            if (op->kind == PLAN_MARK && op->object == gs->object && find_vm(f, op))
                 gs->mark_failures = 0; /* seen on the VM, not a VM gone */
             *pp = op->next;
             gs->n_ops--;
@@ -867,8 +884,10 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
             /* A mark vCenter took that the inventory does not show: the
              * next waits for the marks' backoff, lest it be written again
              * each minute. (Not while the inventory is out of use: it
-             * shows nothing then.) */
-            if (op->kind == PLAN_MARK && f->state != PLAN_FOLDER_UNKNOWN) {
+             * shows nothing then; nor for a mark of the object the key
+             * named before.) */
+            if (op->kind == PLAN_MARK && op->object == gs->object &&
+                f->state != PLAN_FOLDER_UNKNOWN) {
                 vmg_logf(VMG_LOG_WARN, LOGGER, gs->ns, gs->name,
                          "the inventory does not show the instance mark written on VM %s; "
                          "writing it again after a backoff",
@@ -994,7 +1013,8 @@ static bool placement_invalid(int vr)
 /* forget_another_object: the group's key names another object than the
  * one planned last (deleted and made again between two passes): what was
  * learned of that one (blocks, a refused size, a folder's hidden objects,
- * failures) is not the new one's. */
+ * failures) is not the new one's, nor is what its operations still in
+ * flight will teach (op_done, sweep: gstate.object). */
 static void forget_another_object(struct gstate *gs, const struct vmgroup *g)
 {
     const char *uid = g->meta.uid ? g->meta.uid : "";
@@ -1010,6 +1030,7 @@ static void forget_another_object(struct gstate *gs, const struct vmgroup *g)
         gs->failures = 0;
         gs->mark_failures = 0;
         gs->marks_until = 0;
+        gs->object++;
     }
     set_str(&gs->uid, uid);
 }

@@ -1049,6 +1049,33 @@ static void test_group_made_again_learns_anew(void **state)
     assert_int_equal(count("clone"), 2);
 }
 
+/* So too when the old object's clone ends after the new one's first pass:
+ * its missing template blocks the old one, not the new, which clones. */
+static void test_old_objects_clone_blocks_not_the_new(void **state)
+{
+    struct env *e = *state;
+    size_t events;
+
+    set_group(GROUP("3", FIN, 1, ""));
+    pass(e);
+    set_group("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
+              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-2\","
+              "\"resourceVersion\":\"9\",\"generation\":1" FIN "},"
+              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+    drain(e);
+    pass(e);
+    settle_status();
+    events = F.events;
+    assert_int_equal(count("clone"), 1);
+    complete("clone", VMG_ENOTFOUND, NULL, "template \"tmpl\" not found in datacenter \"DC0\"");
+    assert_int_equal(F.events, events);
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("clone"), 2);
+    assert_null(strstr(F.last_status, "not found"));
+}
+
 /* A template refused by the vCenter side (not a template, inside the
  * operator's folder, outside the datacenter) blocks like a missing one,
  * under a reason that says so, and no further clone is tried. */
@@ -1849,6 +1876,63 @@ static void test_unseen_mark_waits_its_backoff(void **state)
     assert_string_equal(last_call("power-off")->vm, F.names[0]);
 }
 
+/* made_again_with_members: legacy_members, then the object deleted with
+ * its finalizer removed by hand and made again under the same name, the
+ * VMs adopted by it (marked with its UID), while web-0's mark, planned for
+ * the old object, is in flight. */
+static void made_again_with_members(struct env *e)
+{
+    char json[4096];
+    char *u;
+
+    legacy_members(e);
+    snprintf(json, sizeof(json), "%s", GROUP("20", FIN, 2, ""));
+    u = strstr(json, "\"u-1\"");
+    assert_non_null(u);
+    u[3] = '2';
+    set_group(json);
+    F.vms[0].mark_uid = F.vms[1].mark_uid = "u-2";
+    drain(e);
+    pass(e);
+    settle_status();
+    assert_int_equal(count("mark"), 1);
+}
+
+/* The end of a mark planned for the object the key named before teaches
+ * the new object nothing: no MarkFailed event on it, and its own marks do
+ * not wait for the old one's backoff. */
+static void test_old_objects_mark_teaches_the_new_nothing(void **state)
+{
+    struct env *e = *state;
+    size_t events;
+
+    made_again_with_members(e);
+    events = F.events;
+    complete("mark", VMG_EFORBIDDEN, "NoPermission",
+             "Permission to perform this operation was denied");
+    assert_int_equal(F.events, events);
+    drain(e);
+    pass(e);
+    assert_int_equal(count("mark"), 2);
+    assert_string_equal(last_call("mark")->ref, "vm-10");
+}
+
+/* Nor does the old object's mark that the inventory never shows. */
+static void test_old_objects_unseen_mark_teaches_the_new_nothing(void **state)
+{
+    struct env *e = *state;
+
+    made_again_with_members(e);
+    complete("mark", 0, NULL, NULL);
+    F.now_ms += 30000; /* the first deadline: the VM is read again */
+    drain(e);
+    pass(e);
+    F.now_ms += 30000; /* the second: given up, and marked again at once */
+    drain(e);
+    pass(e);
+    assert_int_equal(count("mark"), 2);
+}
+
 /* A resize waits for a mark in flight on the VM it would power off. */
 static void test_resize_waits_for_a_mark_in_flight(void **state)
 {
@@ -1987,6 +2071,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clones_not_started_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_made_again_learns_anew, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_old_objects_clone_blocks_not_the_new, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_template_blocks_with_its_reason, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
@@ -2025,6 +2110,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_mark_waits_its_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_waits_for_a_mark_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unseen_mark_waits_its_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_old_objects_mark_teaches_the_new_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_old_objects_unseen_mark_teaches_the_new_nothing, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_marks_bounded_across_groups, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
