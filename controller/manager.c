@@ -808,6 +808,10 @@ static void start_reconciling(struct mgr *m)
     m->leading = true;
     vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL, "reconciling VmGroups with %d workers",
              m->o->max_concurrent_reconciles);
+    if (!m->o->max_instance_marks)
+        vmg_logf(VMG_LOG_INFO, LOGGER, NULL, NULL,
+                 "writing no instance marks (--max-instance-marks=0): VMs cloned before that "
+                 "mark keep the rule from before it");
     enqueue_all(m);
 }
 
@@ -1013,7 +1017,10 @@ static int setup(struct mgr *m)
                                    .observe_data = m};
     struct informer_opts io = {0};
     struct wq_options qo = {0};
-    struct rec_options ro = {.max_group_tasks = o->max_group_tasks, .vc_grace_ms = o->vc_grace_ms};
+    struct rec_options ro = {.max_group_tasks = o->max_group_tasks,
+                             .vc_grace_ms = o->vc_grace_ms,
+                             .max_marks =
+                                 o->max_instance_marks ? o->max_instance_marks : REC_NO_MARKS};
     struct rec_world rw = {0};
     struct vcworld_hooks vh = {
         .changed = vc_changed, .marked = vc_marked, .state = vc_state, .data = m};

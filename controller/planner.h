@@ -165,7 +165,7 @@ struct planner_input {
     const char *now;               /* RFC 3339, for conditions that change */
     int max_inflight;              /* vCenter operations of this group in flight; < 1 means 1 */
     /* No PLAN_MARK: a mark failed lately (the caller tries again after a
-     * backoff), or the caller cannot write marks. */
+     * backoff), or the caller cannot or is told not to write marks. */
     bool marks_paused;
     /* NULL, or the conditions of the last plan of this group (its
      * .announced): the events of conditions (Ready, Degraded) are sent for

@@ -489,13 +489,19 @@ static void requeue(reconciler *r, const char *key, enum requeue how, uint64_t a
     }
 }
 
+/* marks_cap: how many marks may be in flight in all groups. */
+static size_t marks_cap(const reconciler *r)
+{
+    return r->o.max_marks > 0 ? (size_t)r->o.max_marks : 0;
+}
+
 /* marks_room tells whether gs may start a mark now: there is room that
  * no group woken before it keeps, and no group waits ahead of it. */
 static bool marks_room(const reconciler *r, const struct gstate *gs)
 {
     size_t kept = r->marks_reserved - (gs->marks_woken ? 1 : 0);
 
-    if (r->marks_inflight + kept >= (size_t)r->o.max_marks)
+    if (r->marks_inflight + kept >= marks_cap(r))
         return false;
     return gs->marks_woken || lq_empty(&r->marks_line);
 }
@@ -513,8 +519,7 @@ static void marks_release(reconciler *r, struct gstate *gs)
  * room for marks, keeping that room for them until their pass. */
 static void wake_marks(reconciler *r)
 {
-    while (!lq_empty(&r->marks_line) &&
-           r->marks_inflight + r->marks_reserved < (size_t)r->o.max_marks) {
+    while (!lq_empty(&r->marks_line) && r->marks_inflight + r->marks_reserved < marks_cap(r)) {
         struct gstate *gs = lq_entry(lq_pop_head(&r->marks_line), struct gstate, marks_link);
         gs->marks_woken = true;
         r->marks_reserved++;
@@ -1134,7 +1139,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     }
     in->now = ps->now;
     in->max_inflight = r->o.max_group_tasks;
-    in->marks_paused = !r->w.mark_instance || t < gs->marks_until;
+    in->marks_paused = !r->w.mark_instance || r->o.max_marks < 0 || t < gs->marks_until;
     if (gs->have_announced && vmg_streq(gs->announced_uid, g->meta.uid)) {
         ps->announced.ready = gs->announced_ready;
         ps->announced.degraded_reason = gs->announced_reason;
@@ -1501,8 +1506,10 @@ int reconciler_new(const struct rec_world *world, const struct rec_options *opts
         r->o.max_group_tasks = 4;
     if (r->o.blocked_retry_ms == 0)
         r->o.blocked_retry_ms = 60000;
-    if (r->o.max_marks < 1)
+    if (r->o.max_marks == 0)
         r->o.max_marks = REC_DEFAULT_MAX_MARKS;
+    else if (r->o.max_marks < 0)
+        r->o.max_marks = REC_NO_MARKS;
     r->q = q;
     r->clock = r->o.clock ? r->o.clock : vmg_clock_mono_ms;
     r->groups = strmap_new();

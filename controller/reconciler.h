@@ -147,12 +147,14 @@ struct rec_options {
     uint64_t vc_grace_ms;      /* see hold() in reconciler.c; 0: an outage is said at once */
     /* Instance marks (PLAN_MARK) in flight in all groups at once: they are
      * housekeeping, and must not fill vCenter's queue ahead of the work
-     * users wait for. 0: REC_DEFAULT_MAX_MARKS. */
+     * users wait for. 0: REC_DEFAULT_MAX_MARKS; REC_NO_MARKS: none are
+     * written (the VMs without the mark keep the rule from before it). */
     int max_marks;
     uint64_t (*clock)(void *data); /* milliseconds, monotonic; NULL: the system's (tests set it) */
 };
 
 #define REC_DEFAULT_MAX_MARKS 2
+#define REC_NO_MARKS (-1)
 
 typedef struct reconciler reconciler;
 

@@ -84,6 +84,9 @@ static const struct flag flags[] = {
      "vCenter tasks in flight at once; the rest wait."},
     {"max-group-tasks", NULL, K_INT, OFF(max_group_tasks), 1, 1024,
      "vCenter tasks in flight at once for one VmGroup."},
+    {"max-instance-marks", NULL, K_INT, OFF(max_instance_marks), 0, 64,
+     "Instance marks written at once, in all VmGroups, to VMs cloned before that mark "
+     "existed; 0: none are written."},
     {"tagging", NULL, K_BOOL, OFF(tagging), 0, 0,
      "Tag every VM with its VmGroup through the vSphere Automation API."},
     {"v", NULL, K_INT, OFF(verbosity), 0, 10, "Log verbosity: 0 info, 1-10 more detail."},
@@ -110,6 +113,7 @@ void vmg_options_defaults(struct vmg_options *o)
     o->vc_request_timeout_ms = 2 * 60 * 1000;
     o->vc_grace_ms = 30 * 1000;
     o->max_group_tasks = 4;
+    o->max_instance_marks = 2;
     o->tagging = 1;
 }
 

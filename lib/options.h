@@ -57,6 +57,7 @@ struct vmg_options {
     uint64_t vc_request_timeout_ms;
     uint64_t vc_grace_ms; /* how long an outage of vCenter keeps the groups' status */
     int max_group_tasks;
+    int max_instance_marks; /* 0: none written */
     int tagging;
 
     int verbosity;

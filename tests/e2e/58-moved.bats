@@ -149,6 +149,35 @@ instance_mark() { vm_extra_at "$1" vmgroup.codeconnect.vmworld.com.instance-uuid
 	[ "$(vg_field moved mv '{.status.currentReplicas}')" = 1 ]
 }
 
+@test "moved: with --max-instance-marks=0 the manager writes no instance mark, and the VM cloned before it still counts" {
+	local f uuid log n
+	f=$(folder_of moved mv)
+	log="$ENV_DIR/logs/moved-manager.log"
+	uuid=$(GOVC_PERSIST_SESSION=false govc object.collect -s "$f/mv-0" config.instanceUuid)
+	stop_manager moved-manager
+	GOVC_PERSIST_SESSION=false govc vm.change -vm "$f/mv-0" -e "vmgroup.codeconnect.vmworld.com.instance-uuid="
+	n=$(wc -l <"$log")
+	start_manager moved-manager --watch-namespace moved --max-instance-marks=0
+	retry 20 bash -c "tail -n +$((n + 1)) '$log' | grep -q 'writing no instance marks (--max-instance-marks=0)'"
+	# A scale-up: the pass that clones mv-1 would have marked mv-0 too.
+	kubectl scale vg mv -n moved --replicas=2
+	wait_running moved mv 2
+	[ -z "$(instance_mark "$f/mv-0")" ]
+	[ "$(instance_mark "$f/mv-1")" = "$(GOVC_PERSIST_SESSION=false govc object.collect -s "$f/mv-1" config.instanceUuid)" ]
+	refute grep -q 'instance mark of VM mv-0' <(tail -n +$((n + 1)) "$log")
+	[ "$(vg_field moved mv '{.status.vms[*].name}')" = "mv-0 mv-1" ]
+	# Back to one VM, and to the defaults: the mark is written then.
+	kubectl scale vg mv -n moved --replicas=1
+	wait_running moved mv 1
+	stop_manager moved-manager
+	start_manager moved-manager --watch-namespace moved
+	for n in $(seq 30); do
+		[ "$(instance_mark "$f/mv-0")" != "$uuid" ] || break
+		sleep 1
+	done
+	[ "$(instance_mark "$f/mv-0")" = "$uuid" ]
+}
+
 @test "moved: a clone of its VM made by hand outside its folder (the mark copied) is left alone" {
 	GOVC_PERSIST_SESSION=false govc vm.clone -vm "$(folder_of moved mv)/mv-0" -folder "$ROOT" -on=false mv-0-debug >/dev/null
 	# vSphere copies extraConfig with a clone, vcsim does not: the marks

@@ -51,6 +51,7 @@ static void test_defaults(void **state)
     assert_int_equal(o.renew_deadline_ms, 10000);
     assert_int_equal(o.retry_period_ms, 2000);
     assert_int_equal(o.max_vcenter_tasks, 8);
+    assert_int_equal(o.max_instance_marks, 2);
     assert_string_equal(o.root_folder, "vm-operator");
     assert_string_equal(o.vc_host, "vc.example.com");
     assert_int_equal(vmg_options_check(&o, err, sizeof(err)), 0);
@@ -75,6 +76,7 @@ static void test_controller_runtime_names_and_values(void **state)
                     "--leader-election-lease-duration=1m",
                     "--leader-election-renew-deadline=30s",
                     "--leader-election-retry-period=1500ms",
+                    "--max-instance-marks=0",
                     "-v=3"};
 
     (void)state;
@@ -91,6 +93,7 @@ static void test_controller_runtime_names_and_values(void **state)
     assert_int_equal(o.lease_duration_ms, 60000);
     assert_int_equal(o.renew_deadline_ms, 30000);
     assert_int_equal(o.retry_period_ms, 1500);
+    assert_int_equal(o.max_instance_marks, 0);
     assert_int_equal(o.verbosity, 3);
 }
 
@@ -127,6 +130,8 @@ static void test_errors_name_the_flag(void **state)
     char *a6[] = {"m", "--kubeconfig"};
     char *a7[] = {"m", "stray"};
     char *a8[] = {"m", "--kube-api-qps=-1"};
+    char *a9[] = {"m", "--max-instance-marks=65"};
+    char *a10[] = {"m", "--max-instance-marks=-1"};
 
     (void)state;
     expect_error(a1, 2, "--no-such-flag");
@@ -137,6 +142,8 @@ static void test_errors_name_the_flag(void **state)
     expect_error(a6, 2, "--kubeconfig");
     expect_error(a7, 2, "stray");
     expect_error(a8, 2, "--kube-api-qps");
+    expect_error(a9, 2, "--max-instance-marks");
+    expect_error(a10, 2, "--max-instance-marks");
 }
 
 static void test_check(void **state)

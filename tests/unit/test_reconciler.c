@@ -2038,6 +2038,34 @@ static void test_marks_bounded_across_groups(void **state)
     reconciler_free(r);
 }
 
+/* Told to write no marks (--max-instance-marks=0), the reconciler leaves
+ * a member cloned before the mark as it is: the group is RUNNING with it,
+ * and nothing is done in vCenter. */
+static void test_no_marks_when_told(void **state)
+{
+    struct env *e = *state;
+    struct rec_options ro = {.max_group_tasks = 4, .max_marks = REC_NO_MARKS, .clock = f_clock};
+    reconciler *r = NULL;
+
+    assert_int_equal(reconciler_new(&world, &ro, e->q, &r), 0);
+    set_group(GROUP("1", FIN, 2, ""));
+    add_vm(0, true);
+    add_vm(1, true);
+    F.vms[0].instance_uuid = "5000-a";
+    F.vms[1].instance_uuid = F.vms[1].mark_instance = "5000-b";
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(wq_add(e->q, "ns/web"), 0);
+        (void)handle_queued(e, r);
+        settle_status();
+        F.now_ms += 300000;
+    }
+    assert_int_equal(count("mark"), 0);
+    assert_non_null(strstr(F.last_status, "\"phase\":\"RUNNING\""));
+    assert_non_null(strstr(F.last_status, "\"currentReplicas\":2"));
+    drain(e);
+    reconciler_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2115,6 +2143,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_old_objects_unseen_mark_teaches_the_new_nothing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_marks_bounded_across_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_marks_when_told, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
