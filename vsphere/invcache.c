@@ -25,7 +25,14 @@ enum { D_NEW = 1, D_CHANGED = 2, D_REMOVED = 4 };
 /* The properties an assumption pins, each apart (invcache.h, "Assumed
  * changes"): index into node.set_at and node.pin, bit (1u << F_*) in
  * node.pinned. */
-enum { F_POWER, F_CPU, F_MEM, F_IMARK, F_N }; /* F_IMARK: the instance mark */
+enum {
+    F_POWER,
+    F_CPU,
+    F_MEM,
+    F_IMARK, /* the instance mark */
+    F_MARKS, /* the uid and template marks (a clone's, which decide its group) */
+    F_N
+};
 
 struct pgroup;
 
@@ -734,10 +741,16 @@ static unsigned fields_of(const vs_cache *c, const struct vim_object_update *u, 
             f |= 1u << F_CPU;
         else if (strcmp(n, "config.hardware.memoryMB") == 0)
             f |= 1u << F_MEM;
-        else if (c->mark_instance_key[0] &&
-                 (strcmp(n, "config.extraConfig") == 0 ||
-                  (indexed_key(n, key, sizeof(key)) && strcmp(key, c->mark_instance_key) == 0)))
-            f |= 1u << F_IMARK;
+        else if (strcmp(n, "config.extraConfig") == 0)
+            f |= (c->mark_instance_key[0] ? 1u << F_IMARK : 0) |
+                 (c->mark_uid_key[0] || c->mark_template_key[0] ? 1u << F_MARKS : 0);
+        else if (indexed_key(n, key, sizeof(key))) {
+            if (c->mark_instance_key[0] && strcmp(key, c->mark_instance_key) == 0)
+                f |= 1u << F_IMARK;
+            else if ((c->mark_uid_key[0] && strcmp(key, c->mark_uid_key) == 0) ||
+                     (c->mark_template_key[0] && strcmp(key, c->mark_template_key) == 0))
+                f |= 1u << F_MARKS;
+        }
     }
     return f;
 }
@@ -756,6 +769,10 @@ static unsigned differ(const struct vs_obj *a, const struct vs_obj *b)
     if (a->has_mark_instance != b->has_mark_instance ||
         strcmp(a->mark_instance, b->mark_instance) != 0)
         f |= 1u << F_IMARK;
+    if (a->has_mark_uid != b->has_mark_uid || strcmp(a->mark_uid, b->mark_uid) != 0 ||
+        a->has_mark_template != b->has_mark_template ||
+        strcmp(a->mark_template, b->mark_template) != 0)
+        f |= 1u << F_MARKS;
     return f;
 }
 
@@ -773,6 +790,12 @@ static void keep_fields(struct vs_obj *o, const struct vs_obj *old, unsigned kee
     if (keep & (1u << F_IMARK)) {
         o->has_mark_instance = old->has_mark_instance;
         memcpy(o->mark_instance, old->mark_instance, sizeof(o->mark_instance));
+    }
+    if (keep & (1u << F_MARKS)) {
+        o->has_mark_uid = old->has_mark_uid;
+        memcpy(o->mark_uid, old->mark_uid, sizeof(o->mark_uid));
+        o->has_mark_template = old->has_mark_template;
+        memcpy(o->mark_template, old->mark_template, sizeof(o->mark_template));
     }
 }
 

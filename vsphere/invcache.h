@@ -170,7 +170,8 @@ size_t vs_cache_commit(vs_cache *c);
  *   of an object) is numbered when it is sent, in increasing order; its
  *   answer describes vCenter at or after that moment. An assumption made
  *   while requests up to asked were out pins each property it set (the
- *   power state, the CPUs, the memory, the instance mark, each apart) at
+ *   power state, the CPUs, the memory, the instance mark, and a clone's
+ *   uid and template marks, which decide its group: each apart) at
  *   asked. An answer to a request numbered asked or less may describe
  *   vCenter before the task ended, or after it: it changes the object's
  *   other properties but leaves the pinned ones, and when it says another

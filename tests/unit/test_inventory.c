@@ -1554,6 +1554,48 @@ static void test_assume_instance_mark_pinned(void **state)
     vs_cache_free(c);
 }
 
+/* A clone's marks (uid and template), which decide its group, are pinned
+ * as its power state is: an older answer whose extraConfig lacks them
+ * (computed while vCenter was still making the VM) does not make the VM a
+ * stranger in its folder, which its group would replace by another clone,
+ * and asks for a read-back; a newer answer that lacks them is believed. */
+static void test_assume_clone_marks_pinned(void **state)
+{
+    struct rec r;
+    vs_cache *c = setup(&r);
+    const struct vs_obj *o;
+    struct sb b;
+
+    (void)state;
+    read_backs_reset();
+    assert_int_equal(assume(c, VIM_ENTER, "vm-20", clone_result, 7, vs_cache_mark(c), 3), 1);
+    assert_int_equal(vs_cache_marked(c, "uid-a", NULL, 0), 2);
+
+    /* Older: the whole VM, its extraConfig without the marks. */
+    begin(&b);
+    vm(&b, "enter", "vm-20", "a-1", "group-a", "poweredOn", 2, 2048, NULL);
+    (void)feed_from(c, &b, 3);
+    o = vs_cache_get(c, "vm-20");
+    assert_true(o->has_mark_uid);
+    assert_string_equal(o->mark_uid, "uid-a");
+    assert_string_equal(o->mark_template, "tmpl-1");
+    assert_int_equal(vs_cache_marked(c, "uid-a", NULL, 0), 2);
+    assert_true(vs_cache_disputed(c, "vm-20"));
+    assert_int_equal(n_read_backs, 1);
+    assert_string_equal(read_backs[0], "vm-20");
+
+    /* Newer (the read-back): no marks, someone removed them. */
+    begin(&b);
+    vm(&b, "enter", "vm-20", "a-1", "group-a", "poweredOn", 2, 2048, NULL);
+    (void)feed_from(c, &b, 4);
+    o = vs_cache_get(c, "vm-20");
+    assert_false(o->has_mark_uid);
+    assert_false(o->has_mark_template);
+    assert_int_equal(vs_cache_marked(c, "uid-a", NULL, 0), 1);
+    assert_false(vs_cache_disputed(c, "vm-20"));
+    vs_cache_free(c);
+}
+
 /* A clone destroyed by hand right after its task ended: the long poll sent
  * before the clone's end was learned answers with the VM gone (or entered
  * and gone). The removal is believed whatever the answer's age: no ghost
@@ -2187,6 +2229,7 @@ int main(void)
         cmocka_unit_test(test_assume_gone_moref_given_again),
         cmocka_unit_test(test_assume_clone),
         cmocka_unit_test(test_assume_instance_mark_pinned),
+        cmocka_unit_test(test_assume_clone_marks_pinned),
         cmocka_unit_test(test_assume_clone_destroyed_by_hand),
         cmocka_unit_test(test_dispute_queue_full_rebuilds),
         cmocka_unit_test(test_failed_reads_give_way_to_a_dispute),
