@@ -542,12 +542,14 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
     const struct op_kind *k = kind_of(op->kind);
     struct op_decision d;
     char text[MSG_MAX] = "";
-    bool event, ours = op->object == gs->object;
+    bool event, ours;
 
     r->inflight--;
     if (op->kind == PLAN_MARK)
         r->marks_inflight--;
     outcome_decide(op->kind, err, fault, &d);
+    /* The key may name the new object before a pass has counted it. */
+    ours = op->object == gs->object && (!g || vmg_streq(g->meta.uid, gs->uid));
     if (!ours) {
         /* Planned for the object the key named before: said in the log,
          * and the VM is awaited as before, but nothing of it is learned
@@ -557,8 +559,6 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         d.block = PLAN_BLOCK_NONE;
         d.block_reason = NULL;
         d.event = OP_EVENT_NONE;
-        if (d.requeue == OP_REQUEUE_BACKOFF)
-            d.requeue = OP_REQUEUE_NOW;
     }
     event = g && d.event != OP_EVENT_NONE;
 

@@ -1076,6 +1076,28 @@ static void test_old_objects_clone_blocks_not_the_new(void **state)
     assert_null(strstr(F.last_status, "not found"));
 }
 
+/* And when it ends before the new object's first pass (the cache already
+ * names the new object): no event on it either. */
+static void test_old_objects_clone_ends_before_the_new_is_planned(void **state)
+{
+    struct env *e = *state;
+    size_t events;
+
+    set_group(GROUP("3", FIN, 1, ""));
+    pass(e);
+    settle_status();
+    set_group("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
+              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-2\","
+              "\"resourceVersion\":\"9\",\"generation\":1" FIN "},"
+              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+    events = F.events;
+    complete("clone", VMG_ENOTFOUND, NULL, "template \"tmpl\" not found in datacenter \"DC0\"");
+    assert_int_equal(F.events, events);
+    drain(e);
+    pass(e);
+    assert_int_equal(count("clone"), 2);
+}
+
 /* A template refused by the vCenter side (not a template, inside the
  * operator's folder, outside the datacenter) blocks like a missing one,
  * under a reason that says so, and no further clone is tried. */
@@ -2100,6 +2122,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_template_blocks_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_made_again_learns_anew, setup, teardown),
         cmocka_unit_test_setup_teardown(test_old_objects_clone_blocks_not_the_new, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_old_objects_clone_ends_before_the_new_is_planned,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_template_blocks_with_its_reason, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_vcenter_down_shows_in_status, setup, teardown),
