@@ -30,7 +30,8 @@ enum {
     F_CPU,
     F_MEM,
     F_IMARK, /* the instance mark */
-    F_MARKS, /* the uid and template marks (a clone's, which decide its group) */
+    F_UMARK, /* the uid mark (a clone's, which decides its group) */
+    F_TMARK, /* the template mark */
     F_N
 };
 
@@ -743,13 +744,15 @@ static unsigned fields_of(const vs_cache *c, const struct vim_object_update *u, 
             f |= 1u << F_MEM;
         else if (strcmp(n, "config.extraConfig") == 0)
             f |= (c->mark_instance_key[0] ? 1u << F_IMARK : 0) |
-                 (c->mark_uid_key[0] || c->mark_template_key[0] ? 1u << F_MARKS : 0);
+                 (c->mark_uid_key[0] ? 1u << F_UMARK : 0) |
+                 (c->mark_template_key[0] ? 1u << F_TMARK : 0);
         else if (indexed_key(n, key, sizeof(key))) {
             if (c->mark_instance_key[0] && strcmp(key, c->mark_instance_key) == 0)
                 f |= 1u << F_IMARK;
-            else if ((c->mark_uid_key[0] && strcmp(key, c->mark_uid_key) == 0) ||
-                     (c->mark_template_key[0] && strcmp(key, c->mark_template_key) == 0))
-                f |= 1u << F_MARKS;
+            else if (c->mark_uid_key[0] && strcmp(key, c->mark_uid_key) == 0)
+                f |= 1u << F_UMARK;
+            else if (c->mark_template_key[0] && strcmp(key, c->mark_template_key) == 0)
+                f |= 1u << F_TMARK;
         }
     }
     return f;
@@ -769,10 +772,11 @@ static unsigned differ(const struct vs_obj *a, const struct vs_obj *b)
     if (a->has_mark_instance != b->has_mark_instance ||
         strcmp(a->mark_instance, b->mark_instance) != 0)
         f |= 1u << F_IMARK;
-    if (a->has_mark_uid != b->has_mark_uid || strcmp(a->mark_uid, b->mark_uid) != 0 ||
-        a->has_mark_template != b->has_mark_template ||
+    if (a->has_mark_uid != b->has_mark_uid || strcmp(a->mark_uid, b->mark_uid) != 0)
+        f |= 1u << F_UMARK;
+    if (a->has_mark_template != b->has_mark_template ||
         strcmp(a->mark_template, b->mark_template) != 0)
-        f |= 1u << F_MARKS;
+        f |= 1u << F_TMARK;
     return f;
 }
 
@@ -791,9 +795,11 @@ static void keep_fields(struct vs_obj *o, const struct vs_obj *old, unsigned kee
         o->has_mark_instance = old->has_mark_instance;
         memcpy(o->mark_instance, old->mark_instance, sizeof(o->mark_instance));
     }
-    if (keep & (1u << F_MARKS)) {
+    if (keep & (1u << F_UMARK)) {
         o->has_mark_uid = old->has_mark_uid;
         memcpy(o->mark_uid, old->mark_uid, sizeof(o->mark_uid));
+    }
+    if (keep & (1u << F_TMARK)) {
         o->has_mark_template = old->has_mark_template;
         memcpy(o->mark_template, old->mark_template, sizeof(o->mark_template));
     }

@@ -1584,10 +1584,24 @@ static void test_assume_clone_marks_pinned(void **state)
     assert_int_equal(n_read_backs, 1);
     assert_string_equal(read_backs[0], "vm-20");
 
+    /* Newer, but of the template mark alone: the uid mark stays pinned
+     * and disputed, each mark apart. */
+    begin(&b);
+    obj_start(&b, "modify", "VirtualMachine", "vm-20");
+    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_TEMPLATE_KEY "\"]</name>"
+               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_TEMPLATE_KEY "</key>"
+               "<value xsi:type=\"xsd:string\">tmpl-2</value></val></changeSet>");
+    sb_add(&b, "</objectSet>");
+    (void)feed_from(c, &b, 4);
+    o = vs_cache_get(c, "vm-20");
+    assert_string_equal(o->mark_template, "tmpl-2");
+    assert_string_equal(o->mark_uid, "uid-a");
+    assert_true(vs_cache_disputed(c, "vm-20"));
+
     /* Newer (the read-back): no marks, someone removed them. */
     begin(&b);
     vm(&b, "enter", "vm-20", "a-1", "group-a", "poweredOn", 2, 2048, NULL);
-    (void)feed_from(c, &b, 4);
+    (void)feed_from(c, &b, 5);
     o = vs_cache_get(c, "vm-20");
     assert_false(o->has_mark_uid);
     assert_false(o->has_mark_template);
