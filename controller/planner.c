@@ -697,17 +697,21 @@ static bool pred_needs_mark(const struct ctx *c, const struct member *m)
 }
 
 /* plan_marks marks the members pred_needs_mark picks, lowest slot first,
- * with what budget the other actions left. */
+ * with what budget the other actions left: first those whose mark has not
+ * failed lately, so that one VM vCenter keeps refusing (on a host out of
+ * reach, say) does not hold the others' back. */
 static int plan_marks(struct ctx *c)
 {
-    for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
-        const struct member *m = &c->members[i];
-        int r;
-        if (!pred_needs_mark(c, m))
-            continue;
-        r = add_vm_action(c, PLAN_MARK, m);
-        if (r < 0)
-            return r;
+    for (int failed = 0; failed < 2; failed++) {
+        for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
+            const struct member *m = &c->members[i];
+            int r;
+            if (!pred_needs_mark(c, m) || m->vm->mark_failed != (failed == 1))
+                continue;
+            r = add_vm_action(c, PLAN_MARK, m);
+            if (r < 0)
+                return r;
+        }
     }
     return 0;
 }

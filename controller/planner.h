@@ -45,7 +45,8 @@
  *   - A member cloned before the instance mark (plan_vm.mark_instance
  *     NULL) that holds a slot in the folder, is sized as declared, powered
  *     on and has a known instanceUuid, gets that mark (PLAN_MARK, after
- *     everything else, within the budget, unless in->marks_paused): names
+ *     everything else, within the budget, unless in->marks_paused; those
+ *     whose mark failed lately, plan_vm.mark_failed, last): names
  *     are unique in a folder, so that VM is the one the group cloned, and
  *     the mark puts it under the instance rule, by which a copy of it is
  *     no member. A mark in flight (plan_vm.marking) holds other actions on
@@ -110,6 +111,8 @@ struct plan_vm {
     bool failed;           /* unusable, to be replaced (e.g. its clone failed half-way,
                               or it is inaccessible or orphaned) */
     bool elsewhere;        /* not in the group's folder: found by its mark */
+    bool mark_failed;      /* its instance mark failed lately (the caller's word):
+                              the others are marked first */
 };
 
 enum plan_folder_state {

@@ -30,6 +30,7 @@
 #define AWAIT_MS 30000 /* longest wait for the inventory to show a finished operation */
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_CAP_MS 300000
+#define MARKS_FAILED_MAX 64 /* VMs whose mark failed, remembered per group */
 
 struct gstate;
 
@@ -88,6 +89,10 @@ struct gstate {
      * may start: a mark has a backoff of its own. */
     unsigned mark_failures;
     uint64_t marks_until;
+    /* The ids of the VMs whose mark failed and was not seen since (at most
+     * MARKS_FAILED_MAX): the planner marks the others first. */
+    char **marks_failed;
+    size_t n_marks_failed;
     /* In reconciler.marks_line while a mark of it waits for room
      * (rec_options.max_marks); marks_woken: taken off it, room kept for
      * it until its next pass. */
@@ -177,6 +182,64 @@ static struct gstate *gs_find(reconciler *r, const char *key)
     return strmap_get(r->groups, key);
 }
 
+/* failed_mark_at: the index of the VM of id ref in gs->marks_failed,
+ * or -1. */
+static ssize_t failed_mark_at(const struct gstate *gs, const char *ref)
+{
+    for (size_t i = 0; ref && ref[0] && i < gs->n_marks_failed; i++)
+        if (strcmp(gs->marks_failed[i], ref) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+/* note_failed_mark notes that the mark of the VM of id ref failed; beyond
+ * MARKS_FAILED_MAX, or out of memory, it is not noted (it is then marked
+ * in its turn, as before any failure). */
+static void note_failed_mark(struct gstate *gs, const char *ref)
+{
+    char **v;
+
+    if (!ref || !ref[0] || failed_mark_at(gs, ref) >= 0 || gs->n_marks_failed >= MARKS_FAILED_MAX)
+        return;
+    v = realloc(gs->marks_failed, (gs->n_marks_failed + 1) * sizeof(*v));
+    if (!v)
+        return;
+    gs->marks_failed = v;
+    if ((v[gs->n_marks_failed] = strdup(ref)) != NULL)
+        gs->n_marks_failed++;
+}
+
+static void forget_failed_mark(struct gstate *gs, size_t i)
+{
+    free(gs->marks_failed[i]);
+    gs->marks_failed[i] = gs->marks_failed[--gs->n_marks_failed];
+}
+
+/* forget_failed_marks forgets every VM whose mark failed. */
+static void forget_failed_marks(struct gstate *gs)
+{
+    while (gs->n_marks_failed)
+        forget_failed_mark(gs, gs->n_marks_failed - 1);
+    free(gs->marks_failed);
+    gs->marks_failed = NULL;
+}
+
+/* prune_failed_marks forgets the VMs whose mark failed that the whole
+ * listing f of the group's VMs no longer shows (gone, or no longer the
+ * group's). */
+static void prune_failed_marks(struct gstate *gs, const struct rec_folder *f)
+{
+    if (f->state != PLAN_FOLDER_PRESENT || f->truncated)
+        return;
+    for (size_t i = gs->n_marks_failed; i-- > 0;) {
+        bool listed = false;
+        for (size_t j = 0; j < f->n_vms && !listed; j++)
+            listed = f->vms[j].ref && strcmp(f->vms[j].ref, gs->marks_failed[i]) == 0;
+        if (!listed)
+            forget_failed_mark(gs, i);
+    }
+}
+
 static void gs_free(struct gstate *gs)
 {
     free(gs->key);
@@ -190,6 +253,7 @@ static void gs_free(struct gstate *gs)
     free(gs->announced_uid);
     free(gs->announced_reason);
     free(gs->announced_message);
+    forget_failed_marks(gs);
     free(gs);
 }
 
@@ -458,11 +522,13 @@ static void note_transient(reconciler *r, struct gstate *gs, const char *msg)
     gs->transient_until = r->clock(NULL) + backoff_ms(gs->failures);
 }
 
-/* mark_failed: the group's marks wait for their backoff. */
-static void mark_failed(reconciler *r, struct gstate *gs)
+/* mark_failed: the mark of the VM of id ref failed: the group's marks
+ * wait for their backoff, and the VM's come after the others'. */
+static void mark_failed(reconciler *r, struct gstate *gs, const char *ref)
 {
     gs->mark_failures++;
     gs->marks_until = r->clock(NULL) + backoff_ms(gs->mark_failures);
+    note_failed_mark(gs, ref);
 }
 
 /* How a key goes back to the queue. */
@@ -646,7 +712,7 @@ static void op_done(void *cbdata, int err, const char *fault, const char *msg)
         gs->resize_gen = op->gen;
     }
     if (d.mark_failed)
-        mark_failed(r, gs);
+        mark_failed(r, gs, op->ref);
     if (d.await) {
         op->awaiting = true;
         op->deadline = r->clock(NULL) + AWAIT_MS;
@@ -865,8 +931,12 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
     while (*pp) {
         struct op *op = *pp;
         if (op->awaiting && (f->state == PLAN_FOLDER_UNKNOWN ? false : seen(op, f))) {
-            if (op->kind == PLAN_MARK && op->object == gs->object && find_vm(f, op))
+            if (op->kind == PLAN_MARK && op->object == gs->object && find_vm(f, op)) {
+                ssize_t at = failed_mark_at(gs, op->ref);
                 gs->mark_failures = 0; /* seen on the VM, not a VM gone */
+                if (at >= 0)
+                    forget_failed_mark(gs, (size_t)at);
+            }
             *pp = op->next;
             gs->n_ops--;
             free(op);
@@ -897,7 +967,7 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
                          "the inventory does not show the instance mark written on VM %s; "
                          "writing it again after a backoff",
                          op->vm);
-                mark_failed(r, gs);
+                mark_failed(r, gs, op->ref);
             }
             *pp = op->next;
             gs->n_ops--;
@@ -1035,6 +1105,7 @@ static void forget_another_object(struct gstate *gs, const struct vmgroup *g)
         gs->failures = 0;
         gs->mark_failures = 0;
         gs->marks_until = 0;
+        forget_failed_marks(gs);
         gs->object++;
     }
     set_str(&gs->uid, uid);
@@ -1073,9 +1144,11 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     ps->slots = gs->n_ops ? calloc(gs->n_ops, sizeof(*ps->slots)) : NULL;
     if ((f->n_vms && !ps->vms) || (gs->n_ops && !ps->slots))
         return -ENOMEM;
+    prune_failed_marks(gs, f);
     for (size_t i = 0; i < f->n_vms; i++) {
         ps->vms[i] = f->vms[i];
         vm_ops(gs, &ps->vms[i]);
+        ps->vms[i].mark_failed = failed_mark_at(gs, ps->vms[i].ref) >= 0;
     }
     for (const struct op *op = gs->ops; op; op = op->next) {
         if (op->kind == PLAN_CLONE)
@@ -1280,9 +1353,10 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
                 snprintf(text, sizeof(text), "Cannot %s %s: %s", kind_of(a->kind)->verb,
                          a->vm ? a->vm : gs->folder, vmg_strerror(rc));
                 vmg_logf(VMG_LOG_WARN, LOGGER, g->meta.ns, g->meta.name, "%s", text);
-                if (a->kind == PLAN_MARK)
+                if (a->kind == PLAN_MARK) {
                     mark_refused = true; /* one backoff step for the pass */
-                else
+                    note_failed_mark(gs, a->vm_ref);
+                } else
                     note_transient(r, gs, text);
             }
             break;
@@ -1290,7 +1364,7 @@ static bool act(reconciler *r, struct gstate *gs, const struct vmgroup *g, const
     }
 
     if (mark_refused)
-        mark_failed(r, gs);
+        mark_failed(r, gs, NULL);
 
     /* Not with a finalizer write, for the same reason: the status goes
      * with the next pass, on the object that write makes (if any: removing

@@ -70,6 +70,7 @@ struct tvm {
     const char *iu;    /* its instanceUuid; NULL: none known */
     const char *imark; /* its instance mark; NULL: none (cloned before that mark) */
     bool marking;      /* its instance mark is in flight (and nothing else) */
+    bool mark_failed;  /* its instance mark failed lately */
 };
 
 enum { F_PRESENT = 0, F_ABSENT, F_UNKNOWN };
@@ -490,6 +491,16 @@ static const struct tcase cases[] = {
      .phase = VMGROUP_PHASE_RUNNING,
      .message = "all 2 VMs running",
      .current = 2},
+    {.title = "a member whose mark failed lately is marked after the others",
+     .replicas = 3,
+     .limit = 2,
+     .vms = {{"web-0", .iu = "5000-a", .mark_failed = true},
+             {"web-1", .iu = "5000-b", .mark_failed = true},
+             {"web-2", .iu = "5000-c"}},
+     .actions = "mark web-2; mark web-0; event Normal Ready",
+     .phase = VMGROUP_PHASE_RUNNING,
+     .message = "all 3 VMs running",
+     .current = 3},
     {.title = "a mark in flight keeps the VM ready and the group running",
      .replicas = 2,
      .vms = {{"web-0", .iu = "5000-a", .marking = true},
@@ -955,6 +966,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
             .create_order = t->order,
             .inflight = t->inflight || t->marking,
             .marking = t->marking,
+            .mark_failed = t->mark_failed,
             .failed = t->failed,
             .ref = t->ref,
             .elsewhere = t->elsewhere,

@@ -2060,6 +2060,73 @@ static void test_marks_bounded_across_groups(void **state)
     reconciler_free(r);
 }
 
+/* pass_with runs a pass of web with reconciler r. */
+static void pass_with(struct env *e, reconciler *r)
+{
+    assert_int_equal(wq_add(e->q, "ns/web"), 0);
+    (void)handle_queued(e, r);
+}
+
+/* A VM whose mark vCenter keeps refusing (on a host out of reach, say)
+ * does not hold back the marks of the group's other VMs: with room for one
+ * mark, the next goes to another VM, and the refused one is tried again
+ * once no other waits. */
+static void test_refused_mark_goes_last(void **state)
+{
+    struct env *e = *state;
+    struct rec_options ro = {.max_group_tasks = 4, .max_marks = 1, .clock = f_clock};
+    reconciler *r = NULL;
+
+    assert_int_equal(reconciler_new(&world, &ro, e->q, &r), 0);
+    set_group(GROUP("1", FIN, 3, ""));
+    for (int i = 0; i < 3; i++)
+        add_vm(i, true);
+    F.vms[0].ref = "vm-10";
+    F.vms[1].ref = "vm-11";
+    F.vms[2].ref = "vm-12";
+    F.vms[0].instance_uuid = "5000-a";
+    F.vms[1].instance_uuid = "5000-b";
+    F.vms[2].instance_uuid = "5000-c";
+    pass_with(e, r);
+    settle_status();
+    assert_int_equal(count("mark"), 1);
+    assert_string_equal(last_call("mark")->ref, "vm-10");
+    complete("mark", VMG_EFAULT, "HostNotConnected", "The host is not connected");
+
+    /* After the backoff: web-1, not web-0 again. */
+    F.now_ms += 1000;
+    pass_with(e, r);
+    assert_int_equal(count("mark"), 2);
+    assert_string_equal(last_call("mark")->ref, "vm-11");
+    complete("mark", 0, NULL, NULL);
+    F.vms[1].mark_instance = "5000-b";
+
+    /* Seen: no backoff, and web-2 before web-0. */
+    pass_with(e, r);
+    assert_int_equal(count("mark"), 3);
+    assert_string_equal(last_call("mark")->ref, "vm-12");
+    complete("mark", 0, NULL, NULL);
+    F.vms[2].mark_instance = "5000-c";
+
+    /* No other waits: web-0 is tried again. */
+    pass_with(e, r);
+    assert_int_equal(count("mark"), 4);
+    assert_string_equal(last_call("mark")->ref, "vm-10");
+    complete("mark", 0, NULL, NULL);
+    F.vms[0].mark_instance = "5000-a";
+    pass_with(e, r);
+
+    /* Seen on web-0, its failure is forgotten: should web-0 and web-1 lose
+     * their marks, web-0 is marked first again. */
+    F.vms[0].mark_instance = F.vms[1].mark_instance = NULL;
+    pass_with(e, r);
+    assert_int_equal(count("mark"), 5);
+    assert_string_equal(last_call("mark")->ref, "vm-10");
+    complete("mark", 0, NULL, NULL);
+    drain(e);
+    reconciler_free(r);
+}
+
 /* Told to write no marks (--max-instance-marks=0), the reconciler leaves
  * a member cloned before the mark as it is: the group is RUNNING with it,
  * and nothing is done in vCenter. */
@@ -2168,6 +2235,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_marks_bounded_across_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_marks_when_told, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_mark_goes_last, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
