@@ -696,22 +696,40 @@ static bool pred_needs_mark(const struct ctx *c, const struct member *m)
            vm->instance_uuid[0];
 }
 
-/* plan_marks marks the members pred_needs_mark picks, lowest slot first,
- * with what budget the other actions left: first those whose mark has not
- * failed lately, so that one VM vCenter keeps refusing (on a host out of
- * reach, say) does not hold the others' back. */
+/* plan_marks marks the members pred_needs_mark picks, with what budget
+ * the other actions left: first those whose mark has not failed lately,
+ * lowest slot first, then the others, the least recent failure first, so
+ * that a VM vCenter keeps refusing (on a host out of reach, say) holds
+ * back neither the others nor another that failed once. */
 static int plan_marks(struct ctx *c)
 {
-    for (int failed = 0; failed < 2; failed++) {
-        for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
+    unsigned last = 0;
+
+    for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
+        const struct member *m = &c->members[i];
+        int r;
+        if (!pred_needs_mark(c, m) || m->vm->mark_failure_rank)
+            continue;
+        r = add_vm_action(c, PLAN_MARK, m);
+        if (r < 0)
+            return r;
+    }
+    while (c->budget > 0) {
+        const struct member *next = NULL;
+        int r;
+        for (size_t i = 0; i < c->n_members; i++) {
             const struct member *m = &c->members[i];
-            int r;
-            if (!pred_needs_mark(c, m) || m->vm->mark_failed != (failed == 1))
-                continue;
-            r = add_vm_action(c, PLAN_MARK, m);
-            if (r < 0)
-                return r;
+            unsigned rank = m->vm ? m->vm->mark_failure_rank : 0;
+            if (rank > last && (!next || rank < next->vm->mark_failure_rank) &&
+                pred_needs_mark(c, m))
+                next = m;
         }
+        if (!next)
+            break;
+        last = next->vm->mark_failure_rank;
+        r = add_vm_action(c, PLAN_MARK, next);
+        if (r < 0)
+            return r;
     }
     return 0;
 }

@@ -90,7 +90,8 @@ struct gstate {
     unsigned mark_failures;
     uint64_t marks_until;
     /* The ids of the VMs whose mark failed and was not seen since (at most
-     * MARKS_FAILED_MAX): the planner marks the others first. */
+     * MARKS_FAILED_MAX), the least recent failure first: the planner marks
+     * the others first, then these in this order. */
     char **marks_failed;
     size_t n_marks_failed;
     /* In reconciler.marks_line while a mark of it waits for room
@@ -192,14 +193,37 @@ static ssize_t failed_mark_at(const struct gstate *gs, const char *ref)
     return -1;
 }
 
-/* note_failed_mark notes that the mark of the VM of id ref failed; beyond
- * MARKS_FAILED_MAX, or out of memory, it is not noted (it is then marked
- * in its turn, as before any failure). */
+/* take_failed_mark takes the i-th VM out of gs->marks_failed, keeping
+ * the others' order, and returns its id. */
+static char *take_failed_mark(struct gstate *gs, size_t i)
+{
+    char *ref = gs->marks_failed[i];
+
+    memmove(&gs->marks_failed[i], &gs->marks_failed[i + 1],
+            (gs->n_marks_failed - i - 1) * sizeof(*gs->marks_failed));
+    gs->n_marks_failed--;
+    return ref;
+}
+
+static void forget_failed_mark(struct gstate *gs, size_t i)
+{
+    free(take_failed_mark(gs, i));
+}
+
+/* note_failed_mark notes that the mark of the VM of id ref failed, as the
+ * most recent failure; beyond MARKS_FAILED_MAX, or out of memory, it is
+ * not noted (it is then marked in its turn, as before any failure). */
 static void note_failed_mark(struct gstate *gs, const char *ref)
 {
-    char **v;
+    ssize_t at = failed_mark_at(gs, ref);
+    char **v, *copy;
 
-    if (!ref || !ref[0] || failed_mark_at(gs, ref) >= 0 || gs->n_marks_failed >= MARKS_FAILED_MAX)
+    if (at >= 0) {
+        copy = take_failed_mark(gs, (size_t)at);
+        gs->marks_failed[gs->n_marks_failed++] = copy;
+        return;
+    }
+    if (!ref || !ref[0] || gs->n_marks_failed >= MARKS_FAILED_MAX)
         return;
     v = realloc(gs->marks_failed, (gs->n_marks_failed + 1) * sizeof(*v));
     if (!v)
@@ -207,12 +231,6 @@ static void note_failed_mark(struct gstate *gs, const char *ref)
     gs->marks_failed = v;
     if ((v[gs->n_marks_failed] = strdup(ref)) != NULL)
         gs->n_marks_failed++;
-}
-
-static void forget_failed_mark(struct gstate *gs, size_t i)
-{
-    free(gs->marks_failed[i]);
-    gs->marks_failed[i] = gs->marks_failed[--gs->n_marks_failed];
 }
 
 /* forget_failed_marks forgets every VM whose mark failed. */
@@ -1148,7 +1166,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     for (size_t i = 0; i < f->n_vms; i++) {
         ps->vms[i] = f->vms[i];
         vm_ops(gs, &ps->vms[i]);
-        ps->vms[i].mark_failed = failed_mark_at(gs, ps->vms[i].ref) >= 0;
+        ps->vms[i].mark_failure_rank = (unsigned)(failed_mark_at(gs, ps->vms[i].ref) + 1);
     }
     for (const struct op *op = gs->ops; op; op = op->next) {
         if (op->kind == PLAN_CLONE)

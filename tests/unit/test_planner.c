@@ -65,12 +65,12 @@ struct tvm {
     uint64_t order;
     bool inflight;
     bool failed;
-    const char *ref;   /* vCenter's id; NULL: none */
-    bool elsewhere;    /* outside the group's folder, found by its mark */
-    const char *iu;    /* its instanceUuid; NULL: none known */
-    const char *imark; /* its instance mark; NULL: none (cloned before that mark) */
-    bool marking;      /* its instance mark is in flight (and nothing else) */
-    bool mark_failed;  /* its instance mark failed lately */
+    const char *ref;    /* vCenter's id; NULL: none */
+    bool elsewhere;     /* outside the group's folder, found by its mark */
+    const char *iu;     /* its instanceUuid; NULL: none known */
+    const char *imark;  /* its instance mark; NULL: none (cloned before that mark) */
+    bool marking;       /* its instance mark is in flight (and nothing else) */
+    unsigned mark_rank; /* its instance mark failed lately: the rank of that failure */
 };
 
 enum { F_PRESENT = 0, F_ABSENT, F_UNKNOWN };
@@ -491,16 +491,18 @@ static const struct tcase cases[] = {
      .phase = VMGROUP_PHASE_RUNNING,
      .message = "all 2 VMs running",
      .current = 2},
-    {.title = "a member whose mark failed lately is marked after the others",
-     .replicas = 3,
-     .limit = 2,
-     .vms = {{"web-0", .iu = "5000-a", .mark_failed = true},
-             {"web-1", .iu = "5000-b", .mark_failed = true},
-             {"web-2", .iu = "5000-c"}},
-     .actions = "mark web-2; mark web-0; event Normal Ready",
+    {.title = "members whose mark failed lately are marked after the others, the least recent "
+              "failure first",
+     .replicas = 4,
+     .limit = 3,
+     .vms = {{"web-0", .iu = "5000-a", .mark_rank = 2},
+             {"web-1", .iu = "5000-b", .mark_rank = 3},
+             {"web-2", .iu = "5000-c", .mark_rank = 1},
+             {"web-3", .iu = "5000-d"}},
+     .actions = "mark web-3; mark web-2; mark web-0; event Normal Ready",
      .phase = VMGROUP_PHASE_RUNNING,
-     .message = "all 3 VMs running",
-     .current = 3},
+     .message = "all 4 VMs running",
+     .current = 4},
     {.title = "a mark in flight keeps the VM ready and the group running",
      .replicas = 2,
      .vms = {{"web-0", .iu = "5000-a", .marking = true},
@@ -966,7 +968,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
             .create_order = t->order,
             .inflight = t->inflight || t->marking,
             .marking = t->marking,
-            .mark_failed = t->mark_failed,
+            .mark_failure_rank = t->mark_rank,
             .failed = t->failed,
             .ref = t->ref,
             .elsewhere = t->elsewhere,

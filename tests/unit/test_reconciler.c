@@ -50,6 +50,7 @@ struct fake {
     size_t ready_events, foreign_events; /* of reason Ready, ForeignVMs */
     uint64_t now_ms;                     /* the reconciler's clock */
     int rereads;                         /* VMs asked to be read again */
+    int marks_refused;                   /* marks to refuse before starting any */
     char reread_vm[96];
     char reread_ref[64];
     char folder_uid[64];  /* the uid the last folder call asked for */
@@ -279,6 +280,10 @@ static int f_mark_instance(void *d, const char *folder, const char *vm, const ch
 {
     (void)d;
     (void)folder;
+    if (F.marks_refused > 0) {
+        F.marks_refused--;
+        return -EIO;
+    }
     record_vm("mark", vm, ref, cb, cbdata);
     snprintf(F.marked_uuid, sizeof(F.marked_uuid), "%s", instance_uuid);
     return 0;
@@ -2067,6 +2072,44 @@ static void pass_with(struct env *e, reconciler *r)
     (void)handle_queued(e, r);
 }
 
+/* three_legacy: web-0, web-1 and web-2 (vm-10, vm-11, vm-12), all cloned
+ * before the instance mark, and a reconciler with room for one mark. */
+static reconciler *three_legacy(struct env *e)
+{
+    struct rec_options ro = {.max_group_tasks = 4, .max_marks = 1, .clock = f_clock};
+    static const char *refs[] = {"vm-10", "vm-11", "vm-12"};
+    static const char *uuids[] = {"5000-a", "5000-b", "5000-c"};
+    reconciler *r = NULL;
+
+    assert_int_equal(reconciler_new(&world, &ro, e->q, &r), 0);
+    set_group(GROUP("1", FIN, 3, ""));
+    for (int i = 0; i < 3; i++) {
+        add_vm(i, true);
+        F.vms[i].ref = refs[i];
+        F.vms[i].instance_uuid = uuids[i];
+    }
+    return r;
+}
+
+/* mark_next: a pass of web with r starts the mark of the VM of id ref. */
+static void mark_next(struct env *e, reconciler *r, const char *ref)
+{
+    size_t n = count("mark");
+
+    pass_with(e, r);
+    assert_int_equal(count("mark"), n + 1);
+    assert_string_equal(last_call("mark")->ref, ref);
+}
+
+/* done_with ends the mark in flight, and r. */
+static void done_with(struct env *e, reconciler *r)
+{
+    complete("mark", 0, NULL, NULL);
+    settle_status();
+    drain(e);
+    reconciler_free(r);
+}
+
 /* A VM whose mark vCenter keeps refusing (on a host out of reach, say)
  * does not hold back the marks of the group's other VMs: with room for one
  * mark, the next goes to another VM, and the refused one is tried again
@@ -2074,19 +2117,8 @@ static void pass_with(struct env *e, reconciler *r)
 static void test_refused_mark_goes_last(void **state)
 {
     struct env *e = *state;
-    struct rec_options ro = {.max_group_tasks = 4, .max_marks = 1, .clock = f_clock};
-    reconciler *r = NULL;
+    reconciler *r = three_legacy(e);
 
-    assert_int_equal(reconciler_new(&world, &ro, e->q, &r), 0);
-    set_group(GROUP("1", FIN, 3, ""));
-    for (int i = 0; i < 3; i++)
-        add_vm(i, true);
-    F.vms[0].ref = "vm-10";
-    F.vms[1].ref = "vm-11";
-    F.vms[2].ref = "vm-12";
-    F.vms[0].instance_uuid = "5000-a";
-    F.vms[1].instance_uuid = "5000-b";
-    F.vms[2].instance_uuid = "5000-c";
     pass_with(e, r);
     settle_status();
     assert_int_equal(count("mark"), 1);
@@ -2122,9 +2154,69 @@ static void test_refused_mark_goes_last(void **state)
     pass_with(e, r);
     assert_int_equal(count("mark"), 5);
     assert_string_equal(last_call("mark")->ref, "vm-10");
+    done_with(e, r);
+}
+
+/* VMs whose marks failed are tried in turn, the least recent failure
+ * first: one whose host is gone for good does not hold back another that
+ * failed once. */
+static void test_failed_marks_tried_in_turn(void **state)
+{
+    struct env *e = *state;
+    reconciler *r = three_legacy(e);
+
+    mark_next(e, r, "vm-10");
+    complete("mark", VMG_EFAULT, "HostNotConnected", "The host is not connected");
+    F.now_ms += 1000;
+    mark_next(e, r, "vm-11");
+    complete("mark", VMG_EFAULT, "TaskInProgress", "Another task is in progress");
+    F.now_ms += 2000;
+    mark_next(e, r, "vm-12");
     complete("mark", 0, NULL, NULL);
-    drain(e);
-    reconciler_free(r);
+    F.vms[2].mark_instance = "5000-c";
+    mark_next(e, r, "vm-10");
+    complete("mark", VMG_EFAULT, "HostNotConnected", "The host is not connected");
+    F.now_ms += 1000;
+    mark_next(e, r, "vm-11");
+    done_with(e, r);
+}
+
+/* So is a VM whose mark the inventory never showed. (A mark that ended
+ * holds no room while it is awaited: web-1's starts meanwhile.) */
+static void test_unseen_mark_goes_last(void **state)
+{
+    struct env *e = *state;
+    reconciler *r = three_legacy(e);
+
+    mark_next(e, r, "vm-10");
+    complete("mark", 0, NULL, NULL);
+    F.now_ms += 30000; /* web-0 read again */
+    mark_next(e, r, "vm-11");
+    complete("mark", 0, NULL, NULL);
+    F.vms[1].mark_instance = "5000-b";
+    F.now_ms += 30000; /* web-0 given up, web-1 seen */
+    pass_with(e, r);
+    assert_int_equal(count("mark"), 2);
+    F.now_ms += 1000;
+    mark_next(e, r, "vm-12");
+    done_with(e, r);
+}
+
+/* And one whose mark could not be started: the next pass's goes to the
+ * VM not yet tried. */
+static void test_unstarted_mark_goes_last(void **state)
+{
+    struct env *e = *state;
+    reconciler *r = three_legacy(e);
+
+    F.marks_refused = 1; /* web-0's; web-1's starts in the same pass */
+    mark_next(e, r, "vm-11");
+    assert_int_equal(F.marks_refused, 0);
+    complete("mark", 0, NULL, NULL);
+    F.vms[1].mark_instance = "5000-b";
+    F.now_ms += 1000;
+    mark_next(e, r, "vm-12");
+    done_with(e, r);
 }
 
 /* Told to write no marks (--max-instance-marks=0), the reconciler leaves
@@ -2236,6 +2328,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_marks_bounded_across_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_marks_when_told, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_mark_goes_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_marks_tried_in_turn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unseen_mark_goes_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unstarted_mark_goes_last, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
