@@ -703,12 +703,12 @@ static bool pred_needs_mark(const struct ctx *c, const struct member *m)
  * back neither the others nor another that failed once. */
 static int plan_marks(struct ctx *c)
 {
-    unsigned last = 0;
+    uint64_t last = 0;
 
     for (size_t i = 0; i < c->n_members && c->budget > 0; i++) {
         const struct member *m = &c->members[i];
         int r;
-        if (!pred_needs_mark(c, m) || m->vm->mark_failure_rank)
+        if (!pred_needs_mark(c, m) || m->vm->mark_failure_seq)
             continue;
         r = add_vm_action(c, PLAN_MARK, m);
         if (r < 0)
@@ -719,14 +719,13 @@ static int plan_marks(struct ctx *c)
         int r;
         for (size_t i = 0; i < c->n_members; i++) {
             const struct member *m = &c->members[i];
-            unsigned rank = m->vm ? m->vm->mark_failure_rank : 0;
-            if (rank > last && (!next || rank < next->vm->mark_failure_rank) &&
-                pred_needs_mark(c, m))
+            uint64_t seq = m->vm ? m->vm->mark_failure_seq : 0;
+            if (seq > last && (!next || seq < next->vm->mark_failure_seq) && pred_needs_mark(c, m))
                 next = m;
         }
         if (!next)
             break;
-        last = next->vm->mark_failure_rank;
+        last = next->vm->mark_failure_seq;
         r = add_vm_action(c, PLAN_MARK, next);
         if (r < 0)
             return r;

@@ -46,7 +46,7 @@
  *     NULL) that holds a slot in the folder, is sized as declared, powered
  *     on and has a known instanceUuid, gets that mark (PLAN_MARK, after
  *     everything else, within the budget, unless in->marks_paused; those
- *     whose mark failed, plan_vm.mark_failure_rank, last): names
+ *     whose mark failed, plan_vm.mark_failure_seq, last): names
  *     are unique in a folder, so that VM is the one the group cloned, and
  *     the mark puts it under the instance rule, by which a copy of it is
  *     no member. A mark in flight (plan_vm.marking) holds other actions on
@@ -112,9 +112,10 @@ struct plan_vm {
                               or it is inaccessible or orphaned) */
     bool elsewhere;        /* not in the group's folder: found by its mark */
     /* 0: its instance mark has not failed lately (the caller's word); else
-     * the rank of its last failure among the group's VMs, 1 the least
-     * recent. Marks go to the others first, then by that rank. */
-    unsigned mark_failure_rank;
+     * when its last failure came among the group's VMs' (larger is more
+     * recent, each VM's its own). Marks go to the others first, then the
+     * least recent failure first. */
+    uint64_t mark_failure_seq;
 };
 
 enum plan_folder_state {

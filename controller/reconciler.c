@@ -30,7 +30,6 @@
 #define AWAIT_MS 30000 /* longest wait for the inventory to show a finished operation */
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_CAP_MS 300000
-#define MARKS_FAILED_MAX 64 /* VMs whose mark failed, remembered per group */
 
 struct gstate;
 
@@ -89,11 +88,11 @@ struct gstate {
      * may start: a mark has a backoff of its own. */
     unsigned mark_failures;
     uint64_t marks_until;
-    /* The ids of the VMs whose mark failed and was not seen since (at most
-     * MARKS_FAILED_MAX), the least recent failure first: the planner marks
-     * the others first, then these in this order. */
-    char **marks_failed;
-    size_t n_marks_failed;
+    /* The VMs whose mark failed and was not seen since, by id (struct
+     * failed_mark; NULL until the first): the planner marks the others
+     * first, then these, the least recent failure first. */
+    strmap *marks_failed;
+    uint64_t marks_failed_seq; /* the last failed_mark.seq or .sweep given */
     /* In reconciler.marks_line while a mark of it waits for room
      * (rec_options.max_marks); marks_woken: taken off it, room kept for
      * it until its next pass. */
@@ -183,79 +182,116 @@ static struct gstate *gs_find(reconciler *r, const char *key)
     return strmap_get(r->groups, key);
 }
 
-/* failed_mark_at: the index of the VM of id ref in gs->marks_failed,
- * or -1. */
-static ssize_t failed_mark_at(const struct gstate *gs, const char *ref)
-{
-    for (size_t i = 0; ref && ref[0] && i < gs->n_marks_failed; i++)
-        if (strcmp(gs->marks_failed[i], ref) == 0)
-            return (ssize_t)i;
-    return -1;
-}
+/* A VM whose mark failed (gstate.marks_failed). */
+struct failed_mark {
+    uint64_t seq;   /* of its last failure in its group: larger is more recent */
+    uint64_t sweep; /* the last prune_failed_marks that found it listed */
+};
 
-/* take_failed_mark takes the i-th VM out of gs->marks_failed, keeping
- * the others' order, and returns its id. */
-static char *take_failed_mark(struct gstate *gs, size_t i)
+/* failed_mark_seq: the seq of the last mark failure of the VM of id ref,
+ * or 0 when its mark has not failed. */
+static uint64_t failed_mark_seq(const struct gstate *gs, const char *ref)
 {
-    char *ref = gs->marks_failed[i];
+    const struct failed_mark *fm =
+        gs->marks_failed && ref && ref[0] ? strmap_get(gs->marks_failed, ref) : NULL;
 
-    memmove(&gs->marks_failed[i], &gs->marks_failed[i + 1],
-            (gs->n_marks_failed - i - 1) * sizeof(*gs->marks_failed));
-    gs->n_marks_failed--;
-    return ref;
-}
-
-static void forget_failed_mark(struct gstate *gs, size_t i)
-{
-    free(take_failed_mark(gs, i));
+    return fm ? fm->seq : 0;
 }
 
 /* note_failed_mark notes that the mark of the VM of id ref failed, as the
- * most recent failure; beyond MARKS_FAILED_MAX, or out of memory, it is
- * not noted (it is then marked in its turn, as before any failure). */
+ * group's most recent failure; out of memory, or without an id, it is not
+ * noted (it is then marked in its turn, as before any failure). Bounded by
+ * the group's VMs: prune_failed_marks forgets those no longer listed. */
 static void note_failed_mark(struct gstate *gs, const char *ref)
 {
-    ssize_t at = failed_mark_at(gs, ref);
-    char **v, *copy;
+    struct failed_mark *fm;
 
-    if (at >= 0) {
-        copy = take_failed_mark(gs, (size_t)at);
-        gs->marks_failed[gs->n_marks_failed++] = copy;
+    if (!ref || !ref[0])
         return;
+    if (!gs->marks_failed && !(gs->marks_failed = strmap_new()))
+        return;
+    fm = strmap_get(gs->marks_failed, ref);
+    if (!fm) {
+        if (strmap_count(gs->marks_failed) >= VMGROUP_REPLICAS_MAX ||
+            !(fm = calloc(1, sizeof(*fm))))
+            return;
+        if (strmap_set(gs->marks_failed, ref, fm) < 0) {
+            free(fm);
+            return;
+        }
     }
-    if (!ref || !ref[0] || gs->n_marks_failed >= MARKS_FAILED_MAX)
-        return;
-    v = realloc(gs->marks_failed, (gs->n_marks_failed + 1) * sizeof(*v));
-    if (!v)
-        return;
-    gs->marks_failed = v;
-    if ((v[gs->n_marks_failed] = strdup(ref)) != NULL)
-        gs->n_marks_failed++;
+    fm->seq = ++gs->marks_failed_seq;
+}
+
+static void forget_failed_mark(struct gstate *gs, const char *ref)
+{
+    if (gs->marks_failed && ref && ref[0])
+        free(strmap_del(gs->marks_failed, ref));
+}
+
+static int free_value(void *data, const char *key, void *value)
+{
+    (void)data;
+    (void)key;
+    free(value);
+    return 0;
 }
 
 /* forget_failed_marks forgets every VM whose mark failed. */
 static void forget_failed_marks(struct gstate *gs)
 {
-    while (gs->n_marks_failed)
-        forget_failed_mark(gs, gs->n_marks_failed - 1);
-    free(gs->marks_failed);
+    if (gs->marks_failed)
+        (void)strmap_foreach(gs->marks_failed, free_value, NULL);
+    strmap_free(gs->marks_failed);
     gs->marks_failed = NULL;
 }
 
-/* prune_failed_marks forgets the VMs whose mark failed that the whole
- * listing f of the group's VMs no longer shows (gone, or no longer the
- * group's). */
+struct prune {
+    uint64_t sweep;
+    char **gone;
+    size_t n;
+};
+
+static int unlisted(void *data, const char *key, void *value)
+{
+    struct prune *p = data;
+    const struct failed_mark *fm = value;
+
+    if (fm->sweep != p->sweep && (p->gone[p->n] = strdup(key)) != NULL)
+        p->n++;
+    return 0;
+}
+
+/* prune_failed_marks forgets the VMs whose mark failed that are marked
+ * now (the mark given up on showed later, or one said failed was
+ * written), and, when f is the whole listing of the group's VMs, those it
+ * no longer shows (gone from the folder and from the group's marks). */
 static void prune_failed_marks(struct gstate *gs, const struct rec_folder *f)
 {
+    struct prune p = {.sweep = ++gs->marks_failed_seq};
+    size_t n = gs->marks_failed ? strmap_count(gs->marks_failed) : 0;
+
+    if (!n)
+        return;
+    for (size_t j = 0; j < f->n_vms; j++) {
+        const struct plan_vm *v = &f->vms[j];
+        struct failed_mark *fm = v->ref ? strmap_get(gs->marks_failed, v->ref) : NULL;
+        if (fm && v->mark_instance)
+            forget_failed_mark(gs, v->ref);
+        else if (fm)
+            fm->sweep = p.sweep;
+    }
     if (f->state != PLAN_FOLDER_PRESENT || f->truncated)
         return;
-    for (size_t i = gs->n_marks_failed; i-- > 0;) {
-        bool listed = false;
-        for (size_t j = 0; j < f->n_vms && !listed; j++)
-            listed = f->vms[j].ref && strcmp(f->vms[j].ref, gs->marks_failed[i]) == 0;
-        if (!listed)
-            forget_failed_mark(gs, i);
+    n = strmap_count(gs->marks_failed);
+    if (!n || !(p.gone = calloc(n, sizeof(*p.gone))))
+        return;
+    (void)strmap_foreach(gs->marks_failed, unlisted, &p);
+    for (size_t i = 0; i < p.n; i++) {
+        forget_failed_mark(gs, p.gone[i]);
+        free(p.gone[i]);
     }
+    free(p.gone);
 }
 
 static void gs_free(struct gstate *gs)
@@ -950,10 +986,8 @@ static uint64_t sweep(reconciler *r, struct gstate *gs, const struct rec_folder 
         struct op *op = *pp;
         if (op->awaiting && (f->state == PLAN_FOLDER_UNKNOWN ? false : seen(op, f))) {
             if (op->kind == PLAN_MARK && op->object == gs->object && find_vm(f, op)) {
-                ssize_t at = failed_mark_at(gs, op->ref);
                 gs->mark_failures = 0; /* seen on the VM, not a VM gone */
-                if (at >= 0)
-                    forget_failed_mark(gs, (size_t)at);
+                forget_failed_mark(gs, op->ref);
             }
             *pp = op->next;
             gs->n_ops--;
@@ -1166,7 +1200,7 @@ static int gather(reconciler *r, struct gstate *gs, const struct vmgroup *g, uin
     for (size_t i = 0; i < f->n_vms; i++) {
         ps->vms[i] = f->vms[i];
         vm_ops(gs, &ps->vms[i]);
-        ps->vms[i].mark_failure_rank = (unsigned)(failed_mark_at(gs, ps->vms[i].ref) + 1);
+        ps->vms[i].mark_failure_seq = failed_mark_seq(gs, ps->vms[i].ref);
     }
     for (const struct op *op = gs->ops; op; op = op->next) {
         if (op->kind == PLAN_CLONE)

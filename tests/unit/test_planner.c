@@ -65,12 +65,12 @@ struct tvm {
     uint64_t order;
     bool inflight;
     bool failed;
-    const char *ref;    /* vCenter's id; NULL: none */
-    bool elsewhere;     /* outside the group's folder, found by its mark */
-    const char *iu;     /* its instanceUuid; NULL: none known */
-    const char *imark;  /* its instance mark; NULL: none (cloned before that mark) */
-    bool marking;       /* its instance mark is in flight (and nothing else) */
-    unsigned mark_rank; /* its instance mark failed lately: the rank of that failure */
+    const char *ref;   /* vCenter's id; NULL: none */
+    bool elsewhere;    /* outside the group's folder, found by its mark */
+    const char *iu;    /* its instanceUuid; NULL: none known */
+    const char *imark; /* its instance mark; NULL: none (cloned before that mark) */
+    bool marking;      /* its instance mark is in flight (and nothing else) */
+    uint64_t mark_seq; /* its instance mark failed lately: when (larger is more recent) */
 };
 
 enum { F_PRESENT = 0, F_ABSENT, F_UNKNOWN };
@@ -495,9 +495,9 @@ static const struct tcase cases[] = {
               "failure first",
      .replicas = 4,
      .limit = 3,
-     .vms = {{"web-0", .iu = "5000-a", .mark_rank = 2},
-             {"web-1", .iu = "5000-b", .mark_rank = 3},
-             {"web-2", .iu = "5000-c", .mark_rank = 1},
+     .vms = {{"web-0", .iu = "5000-a", .mark_seq = 20},
+             {"web-1", .iu = "5000-b", .mark_seq = 31},
+             {"web-2", .iu = "5000-c", .mark_seq = 7},
              {"web-3", .iu = "5000-d"}},
      .actions = "mark web-3; mark web-2; mark web-0; event Normal Ready",
      .phase = VMGROUP_PHASE_RUNNING,
@@ -968,7 +968,7 @@ static void build(const struct tcase *tc, struct built *b, const cJSON *status)
             .create_order = t->order,
             .inflight = t->inflight || t->marking,
             .marking = t->marking,
-            .mark_failure_rank = t->mark_rank,
+            .mark_failure_seq = t->mark_seq,
             .failed = t->failed,
             .ref = t->ref,
             .elsewhere = t->elsewhere,

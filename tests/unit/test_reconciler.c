@@ -2219,6 +2219,53 @@ static void test_unstarted_mark_goes_last(void **state)
     done_with(e, r);
 }
 
+/* A VM whose mark failed but shows later (written after all) has its
+ * failure forgotten: should it lose the mark, it is marked in its turn. */
+static void test_failed_mark_forgotten_once_shown(void **state)
+{
+    struct env *e = *state;
+    reconciler *r = three_legacy(e);
+
+    mark_next(e, r, "vm-10");
+    complete("mark", VMG_EFAULT, "TaskInProgress", "Another task is in progress");
+    F.vms[0].mark_instance = "5000-a"; /* written after all */
+    F.now_ms += 1000;
+    mark_next(e, r, "vm-11");
+    complete("mark", 0, NULL, NULL);
+    F.vms[1].mark_instance = "5000-b";
+    F.vms[0].mark_instance = NULL; /* removed by hand */
+    mark_next(e, r, "vm-10");
+    done_with(e, r);
+}
+
+/* So is that of a VM the listing of the group's VMs no longer shows (moved
+ * out of the root folder, say): back, it is marked in its turn. */
+static void test_failed_mark_forgotten_once_unlisted(void **state)
+{
+    struct env *e = *state;
+    reconciler *r = three_legacy(e);
+    struct plan_vm web0, web2;
+
+    mark_next(e, r, "vm-10");
+    complete("mark", VMG_EFAULT, "TaskInProgress", "Another task is in progress");
+    web0 = F.vms[0];
+    web2 = F.vms[2];
+    F.vms[0] = web2; /* web-0 not listed */
+    F.n_vms = 2;
+    F.now_ms += 1000;
+    mark_next(e, r, "vm-11");
+    complete("mark", 0, NULL, NULL);
+    F.vms[1].mark_instance = "5000-b";
+    /* Back, as the clone made in its place meanwhile (web-0 missing). */
+    assert_int_equal(count("clone"), 1);
+    complete("clone", 0, NULL, NULL);
+    F.vms[0] = web0;
+    F.vms[2] = web2;
+    F.n_vms = 3;
+    mark_next(e, r, "vm-10");
+    done_with(e, r);
+}
+
 /* Told to write no marks (--max-instance-marks=0), the reconciler leaves
  * a member cloned before the mark as it is: the group is RUNNING with it,
  * and nothing is done in vCenter. */
@@ -2331,6 +2378,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_marks_tried_in_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unseen_mark_goes_last, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unstarted_mark_goes_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_mark_forgotten_once_shown, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_mark_forgotten_once_unlisted, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
