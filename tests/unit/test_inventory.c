@@ -104,6 +104,17 @@ static void ch_marks(struct sb *b, const char *uid, const char *tmpl)
     sb_add(b, "</val></changeSet>");
 }
 
+/* ch_extra adds the change of one key of extraConfig (an indexed
+ * property) to the string value. */
+static void ch_extra(struct sb *b, const char *key, const char *value)
+{
+    sb_add(b,
+           "<changeSet><name>config.extraConfig[\"%s\"]</name><op>assign</op>"
+           "<val xsi:type=\"OptionValue\"><key>%s</key><value xsi:type=\"xsd:string\">%s</value>"
+           "</val></changeSet>",
+           key, key, value);
+}
+
 /* vm adds a whole VM (kind "enter" or "modify"). */
 static void vm(struct sb *b, const char *kind, const char *ref, const char *name,
                const char *parent, const char *power, int cpu, int mem, const char *uid)
@@ -645,12 +656,8 @@ static void test_single_extra_config_entries(void **state)
     (void)state;
     begin(&b);
     obj_start(&b, "modify", "VirtualMachine", "vm-12");
-    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_UID_KEY "\"]</name>"
-               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_UID_KEY "</key>"
-               "<value xsi:type=\"xsd:string\">uid-x</value></val></changeSet>");
-    sb_add(&b, "<changeSet><name>config.extraConfig[\"other.key\"]</name>"
-               "<op>assign</op><val xsi:type=\"OptionValue\"><key>other.key</key>"
-               "<value xsi:type=\"xsd:string\">zz</value></val></changeSet>");
+    ch_extra(&b, MARK_UID_KEY, "uid-x");
+    ch_extra(&b, "other.key", "zz");
     sb_add(&b, "</objectSet>");
     assert_int_equal(feed(c, &b), 1);
     assert_true(vs_cache_get(c, "vm-12")->has_mark_uid);
@@ -666,9 +673,7 @@ static void test_single_extra_config_entries(void **state)
     /* The instance mark, alone, is a change of the VM. */
     begin(&b);
     obj_start(&b, "modify", "VirtualMachine", "vm-12");
-    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_INSTANCE_KEY "\"]</name>"
-               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_INSTANCE_KEY "</key>"
-               "<value xsi:type=\"xsd:string\">5000-uuid</value></val></changeSet>");
+    ch_extra(&b, MARK_INSTANCE_KEY, "5000-uuid");
     sb_add(&b, "</objectSet>");
     assert_int_equal(feed(c, &b), 1);
     assert_true(vs_cache_get(c, "vm-12")->has_mark_instance);
@@ -696,10 +701,8 @@ static void test_single_extra_config_entries(void **state)
      * cut to fit, it could match. */
     begin(&b);
     obj_start(&b, "modify", "VirtualMachine", "vm-12");
-    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_INSTANCE_KEY "\"]</name>"
-               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_INSTANCE_KEY "</key>"
-               "<value xsi:type=\"xsd:string\">5000-uuid-and-then-something-much-longer-than-"
-               "any-instance-uuid-is</value></val></changeSet>");
+    ch_extra(&b, MARK_INSTANCE_KEY,
+             "5000-uuid-and-then-something-much-longer-than-any-instance-uuid-is");
     sb_add(&b, "</objectSet>");
     assert_int_equal(feed(c, &b), 1);
     assert_true(vs_cache_get(c, "vm-12")->has_mark_instance);
@@ -1588,9 +1591,7 @@ static void test_assume_clone_marks_pinned(void **state)
      * and disputed, each mark apart. */
     begin(&b);
     obj_start(&b, "modify", "VirtualMachine", "vm-20");
-    sb_add(&b, "<changeSet><name>config.extraConfig[\"" MARK_TEMPLATE_KEY "\"]</name>"
-               "<op>assign</op><val xsi:type=\"OptionValue\"><key>" MARK_TEMPLATE_KEY "</key>"
-               "<value xsi:type=\"xsd:string\">tmpl-2</value></val></changeSet>");
+    ch_extra(&b, MARK_TEMPLATE_KEY, "tmpl-2");
     sb_add(&b, "</objectSet>");
     (void)feed_from(c, &b, 4);
     o = vs_cache_get(c, "vm-20");

@@ -351,6 +351,20 @@ static void set_group(const char *json)
     ",\"finalizers\":[\"other.example/x\",\"vm.codeconnect.vmworld.com/finalizer\"]"
 #define DELETED ",\"deletionTimestamp\":\"2026-11-22T00:00:00Z\""
 
+/* set_group_made_again sets the group to json (a GROUP(...)) as the
+ * object made again under the same name: another UID, u-2. */
+static void set_group_made_again(const char *json)
+{
+    char buf[4096];
+    char *u;
+
+    snprintf(buf, sizeof(buf), "%s", json);
+    u = strstr(buf, "\"u-1\"");
+    assert_non_null(u);
+    u[3] = '2';
+    set_group(buf);
+}
+
 static void add_vm(int slot, bool on)
 {
     struct plan_vm *v = &F.vms[F.n_vms];
@@ -1045,10 +1059,7 @@ static void test_group_made_again_learns_anew(void **state)
     drain(e);
     pass(e);
     assert_int_equal(count("clone"), 1);
-    set_group("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
-              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-2\","
-              "\"resourceVersion\":\"9\",\"generation\":1" FIN "},"
-              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+    set_group_made_again(GROUP("9", FIN, 1, ""));
     drain(e);
     pass(e);
     assert_int_equal(count("clone"), 2);
@@ -1063,10 +1074,7 @@ static void test_old_objects_clone_blocks_not_the_new(void **state)
 
     set_group(GROUP("3", FIN, 1, ""));
     pass(e);
-    set_group("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
-              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-2\","
-              "\"resourceVersion\":\"9\",\"generation\":1" FIN "},"
-              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+    set_group_made_again(GROUP("9", FIN, 1, ""));
     drain(e);
     pass(e);
     settle_status();
@@ -1091,10 +1099,7 @@ static void test_old_objects_clone_ends_before_the_new_is_planned(void **state)
     set_group(GROUP("3", FIN, 1, ""));
     pass(e);
     settle_status();
-    set_group("{\"apiVersion\":\"vm.codeconnect.vmworld.com/v1alpha1\",\"kind\":\"VmGroup\","
-              "\"metadata\":{\"namespace\":\"ns\",\"name\":\"web\",\"uid\":\"u-2\","
-              "\"resourceVersion\":\"9\",\"generation\":1" FIN "},"
-              "\"spec\":{\"cpu\":2,\"memory\":2,\"template\":\"tmpl\",\"replicas\":1}}");
+    set_group_made_again(GROUP("9", FIN, 1, ""));
     events = F.events;
     complete("clone", VMG_ENOTFOUND, NULL, "template \"tmpl\" not found in datacenter \"DC0\"");
     assert_int_equal(F.events, events);
@@ -1690,8 +1695,6 @@ static void test_ready_not_announced_again_without_a_false_written(void **state)
 static void test_conditions_announced_for_a_group_made_again(void **state)
 {
     struct env *e = *state;
-    char json[4096];
-    char *u;
 
     set_group(GROUP("10", FIN, 0, ""));
     add_vm(0, true);
@@ -1701,11 +1704,7 @@ static void test_conditions_announced_for_a_group_made_again(void **state)
     settle_status();
     pass(e);
     assert_int_equal(F.foreign_events, 1);
-    snprintf(json, sizeof(json), "%s", GROUP("20", FIN, 0, ""));
-    u = strstr(json, "\"u-1\"");
-    assert_non_null(u);
-    u[3] = '2';
-    set_group(json);
+    set_group_made_again(GROUP("20", FIN, 0, ""));
     pass(e);
     assert_int_equal(F.foreign_events, 2);
 }
@@ -1909,15 +1908,8 @@ static void test_unseen_mark_waits_its_backoff(void **state)
  * the old object, is in flight. */
 static void made_again_with_members(struct env *e)
 {
-    char json[4096];
-    char *u;
-
     legacy_members(e);
-    snprintf(json, sizeof(json), "%s", GROUP("20", FIN, 2, ""));
-    u = strstr(json, "\"u-1\"");
-    assert_non_null(u);
-    u[3] = '2';
-    set_group(json);
+    set_group_made_again(GROUP("20", FIN, 2, ""));
     F.vms[0].mark_uid = F.vms[1].mark_uid = "u-2";
     drain(e);
     pass(e);
@@ -2119,31 +2111,23 @@ static void test_refused_mark_goes_last(void **state)
     struct env *e = *state;
     reconciler *r = three_legacy(e);
 
-    pass_with(e, r);
+    mark_next(e, r, "vm-10");
     settle_status();
-    assert_int_equal(count("mark"), 1);
-    assert_string_equal(last_call("mark")->ref, "vm-10");
     complete("mark", VMG_EFAULT, "HostNotConnected", "The host is not connected");
 
     /* After the backoff: web-1, not web-0 again. */
     F.now_ms += 1000;
-    pass_with(e, r);
-    assert_int_equal(count("mark"), 2);
-    assert_string_equal(last_call("mark")->ref, "vm-11");
+    mark_next(e, r, "vm-11");
     complete("mark", 0, NULL, NULL);
     F.vms[1].mark_instance = "5000-b";
 
     /* Seen: no backoff, and web-2 before web-0. */
-    pass_with(e, r);
-    assert_int_equal(count("mark"), 3);
-    assert_string_equal(last_call("mark")->ref, "vm-12");
+    mark_next(e, r, "vm-12");
     complete("mark", 0, NULL, NULL);
     F.vms[2].mark_instance = "5000-c";
 
     /* No other waits: web-0 is tried again. */
-    pass_with(e, r);
-    assert_int_equal(count("mark"), 4);
-    assert_string_equal(last_call("mark")->ref, "vm-10");
+    mark_next(e, r, "vm-10");
     complete("mark", 0, NULL, NULL);
     F.vms[0].mark_instance = "5000-a";
     pass_with(e, r);
@@ -2151,9 +2135,7 @@ static void test_refused_mark_goes_last(void **state)
     /* Seen on web-0, its failure is forgotten: should web-0 and web-1 lose
      * their marks, web-0 is marked first again. */
     F.vms[0].mark_instance = F.vms[1].mark_instance = NULL;
-    pass_with(e, r);
-    assert_int_equal(count("mark"), 5);
-    assert_string_equal(last_call("mark")->ref, "vm-10");
+    mark_next(e, r, "vm-10");
     done_with(e, r);
 }
 
