@@ -268,11 +268,12 @@ static int unlisted(void *data, const char *key, void *value)
  * no longer shows (gone from the folder and from the group's marks). */
 static void prune_failed_marks(struct gstate *gs, const struct rec_folder *f)
 {
-    struct prune p = {.sweep = ++gs->marks_failed_seq};
+    struct prune p = {0};
     size_t n = gs->marks_failed ? strmap_count(gs->marks_failed) : 0;
 
     if (!n)
         return;
+    p.sweep = ++gs->marks_failed_seq;
     for (size_t j = 0; j < f->n_vms; j++) {
         const struct plan_vm *v = &f->vms[j];
         struct failed_mark *fm = v->ref ? strmap_get(gs->marks_failed, v->ref) : NULL;
