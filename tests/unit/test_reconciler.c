@@ -2238,7 +2238,9 @@ static void test_failed_mark_forgotten_once_unlisted(void **state)
     mark_next(e, r, "vm-11");
     complete("mark", 0, NULL, NULL);
     F.vms[1].mark_instance = "5000-b";
-    /* Back, as the clone made in its place meanwhile (web-0 missing). */
+    /* Meanwhile a clone was planned for the missing web-0; it ends, and
+     * the listing shows web-0 itself again (moved back), still unmarked:
+     * this fake world's clone adds no VM. */
     assert_int_equal(count("clone"), 1);
     complete("clone", 0, NULL, NULL);
     F.vms[0] = web0;
