@@ -9,6 +9,8 @@
 
 #include <openssl/evp.h>
 
+#include "lib/hex.h"
+
 /* The bytes a Kubernetes object name may hold (DNS subdomain); a namespace
  * (RFC 1123 label) holds the same minus '.'. */
 static bool name_byte(unsigned char c)
@@ -31,8 +33,8 @@ static bool valid_name(const char *s, bool allow_dot)
  * SHA-256(ns NUL name) and a NUL into out. Returns 0 or -EIO. */
 static int pair_hash(const char *ns, const char *name, size_t hexlen, char *out)
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
+    char digits[2 * EVP_MAX_MD_SIZE + 1];
     unsigned int mdlen = 0;
     int ret = -EIO;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -44,8 +46,8 @@ static int pair_hash(const char *ns, const char *name, size_t hexlen, char *out)
         EVP_DigestUpdate(ctx, name, strlen(name)) != 1 ||
         EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen * 2 < hexlen)
         goto out;
-    for (size_t i = 0; i < hexlen; i++)
-        out[i] = hex[(md[i / 2] >> ((i % 2) ? 0 : 4)) & 0xf];
+    vmg_hex(md, mdlen, digits);
+    memcpy(out, digits, hexlen);
     out[hexlen] = '\0';
     ret = 0;
 out:

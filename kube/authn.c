@@ -17,6 +17,7 @@
 #include "lib/clock.h"
 #include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/hex.h"
 #include "lib/queue.h"
 
 #define TR_PATH "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -472,8 +473,7 @@ static int hash_token(const char *tok, size_t len, char out[65])
 
     if (!EVP_Digest(tok, len, md, &n, EVP_sha256(), NULL) || n != 32)
         return -EIO;
-    for (unsigned i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
+    vmg_hex(md, n, out);
     return 0;
 }
 

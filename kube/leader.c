@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kube/kube.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/hex.h"
 
 #define LEASE_API_VERSION "coordination.k8s.io/v1"
 #define LEASE_KIND "Lease"
@@ -155,34 +155,20 @@ bad:
 
 int leader_make_identity(char *buf, size_t len)
 {
-    unsigned char r[16];
-    char host[256];
-    size_t got = 0;
+    char host[256], uuid[VMG_UUID_LEN + 1];
+    int r;
 
     if (!buf || len < 64)
         return -EINVAL;
-    while (got < sizeof(r)) {
-        ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        got += (size_t)n;
-    }
-    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40); /* version 4 */
-    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80); /* variant 10 */
+    r = vmg_uuid_random(uuid);
+    if (r < 0)
+        return r;
     if (gethostname(host, sizeof(host)) != 0 || !host[0])
         snprintf(host, sizeof(host), "unknown");
     host[sizeof(host) - 1] = '\0';
 
-    char uuid[37];
-    snprintf(uuid, sizeof(uuid),
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1],
-             r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14],
-             r[15]);
     size_t cap = len - 1 < LEADER_MAX_IDENTITY ? len - 1 : LEADER_MAX_IDENTITY;
-    size_t hostmax = cap - 1 - 36;
+    size_t hostmax = cap - 1 - VMG_UUID_LEN;
     snprintf(buf, len, "%.*s_%s", (int)hostmax, host, uuid);
     return 0;
 }

@@ -151,7 +151,7 @@ int leader_namespace(const char *flag_ns, const kcfg *cfg, const char **ret, cha
 
 /* leader_make_identity writes "<hostname>_<random UUID>" to buf, cut so that
  * it fits LEADER_MAX_IDENTITY. Returns 0, -EINVAL (buf smaller than 64
- * bytes) or the error of reading random bytes. */
+ * bytes) or -EIO (no random bytes). */
 int leader_make_identity(char *buf, size_t len);
 
 /* leader_new makes an elector (not started). Returns 0 and *ret, or

@@ -39,12 +39,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/hex.h"
 #include "vsphere/vim.h"
 
 #define VS_REF_MAX 128  /* bytes of a moref value, NUL included */
 #define VS_NAME_MAX 256 /* bytes of a name (escaped by vCenter), NUL included */
 #define VS_MARK_MAX 256 /* bytes of a mark's value, NUL included */
-#define VS_UUID_LEN 36  /* characters of a UUID, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+#define VS_UUID_LEN VMG_UUID_LEN
 #define VS_CACHE_DEFAULT_MAX 200000
 /* The guest addresses kept of a VM, and the room of one in text (an IPv6
  * literal's INET6_ADDRSTRLEN, NUL included). */

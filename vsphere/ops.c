@@ -25,13 +25,13 @@
 #include "vsphere/tasks.h"
 
 #include <errno.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/hex.h"
 #include "lib/str.h"
 
 const char *vs__op_method(enum vs_op_kind k)
@@ -1083,28 +1083,6 @@ static bool extra_ok(const vs_ops *o, const struct vs_clone_spec *spec, size_t *
     return true;
 }
 
-/* random_uuid writes a random (version 4) UUID into buf, lowercase as
- * vCenter writes them: "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx". */
-static int random_uuid(char buf[VS_UUID_LEN + 1])
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char r[16];
-    size_t k = 0;
-
-    if (RAND_bytes(r, sizeof(r)) != 1)
-        return -EIO;
-    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
-    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
-    for (size_t i = 0; i < sizeof(r); i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            buf[k++] = '-';
-        buf[k++] = hex[r[i] >> 4];
-        buf[k++] = hex[r[i] & 0x0f];
-    }
-    buf[k] = '\0';
-    return 0;
-}
-
 /* copy_extra copies spec's other extraConfig entries into op. */
 static int copy_extra(vs_op *op, const struct vs_clone_spec *spec, size_t size)
 {
@@ -1165,7 +1143,7 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
         op->has_tmark = true;
         vmg_putf(op->mark_template, sizeof(op->mark_template), "%s", spec->mark_template);
     }
-    if (o->mark_instance_key[0] && random_uuid(op->instance_uuid) < 0) {
+    if (o->mark_instance_key[0] && vmg_uuid_random(op->instance_uuid) < 0) {
         op_free(op);
         return -EIO;
     }
