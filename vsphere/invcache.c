@@ -92,9 +92,7 @@ struct vs_cache {
     size_t max;
     vs_cache_cb cb;
     void *data;
-    char mark_uid_key[VS_NAME_MAX];      /* "" when none */
-    char mark_template_key[VS_NAME_MAX]; /* "" when none */
-    char mark_instance_key[VS_NAME_MAX]; /* "" when none */
+    struct vs_mark_names keys;
     struct htab objs;
     struct htab groups;
     struct htab marks;
@@ -359,13 +357,13 @@ static void set_mark(const vs_cache *c, struct vs_obj *o, const char *key, const
 {
     if (!key || !key[0])
         return;
-    if (strcmp(key, c->mark_uid_key) == 0) {
+    if (strcmp(key, c->keys.uid) == 0) {
         o->has_mark_uid = value != NULL;
         copy(o->mark_uid, sizeof(o->mark_uid), value);
-    } else if (strcmp(key, c->mark_template_key) == 0) {
+    } else if (strcmp(key, c->keys.template_key) == 0) {
         o->has_mark_template = value != NULL;
         copy(o->mark_template, sizeof(o->mark_template), value);
-    } else if (strcmp(key, c->mark_instance_key) == 0) {
+    } else if (strcmp(key, c->keys.instance) == 0) {
         /* Kept whole or not at all: a value cut to fit could match. */
         o->has_mark_instance = value != NULL;
         copy(o->mark_instance, sizeof(o->mark_instance),
@@ -594,9 +592,9 @@ static void apply_change(const vs_cache *c, struct vs_obj *o, const struct vs_ob
     } else if (strcmp(n, "config.extraConfig") == 0) {
         const xmlNode *ov = NULL;
         const char *k, *v;
-        set_mark(c, o, c->mark_uid_key, NULL);
-        set_mark(c, o, c->mark_template_key, NULL);
-        set_mark(c, o, c->mark_instance_key, NULL);
+        set_mark(c, o, c->keys.uid, NULL);
+        set_mark(c, o, c->keys.template_key, NULL);
+        set_mark(c, o, c->keys.instance, NULL);
         if (unset || ch->kind != VIM_VAL_OPTIONS)
             return;
         while ((ov = vim_option_next(ch->node, ov, &k, &v)) != NULL)
@@ -636,6 +634,18 @@ bool vs_mark_keys_fit(const struct vs_mark_keys *m)
     return mark_key_ok(m->uid) && mark_key_ok(m->template_key) && mark_key_ok(m->instance);
 }
 
+void vs_mark_names_set(struct vs_mark_names *n, const struct vs_mark_keys *m)
+{
+    copy(n->uid, sizeof(n->uid), m ? m->uid : NULL);
+    copy(n->template_key, sizeof(n->template_key), m ? m->template_key : NULL);
+    copy(n->instance, sizeof(n->instance), m ? m->instance : NULL);
+}
+
+struct vs_mark_keys vs_mark_names_keys(const struct vs_mark_names *n)
+{
+    return (struct vs_mark_keys){n->uid, n->template_key, n->instance};
+}
+
 vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs_mark_keys *marks,
                        vs_cache_cb cb, void *data)
 {
@@ -650,11 +660,7 @@ vs_cache *vs_cache_new(const char *root_ref, size_t max_objects, const struct vs
         return NULL;
     lq_init(&c->dirty);
     copy(c->root, sizeof(c->root), root_ref);
-    if (marks) {
-        copy(c->mark_uid_key, sizeof(c->mark_uid_key), marks->uid);
-        copy(c->mark_template_key, sizeof(c->mark_template_key), marks->template_key);
-        copy(c->mark_instance_key, sizeof(c->mark_instance_key), marks->instance);
-    }
+    vs_mark_names_set(&c->keys, marks);
     c->max = max_objects ? max_objects : VS_CACHE_DEFAULT_MAX;
     c->cb = cb;
     c->data = data;
@@ -743,15 +749,14 @@ static unsigned fields_of(const vs_cache *c, const struct vim_object_update *u, 
         else if (strcmp(n, "config.hardware.memoryMB") == 0)
             f |= 1u << F_MEM;
         else if (strcmp(n, "config.extraConfig") == 0)
-            f |= (c->mark_instance_key[0] ? 1u << F_IMARK : 0) |
-                 (c->mark_uid_key[0] ? 1u << F_UMARK : 0) |
-                 (c->mark_template_key[0] ? 1u << F_TMARK : 0);
+            f |= (c->keys.instance[0] ? 1u << F_IMARK : 0) | (c->keys.uid[0] ? 1u << F_UMARK : 0) |
+                 (c->keys.template_key[0] ? 1u << F_TMARK : 0);
         else if (indexed_key(n, key, sizeof(key))) {
-            if (c->mark_instance_key[0] && strcmp(key, c->mark_instance_key) == 0)
+            if (c->keys.instance[0] && strcmp(key, c->keys.instance) == 0)
                 f |= 1u << F_IMARK;
-            else if (c->mark_uid_key[0] && strcmp(key, c->mark_uid_key) == 0)
+            else if (c->keys.uid[0] && strcmp(key, c->keys.uid) == 0)
                 f |= 1u << F_UMARK;
-            else if (c->mark_template_key[0] && strcmp(key, c->mark_template_key) == 0)
+            else if (c->keys.template_key[0] && strcmp(key, c->keys.template_key) == 0)
                 f |= 1u << F_TMARK;
         }
     }

@@ -79,6 +79,21 @@ struct vs_mark_keys {
  * bytes, as every holder of a copy needs. */
 bool vs_mark_keys_fit(const struct vs_mark_keys *m);
 
+/* A copy of the mark keys, as the cache, the inventory and vs_ops each
+ * hold one: "" for a mark not used. */
+struct vs_mark_names {
+    char uid[VS_NAME_MAX];
+    char template_key[VS_NAME_MAX];
+    char instance[VS_NAME_MAX];
+};
+
+/* vs_mark_names_set copies m (NULL: no marks), which fits, into n. */
+void vs_mark_names_set(struct vs_mark_names *n, const struct vs_mark_keys *m);
+
+/* vs_mark_names_keys: the keys n holds, as a struct vs_mark_keys of n's
+ * strings. */
+struct vs_mark_keys vs_mark_names_keys(const struct vs_mark_names *n);
+
 /* One cached object. Strings are NUL-terminated, cut to fit. */
 struct vs_obj {
     enum vs_obj_kind kind;

@@ -49,7 +49,7 @@ struct vs_inventory {
     int max_updates;
     size_t max_objects;
     /* "" when none */
-    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX], mark_instance_key[VS_NAME_MAX];
+    struct vs_mark_names keys;
     /* What is read of a VM: vim_vm_paths without the whole extraConfig, and
      * the mark keys' entries alone (vm_paths_init). */
     char mark_paths[VIM_MARKS][VIM_MARK_PATH_MAX];
@@ -150,11 +150,19 @@ static void rebuild(vs_inventory *inv);
 static void start_resolve(vs_inventory *inv);
 static void refresh_next(vs_inventory *inv);
 
+/* new_cache makes the cache of the inventory under root_ref, with its mark
+ * keys; NULL when out of memory. */
+static vs_cache *new_cache(vs_inventory *inv, const char *root_ref)
+{
+    struct vs_mark_keys marks = vs_mark_names_keys(&inv->keys);
+
+    return vs_cache_new(root_ref, inv->max_objects, &marks, inv->on_change, inv->data);
+}
+
 /* vm_paths_init sets what is read of a VM (vim_vm_paths_with_marks). */
 static void vm_paths_init(vs_inventory *inv)
 {
-    const char *keys[VIM_MARKS] = {inv->mark_uid_key, inv->mark_template_key,
-                                   inv->mark_instance_key};
+    const char *keys[VIM_MARKS] = {inv->keys.uid, inv->keys.template_key, inv->keys.instance};
 
     inv->vm_paths_n = vim_vm_paths_with_marks(keys, inv->mark_paths, inv->vm_paths,
                                               sizeof(inv->vm_paths) / sizeof(inv->vm_paths[0]));
@@ -673,11 +681,7 @@ static void on_resolved(void *data, int err, const char *msg, const struct vs_pl
         return;
     }
     if (!inv->cache) {
-        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key,
-                                     inv->mark_instance_key};
-
-        inv->cache =
-            vs_cache_new(p->root_folder.value, inv->max_objects, &marks, inv->on_change, inv->data);
+        inv->cache = new_cache(inv, p->root_folder.value);
         if (!inv->cache) {
             fail(inv, -ENOMEM, "out of memory", false);
             return;
@@ -1007,12 +1011,7 @@ vs_inventory *vs_inventory_new(uv_loop_t *loop, vs_session *s,
     inv->max_updates =
         cfg->max_object_updates > 0 ? cfg->max_object_updates : VS_DEFAULT_MAX_OBJECT_UPDATES;
     inv->max_objects = cfg->max_objects;
-    vmg_putf(inv->mark_uid_key, sizeof(inv->mark_uid_key), "%s",
-             cfg->marks.uid ? cfg->marks.uid : "");
-    vmg_putf(inv->mark_template_key, sizeof(inv->mark_template_key), "%s",
-             cfg->marks.template_key ? cfg->marks.template_key : "");
-    vmg_putf(inv->mark_instance_key, sizeof(inv->mark_instance_key), "%s",
-             cfg->marks.instance ? cfg->marks.instance : "");
+    vs_mark_names_set(&inv->keys, &cfg->marks);
     vm_paths_init(inv);
     inv->backoff_min_ms = cfg->backoff_min_ms ? cfg->backoff_min_ms : VS_DEFAULT_BACKOFF_MIN_MS;
     inv->backoff_max_ms = cfg->backoff_max_ms ? cfg->backoff_max_ms : VS_DEFAULT_BACKOFF_MAX_MS;
@@ -1236,9 +1235,7 @@ int vs_inventory_testing_watch(vs_inventory *inv, const soap_resp *resp, const c
     int e;
 
     if (!inv->cache) {
-        struct vs_mark_keys marks = {inv->mark_uid_key, inv->mark_template_key,
-                                     inv->mark_instance_key};
-        inv->cache = vs_cache_new(root_ref, inv->max_objects, &marks, inv->on_change, inv->data);
+        inv->cache = new_cache(inv, root_ref);
         if (!inv->cache)
             return -ENOMEM;
     }

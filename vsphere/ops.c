@@ -145,13 +145,13 @@ static bool build_assumed(const vs_op *op, const struct vs_op_result *r, struct 
         ch[n++] = (struct vim_change){.name = "config.template", .kind = VIM_VAL_BOOL, .b = false};
         if (op->has_uid) {
             vmg_putf(a->uid_path, sizeof(a->uid_path), "config.extraConfig[\"%s\"]",
-                     op->o->mark_uid_key);
+                     op->o->keys.uid);
             ch[n++] = (struct vim_change){
                 .name = a->uid_path, .kind = VIM_VAL_STRING, .str = op->mark_uid};
         }
         if (op->has_tmark) {
             vmg_putf(a->tmpl_path, sizeof(a->tmpl_path), "config.extraConfig[\"%s\"]",
-                     op->o->mark_template_key);
+                     op->o->keys.template_key);
             ch[n++] = (struct vim_change){
                 .name = a->tmpl_path, .kind = VIM_VAL_STRING, .str = op->mark_template};
         }
@@ -165,7 +165,7 @@ static bool build_assumed(const vs_op *op, const struct vs_op_result *r, struct 
             /* The instance mark written (vs_ops_mark_instance): the value
              * asked for is the one vCenter keeps. */
             vmg_putf(a->inst_path, sizeof(a->inst_path), "config.extraConfig[\"%s\"]",
-                     op->o->mark_instance_key);
+                     op->o->keys.instance);
             ch[n++] = (struct vim_change){
                 .name = a->inst_path, .kind = VIM_VAL_STRING, .str = op->instance_uuid};
         }
@@ -513,14 +513,13 @@ static void send_clone(vs_op *op)
         return;
     }
     if (op->has_uid)
-        extra[cfg.n_extra++] =
-            (struct vim_option){.key = op->o->mark_uid_key, .value = op->mark_uid};
+        extra[cfg.n_extra++] = (struct vim_option){.key = op->o->keys.uid, .value = op->mark_uid};
     if (op->has_tmark)
         extra[cfg.n_extra++] =
-            (struct vim_option){.key = op->o->mark_template_key, .value = op->mark_template};
+            (struct vim_option){.key = op->o->keys.template_key, .value = op->mark_template};
     if (op->instance_uuid[0]) {
         extra[cfg.n_extra++] =
-            (struct vim_option){.key = op->o->mark_instance_key, .value = op->instance_uuid};
+            (struct vim_option){.key = op->o->keys.instance, .value = op->instance_uuid};
         cfg.instance_uuid = op->instance_uuid;
     }
     for (size_t i = 0; i < op->n_extra; i++)
@@ -695,7 +694,7 @@ static void send_method(vs_op *op)
 {
     const char *method = vs__op_method(op->kind);
     struct vim_config cfg = {.num_cpus = op->num_cpus, .memory_mb = op->memory_mb};
-    struct vim_option mark = {.key = op->o->mark_instance_key, .value = op->instance_uuid};
+    struct vim_option mark = {.key = op->o->keys.instance, .value = op->instance_uuid};
     char *buf = NULL;
     size_t len = 0;
     int e = VMG_EPARSE;
@@ -947,12 +946,7 @@ vs_ops *vs_ops_new(uv_loop_t *loop, vs_session *s, vs_inventory *inv,
     o->task_wait = cfg && cfg->task_wait_seconds > 0 ? cfg->task_wait_seconds : 60;
     o->slow_check_ms = cfg && cfg->slow_check_ms > 0 ? cfg->slow_check_ms : SLOW_POLL_CHECK_MS;
     o->recheck_ms = cfg && cfg->recheck_ms > 0 ? cfg->recheck_ms : TASK_RECHECK_MS;
-    if (cfg && cfg->marks.uid)
-        vmg_putf(o->mark_uid_key, sizeof(o->mark_uid_key), "%s", cfg->marks.uid);
-    if (cfg && cfg->marks.template_key)
-        vmg_putf(o->mark_template_key, sizeof(o->mark_template_key), "%s", cfg->marks.template_key);
-    if (cfg && cfg->marks.instance)
-        vmg_putf(o->mark_instance_key, sizeof(o->mark_instance_key), "%s", cfg->marks.instance);
+    vs_mark_names_set(&o->keys, cfg ? &cfg->marks : NULL);
     uv_timer_init(loop, &o->timer);
     uv_timer_init(loop, &o->kick);
     uv_timer_init(loop, &o->slow);
@@ -1071,9 +1065,8 @@ static bool extra_ok(const vs_ops *o, const struct vs_clone_spec *spec, size_t *
     for (size_t i = 0; i < spec->n_extra; i++) {
         const struct vim_option *x = &spec->extra[i];
         if (!x->key || !*x->key || !fits(x->key, VS_NAME_MAX) || !x->value ||
-            (o &&
-             (strcmp(x->key, o->mark_uid_key) == 0 || strcmp(x->key, o->mark_template_key) == 0 ||
-              strcmp(x->key, o->mark_instance_key) == 0)))
+            (o && (strcmp(x->key, o->keys.uid) == 0 || strcmp(x->key, o->keys.template_key) == 0 ||
+                   strcmp(x->key, o->keys.instance) == 0)))
             return false;
         *size += strlen(x->key) + 1 + strnlen(x->value, VS_CLONE_MAX_EXTRA_BYTES + 1) + 1;
         secrets += x->secret;
@@ -1119,9 +1112,9 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
     if (!spec || !spec->name || !*spec->name || !fits(spec->name, VS_NAME_MAX) ||
         !spec->template_name || !*spec->template_name || !fits(spec->template_name, VS_PATH_MAX) ||
         spec->num_cpus < 0 || spec->memory_mb < 0 ||
-        (spec->mark_uid && (!fits(spec->mark_uid, VS_MARK_MAX) || !o || !o->mark_uid_key[0])) ||
+        (spec->mark_uid && (!fits(spec->mark_uid, VS_MARK_MAX) || !o || !o->keys.uid[0])) ||
         (spec->mark_template &&
-         (!fits(spec->mark_template, VS_MARK_MAX) || !o || !o->mark_template_key[0])) ||
+         (!fits(spec->mark_template, VS_MARK_MAX) || !o || !o->keys.template_key[0])) ||
         !extra_ok(o, spec, &extra_size))
         return -EINVAL;
     op = op_new(o, VS_OP_CLONE, spec->folder, cb, data, &e);
@@ -1143,7 +1136,7 @@ int vs_ops_clone(vs_ops *o, const struct vs_clone_spec *spec, vs_op_cb cb, void 
         op->has_tmark = true;
         vmg_putf(op->mark_template, sizeof(op->mark_template), "%s", spec->mark_template);
     }
-    if (o->mark_instance_key[0] && vmg_uuid_random(op->instance_uuid) < 0) {
+    if (o->keys.instance[0] && vmg_uuid_random(op->instance_uuid) < 0) {
         op_free(op);
         return -EIO;
     }
@@ -1193,7 +1186,7 @@ int vs_ops_mark_instance(vs_ops *o, const struct vim_moref *vm, const char *inst
     vs_op *op;
     int e;
 
-    if (!o || !o->mark_instance_key[0] || !instance_uuid || !instance_uuid[0] ||
+    if (!o || !o->keys.instance[0] || !instance_uuid || !instance_uuid[0] ||
         !fits(instance_uuid, VS_UUID_LEN + 1))
         return -EINVAL;
     op = op_new(o, VS_OP_RECONFIGURE, vm, cb, data, &e);

@@ -155,7 +155,7 @@ struct vs_ops {
     uint64_t slow_check_ms;
     uint64_t recheck_ms;
     /* "" when none */
-    char mark_uid_key[VS_NAME_MAX], mark_template_key[VS_NAME_MAX], mark_instance_key[VS_NAME_MAX];
+    struct vs_mark_names keys;
     vs_ops_observer obs;
     void *obs_data;
 
