@@ -498,6 +498,7 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     struct review *rv;
     struct authn_wait *w;
     struct entry *e;
+    bool made;
 
     if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) {
         cb(data, 401, "Unauthorized");
@@ -539,6 +540,7 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     rv = find_review(&a->active, key);
     if (!rv)
         rv = find_review(&a->queued, key);
+    made = !rv;
     if (!rv) {
         struct review probe = {.refresh = false};
         if (!may_start(a, &probe) && a->n_queued >= a->o.max_queued) {
@@ -553,7 +555,9 @@ authn_wait *authn_check(authn *a, const char *authorization, authn_cb cb, void *
     }
     w = calloc(1, sizeof(*w));
     if (!w) {
-        if (lq_empty(&rv->waiters)) {
+        /* Only a review made here, not yet sent, goes with it; one found
+         * (a re-check under way, say) is left to end. */
+        if (made) {
             rv_unlink(rv);
             drop_token(rv);
             free(rv);

@@ -501,6 +501,50 @@ static void test_flood_keeps_allowed_scraper(void **state)
     assert_int_equal(t->n_tr, 2 + 1 + (full - 1) + 1 + 1); /* one review each */
 }
 
+/* Linked with --wrap=calloc: the calloc_fails-th call from now fails. */
+static int calloc_fails;
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    if (calloc_fails > 0 && --calloc_fails == 0)
+        return NULL;
+    return __real_calloc(n, size);
+}
+
+/* A check that finds no memory to wait in leaves alone the review it
+ * found under way (a re-check of a token whose allowed answer has since
+ * run out): that review ends as it would have. */
+static void test_no_memory_leaves_the_review_under_way(void **state)
+{
+    struct t *t = *state;
+    struct answer ans = {0};
+    int srv_n;
+
+    make_authn(t, (struct authn_opts){0});
+    assert_int_equal(check(t, "good-1"), 200);
+    t->now += 120001;
+    t->hold = true;
+    assert_int_equal(check(t, "good-1"), 200); /* re-checked meanwhile */
+    run_until(t, &t->n_tr, 2);
+    t->hold = false;
+    t->now += 120000; /* past the answer's grace: the re-check is waited for */
+    calloc_fails = 1;
+    assert_null(authn_check(t->a, "Bearer good-1", on_answer, &ans));
+    calloc_fails = 0;
+    assert_int_equal(ans.calls, 1);
+    assert_int_equal(ans.status, 500);
+    /* The re-check ends: good-1 is allowed again, with no review more. */
+    release(t, tr_of(t, "good-1"));
+    run_until(t, &t->n_sar, 2);
+    for (int k = 0; k < 20; k++)
+        uv_run(&t->loop, UV_RUN_NOWAIT);
+    srv_n = t->srv.n;
+    assert_int_equal(check(t, "good-1"), 200);
+    assert_int_equal(t->srv.n, srv_n);
+}
+
 static void test_failure_is_500_and_body_is_generic(void **state)
 {
     struct t *t = *state;
@@ -558,6 +602,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_stops_review_under_way, setup, teardown),
         cmocka_unit_test_setup_teardown(test_junk_does_not_evict_allowed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flood_keeps_allowed_scraper, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_memory_leaves_the_review_under_way, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_failure_is_500_and_body_is_generic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_calls_back, setup, teardown),
     };
