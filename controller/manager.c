@@ -998,10 +998,11 @@ static void handle_key(void *data, const char *key)
     }
     /* Past the renew deadline (a long run of keys in one turn of the loop
      * can get there before the leader's timer runs): wait for the renewal,
-     * or for the lease's loss, which stops the manager. */
+     * or for the lease's loss, which stops the manager. key is the queue's
+     * own copy, freed by wq_done: it is put off first. */
     if (m->le && !leader_is_leader(m->le)) {
-        wq_done(m->q, key);
         wq_add_after(m->q, key, LEASE_WAIT_MS);
+        wq_done(m->q, key);
         return;
     }
     reconciler_handle(m->rec, key);

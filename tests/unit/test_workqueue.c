@@ -21,6 +21,7 @@ struct fx {
     size_t ngot, capgot;
     int done_at_once;  /* the handler calls wq_done itself */
     int readd_at_once; /* ... after adding the key again */
+    int delay_once;    /* ... after adding the key again in 100 ms, once */
     int close_after;   /* close the queue once this many keys came (real loop) */
     int close_called;
     int closed;
@@ -51,8 +52,13 @@ static void record(void *data, const char *key)
     f->ngot++;
     if (f->readd_at_once)
         assert_int_equal(wq_add(f->q, key), 0);
-    if (f->done_at_once || f->readd_at_once)
+    if (f->delay_once) {
+        f->delay_once = 0;
+        assert_int_equal(wq_add_after(f->q, key, 100), 0);
         assert_int_equal(wq_done(f->q, key), 0);
+    } else if (f->done_at_once || f->readd_at_once) {
+        assert_int_equal(wq_done(f->q, key), 0);
+    }
     if (f->close_after && (int)f->ngot == f->close_after) {
         assert_int_equal(wq_close(f->q, on_closed, f), 0);
         f->close_called = 1;
@@ -245,6 +251,29 @@ static void test_synchronous_done_and_readd(void **state)
     assert_int_equal(stats(f).active, 0);
     assert_int_equal(wq_poll(f->q), 2);
     ASSERT_GOT(f, "ns/a", "ns/b", "ns/a", "ns/b");
+    fx_end(f);
+}
+
+/* A handler that puts its key off (as the manager does with a key met
+ * past the lease's renew deadline) adds it again before its wq_done, while
+ * the queue's copy of the key is still valid: it comes again once, when
+ * due. */
+static void test_put_off_by_its_handler(void **state)
+{
+    (void)state;
+    struct fx *f = fx_start(1);
+    f->done_at_once = 1;
+    f->delay_once = 1;
+    assert_int_equal(wq_add(f->q, "ns/a"), 0);
+    assert_int_equal(wq_poll(f->q), 1);
+    assert_int_equal(stats(f).active, 0);
+    f->now += 99;
+    assert_int_equal(wq_poll(f->q), 0);
+    f->now += 1;
+    assert_int_equal(wq_poll(f->q), 1);
+    ASSERT_GOT(f, "ns/a", "ns/a");
+    f->now += 1000;
+    assert_int_equal(wq_poll(f->q), 0);
     fx_end(f);
 }
 
@@ -672,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_never_twice_at_once),
         cmocka_unit_test(test_max_active_bound),
         cmocka_unit_test(test_synchronous_done_and_readd),
+        cmocka_unit_test(test_put_off_by_its_handler),
         cmocka_unit_test(test_add_after_order),
         cmocka_unit_test(test_earlier_deadline_wins),
         cmocka_unit_test(test_add_after_of_a_queued_key),
