@@ -195,7 +195,7 @@ static void first_line(const struct kexec *run, char *out, size_t outlen)
 int kexec_parse_cred(const char *out, size_t len, const char *command, const char *api_version,
                      struct kexec_cred *cr, char *msg, size_t msglen)
 {
-    cJSON *j = cJSON_ParseWithLength(out ? out : "", len);
+    cJSON *j = json_parse_secret(out ? out : "", len);
     const cJSON *st, *v, *tok = NULL, *crt = NULL, *key = NULL, *exp;
     int r = 0, pr;
 

@@ -26,6 +26,7 @@
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/jsonarena.h"
+#include "lib/jsonwipe.h"
 #include "lib/queue.h"
 
 #ifndef VMG_VERSION
@@ -750,7 +751,7 @@ static void on_done(void *data, const struct vmg_http_result *res)
         json_arena_reset(r->arena);
         r->page = o.body = json_arena_parse(r->arena, res->body, res->body_len);
     } else if (res->body_len > 0 && (is_json(res) || res->status >= 300)) {
-        o.body = cJSON_ParseWithLength(res->body, res->body_len);
+        o.body = json_parse_secret(res->body, res->body_len); /* a Secret, say */
     }
     if (res->status >= 200 && res->status < 300) {
         if (res->body_len > 0 && !o.body && is_json(res)) {

@@ -2,6 +2,7 @@
 #include "lib/jsonwipe.h"
 
 #include <malloc.h>
+#include <stdlib.h>
 
 #include "lib/buf.h"
 
@@ -15,4 +16,31 @@ void json_wipe(cJSON *j)
             vmg_wipe(j->string, malloc_usable_size(j->string));
         json_wipe(j->child);
     }
+}
+
+/* The hooks in place outside json_parse_secret. */
+static cJSON_Hooks outer = {.malloc_fn = malloc, .free_fn = free};
+
+static void wiping_free(void *p)
+{
+    if (p)
+        vmg_wipe(p, malloc_usable_size(p));
+    outer.free_fn(p);
+}
+
+cJSON *json_parse_secret(const char *text, size_t len)
+{
+    cJSON_Hooks hooks = {.malloc_fn = outer.malloc_fn, .free_fn = wiping_free};
+    cJSON *tree;
+
+    cJSON_InitHooks(&hooks);
+    tree = cJSON_ParseWithLength(text, len);
+    cJSON_InitHooks(&outer); /* malloc and free: realloc too again */
+    return tree;
+}
+
+void json_hooks_set(const cJSON_Hooks *h)
+{
+    outer = h ? *h : (cJSON_Hooks){.malloc_fn = malloc, .free_fn = free};
+    cJSON_InitHooks(&outer);
 }

@@ -124,10 +124,11 @@ static int parse_value(const char *body, size_t len, cJSON **ret_root, cJSON **r
         return VMG_EPARSE;
     if (!json_values_within(body, len, VS_REST_MAX_VALUES))
         return VMG_ETOOBIG;
-    root = cJSON_ParseWithLength(body, len);
+    root = json_parse_secret(body, len); /* a session id, say */
     if (!root)
         return VMG_EPARSE;
     if (!cJSON_IsObject(root)) {
+        json_wipe(root);
         cJSON_Delete(root);
         return VMG_EPARSE;
     }

@@ -34,6 +34,7 @@
 #include "kube/kubeconfig.h"
 #include "lib/http.h"
 #include "lib/err.h"
+#include "lib/jsonwipe.h"
 
 #define FIXTURES "tests/unit/fixtures/kubeconfig"
 
@@ -808,7 +809,8 @@ static void free_looking(void *p)
 
 /* What a plugin printed is wiped whole before it is freed: also when it is
  * refused before its token was looked at (an apiVersion or a kind not the
- * one asked for), and past a NUL in a string ("\u0000"). */
+ * one asked for), past a NUL in a string ("\u0000"), and when it is not
+ * JSON after the token (cJSON frees what it parsed itself). */
 static void test_exec_output_wiped(void **state)
 {
     cJSON_Hooks hooks = {malloc, free_looking};
@@ -819,12 +821,15 @@ static void test_exec_output_wiped(void **state)
         "\"status\":{\"token\":\"SECRET-TOKEN-1\"}}",
         "{" V1 "\"kind\":\"Other\",\"status\":{\"token\":\"SECRET-TOKEN-1\"}}",
         "{" V1 "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"x\\u0000SECRET-TOKEN-1\"}}",
+        "{" V1 "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"SECRET-TOKEN-1\"}",
+        "{" V1 "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"SECRET-TOKEN-1\",}}",
+        "{" V1 "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"SECRET-TOKEN-1\\q\"}}",
     };
 #undef V1
 
     (void)state;
     secret_looked_for = "SECRET-TOKEN-1";
-    cJSON_InitHooks(&hooks);
+    json_hooks_set(&hooks);
     for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
         struct kcfg_testing_cred cr;
         char msg[256];
@@ -835,7 +840,7 @@ static void test_exec_output_wiped(void **state)
         if (secret_blocks)
             fail_msg("output %zu: freed holding the token", i);
     }
-    cJSON_InitHooks(NULL);
+    json_hooks_set(NULL);
 }
 
 /* A FIFO named where a file is expected (a tokenFile, a certificate
