@@ -119,9 +119,11 @@ build/unit-support/libunit.a: $(UNIT_SUPPORT_SRCS:tests/unit/%.c=build/unit-supp
 	ar rcs $@ $^
 
 # Through the linker's --wrap, test_session makes curl_easy_init fail on
-# demand (a request that cannot be started), test_authn calloc (no memory).
+# demand (a request that cannot be started), test_authn calloc (no memory),
+# and test_kubeconfig looks at the blocks freed.
 build/unit/test_session: UNIT_LDFLAGS = -Wl,--wrap=curl_easy_init
 build/unit/test_authn: UNIT_LDFLAGS = -Wl,--wrap=calloc
+build/unit/test_kubeconfig: UNIT_LDFLAGS = -Wl,--wrap=free
 
 build/unit/%: tests/unit/%.c build/unit-support/libunit.a build/libvmgroup-san.a $(HDRS) \
 		$(UNIT_SUPPORT_HDRS)

@@ -343,8 +343,8 @@ static int load_exec_env(struct kfile *f, struct kcfg_exec *e, yaml_node_t *seq,
                 r = -ENOMEM;
             }
         }
-        free(name);
-        free(value);
+        kcred_free_str(name); /* an env value may be a secret */
+        kcred_free_str(value);
         if (r == -1 || r == -2)
             return kfile_fail(errbuf, errlen, VMG_ECONFIG,
                               "kubeconfig %s: exec env[%zu] of %s needs a name and a string value",

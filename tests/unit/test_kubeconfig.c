@@ -1063,6 +1063,40 @@ static void test_exec_environment(void **state)
     kcfg_free(c);
 }
 
+/* Linked with --wrap=free: while freed_watch is set, the blocks freed
+ * that held it are counted. */
+static const char *freed_watch;
+static int freed_held;
+void __real_free(void *p);
+void __wrap_free(void *p);
+
+void __wrap_free(void *p)
+{
+    if (p && freed_watch && memmem(p, malloc_usable_size(p), freed_watch, strlen(freed_watch)))
+        freed_held++;
+    __real_free(p);
+}
+
+/* An exec env value (a cloud's secret key, say) is wiped when the
+ * kubeconfig is read and when it is freed. */
+static void test_exec_env_value_wiped(void **state)
+{
+    struct t *t = *state;
+    char *text = kc("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                        "      command: ./plugin.sh\n      interactiveMode: Never\n"
+                        "      env:\n      - name: AWS_SECRET_ACCESS_KEY\n"
+                        "        value: ENV-SECRET-VALUE\n");
+    kcfg *c = NULL;
+
+    freed_watch = "ENV-SECRET-VALUE";
+    freed_held = 0;
+    assert_int_equal(load_text(t, text, &c), 0);
+    kcfg_free(c);
+    freed_watch = NULL;
+    free(text);
+    assert_int_equal(freed_held, 0);
+}
+
 static void test_exec_no_expiry_and_join(void **state)
 {
     struct t *t = *state;
@@ -1617,6 +1651,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_secrets_in_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_environment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_env_value_wiped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_no_expiry_and_join, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_client_cert, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_failures, setup, teardown),
