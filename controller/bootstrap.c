@@ -46,28 +46,6 @@ int bootstrap_metadata(const char *vm, const char *instance_id, char *buf, size_
     return n < 0 ? -EINVAL : (int)n;
 }
 
-/* b64_decoded_len checks that s (len bytes) is base64 with its padding and
- * returns the length of what it decodes to, or -1. */
-static long b64_decoded_len(const char *s, size_t len)
-{
-    size_t pad = 0;
-
-    if (len % 4)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                     c == '+' || c == '/';
-        if (c == '=' && i >= len - 2) {
-            pad++;
-            continue;
-        }
-        if (!alpha || pad)
-            return -1;
-    }
-    return (long)(len / 4 * 3 - pad);
-}
-
 static int too_big(const char *ns, const char *name, const char *key, char *msg, size_t msglen)
 {
     vmg_putf(msg, msglen,
@@ -98,7 +76,7 @@ int bootstrap_userdata(const cJSON *secret, const char *ns, const char *name, co
     if (len > MAX_USERDATA_B64) {
         return too_big(ns, name, key, msg, msglen);
     }
-    n = b64_decoded_len(v->valuestring, len);
+    n = vmg_b64_decoded_len(v->valuestring, len);
     if (n < 0) {
         vmg_putf(msg, msglen, "Secret %s/%s key \"%s\" is not base64", ns, name, key);
         return VMG_EPARSE;

@@ -1,12 +1,10 @@
 /* cred.c: credential material as kubeconfig files and exec plugins give
- * it: secrets wiped when freed, files read whole with a bound, base64, PEM
+ * it: secrets wiped when freed, files read whole with a bound, PEM
  * certificates and keys (OpenSSL), bearer tokens and RFC 3339 expiries. */
 #include "kube/cred.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,45 +98,7 @@ out:
     return r;
 }
 
-/* ---- base64 and PEM (OpenSSL) ---- */
-
-/* kcred_b64_decode decodes standard, padded base64 (what kubectl accepts);
- * whitespace is ignored. Returns 0, VMG_EPARSE or -ENOMEM. */
-int kcred_b64_decode(const char *in, size_t inlen, char **ret, size_t *ret_len)
-{
-    EVP_ENCODE_CTX *ctx;
-    unsigned char *out;
-    int n = 0, m = 0, r = 0;
-    size_t sig = 0;
-
-    for (size_t i = 0; i < inlen; i++)
-        if (!isspace((unsigned char)in[i]))
-            sig++;
-    if (sig == 0 || sig % 4 != 0)
-        return VMG_EPARSE;
-    if (inlen > INT_MAX / 2)
-        return VMG_EPARSE;
-    out = malloc(inlen + 1);
-    ctx = EVP_ENCODE_CTX_new();
-    if (!out || !ctx) {
-        r = -ENOMEM;
-        goto out;
-    }
-    EVP_DecodeInit(ctx);
-    if (EVP_DecodeUpdate(ctx, out, &n, (const unsigned char *)in, (int)inlen) < 0 ||
-        EVP_DecodeFinal(ctx, out + n, &m) != 1) {
-        r = VMG_EPARSE;
-        goto out;
-    }
-    out[n + m] = '\0';
-    *ret = (char *)out;
-    *ret_len = (size_t)(n + m);
-    out = NULL;
-out:
-    EVP_ENCODE_CTX_free(ctx);
-    vmg_wipe_free((char *)out, inlen + 1);
-    return r;
-}
+/* ---- PEM (OpenSSL) ---- */
 
 /* A pass phrase callback that refuses: never prompt on a terminal. */
 static int no_passphrase(char *buf, int size, int rwflag, void *u)

@@ -24,11 +24,6 @@ char *kcred_dup(const char *s, size_t len);
  * failure is wiped. */
 int kcred_read_file(const char *path, size_t max, char **ret, size_t *ret_len, struct stat *ret_st);
 
-/* kcred_b64_decode decodes standard, padded base64 (what kubectl accepts);
- * whitespace is ignored. The result is NUL-terminated. Returns 0,
- * VMG_EPARSE or -ENOMEM. (Encoding is lib/b64's.) */
-int kcred_b64_decode(const char *in, size_t inlen, char **ret, size_t *ret_len);
-
 /* kcred_pem_certs counts the PEM certificates in pem (0 when none parses),
  * or returns -ENOMEM. Nothing ever prompts for a pass phrase. */
 int kcred_pem_certs(const char *pem, size_t len);

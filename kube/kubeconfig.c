@@ -188,7 +188,7 @@ static int load_pem(struct kfile *f, yaml_node_t *map, const char *data_key, con
     if (r < 0)
         goto out;
     if (data && data[0]) {
-        r = kcred_b64_decode(data, strlen(data), ret, ret_len);
+        r = vmg_b64_decode_alloc(data, strlen(data), ret, ret_len);
         if (r == VMG_EPARSE)
             r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
                            "kubeconfig %s: %s of %s is not valid base64", f->path, data_key, what);
