@@ -7,6 +7,7 @@
 #include "controller/manager.h"
 #include "lib/err.h"
 #include "lib/options.h"
+#include "lib/wipealloc.h"
 
 int main(int argc, char **argv)
 {
@@ -14,6 +15,12 @@ int main(int argc, char **argv)
     char err[512];
     int r, code;
 
+    /* First: OpenSSL takes its allocator only before it has allocated. */
+    r = vmg_wipe_allocators(NULL);
+    if (r < 0)
+        fprintf(stderr,
+                "vmgroup-operator: warning: OpenSSL and libcurl do not wipe what they free: %s\n",
+                vmg_strerror(r));
     vmg_options_defaults(&opts);
     /* VC_PASS leaves the environment here: the password lives in opts. */
     r = vmg_options_parse(&opts, argc, argv, NULL, err, sizeof(err));
