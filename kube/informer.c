@@ -53,6 +53,12 @@ struct informer {
 
     struct ent **buckets;
     size_t nbuckets, count, obj_bytes, key_bytes;
+    /* The entries the current list has seen (and the watch after it has
+     * kept): what max_objects bounds. While a list replaces another, the
+     * entries only the one before saw are counted apart, in count, until
+     * list_end: a list is never refused room that they hold. count stays
+     * under twice max_objects, failed lists or not. */
+    size_t current;
     uint32_t gen;
     uint32_t seed;
     uint32_t rnd;
@@ -171,6 +177,8 @@ static void remove_ent(struct informer *inf, struct ent **link, struct ent *e)
 {
     *link = e->next;
     inf->count--;
+    if (e->gen == inf->gen)
+        inf->current--;
     inf->obj_bytes -= footprint(inf, e->obj);
     inf->key_bytes -= sizeof(*e) + strlen(e->key) + 1;
     if (inf->h.on_delete)
@@ -201,6 +209,14 @@ static int upsert(struct informer *inf, const char *key, void *obj)
     void *old;
 
     if (e) {
+        if (e->gen != inf->gen) {
+            /* Seen again by a list with no room left: left to list_end. */
+            if (inf->current >= inf->max_objects) {
+                inf->type->free(obj);
+                return -ENOSPC;
+            }
+            inf->current++;
+        }
         e->gen = inf->gen;
         if (same_version(inf, e->obj, obj)) {
             inf->type->free(obj);
@@ -215,7 +231,7 @@ static int upsert(struct informer *inf, const char *key, void *obj)
         inf->type->free(old);
         return 2;
     }
-    if (inf->count >= inf->max_objects) {
+    if (inf->current >= inf->max_objects || inf->count >= 2 * inf->max_objects) {
         inf->type->free(obj);
         return -ENOSPC;
     }
@@ -236,6 +252,7 @@ static int upsert(struct informer *inf, const char *key, void *obj)
     e->next = inf->buckets[h & (inf->nbuckets - 1)];
     inf->buckets[h & (inf->nbuckets - 1)] = e;
     inf->count++;
+    inf->current++;
     inf->obj_bytes += footprint(inf, obj);
     inf->key_bytes += sizeof(*e) + klen + 1;
     if (inf->h.on_add)
@@ -327,6 +344,7 @@ static int apply_object(struct informer *inf, const cJSON *obj)
 static void list_begin(struct informer *inf)
 {
     inf->gen++;
+    inf->current = 0;
     inf->added = inf->updated = inf->deleted = 0;
     inf->first_page = true;
     inf->list_rv[0] = '\0';

@@ -35,9 +35,14 @@
  * stays.
  *
  * The cache maps a key, "namespace/name" ("name" for cluster-scoped kinds),
- * to one decoded object. What an object is comes from an informer_type:
- * decode from JSON, free, and its resourceVersion; the caller supplies it
- * (a custom resource's type lives beside that resource's struct).
+ * to one decoded object. It holds at most max_objects objects of the
+ * last list and the events after it; an object beyond them is left out
+ * (a BAD_OBJECT note, -ENOSPC; a list leaves out its last ones). While a
+ * list replaces the cache, the objects only the list before held are kept
+ * apart until it ends, and take no room from it: up to twice max_objects
+ * then. What an object is comes from an
+ * informer_type: decode from JSON, free, and its resourceVersion; the caller supplies it (a custom
+ * resource's type lives beside that resource's struct).
  *
  * Objects are read-only and owned by the informer. Lifetime rule: a pointer
  * from informer_get(), informer_foreach() or a handler stays valid until
@@ -147,7 +152,7 @@ struct informer_opts {
     unsigned backoff_base_ms;          /* 0: 800 */
     unsigned backoff_max_ms;           /* 0: 30000 */
     uint64_t resync_ms;                /* 0: no resync */
-    size_t max_objects;                /* 0: 1000000 */
+    size_t max_objects;                /* 0: 1000000; objects a list may hold (see below) */
 };
 
 struct informer_stats {

@@ -258,6 +258,27 @@ static int setup(void **state)
     return setup_type(state, NULL);
 }
 
+/* setup_max2 is setup with room for two objects. */
+static int setup_max2(void **state)
+{
+    struct t *t;
+    struct informer_opts o = {
+        .handlers = {.on_add = on_add, .on_update = on_update, .on_delete = on_delete},
+        .on_note = on_note,
+    };
+
+    if (setup(state) != 0)
+        return -1;
+    t = *state;
+    informer_close(t->inf, NULL, NULL);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    vmgroup_informer_opts(&o);
+    o.max_objects = 2;
+    o.handlers.data = t;
+    o.note_data = t;
+    return informer_new(&t->loop, NULL, &o, &t->inf);
+}
+
 static int teardown(void **state)
 {
     struct t *t = *state;
@@ -424,6 +445,37 @@ static void test_relist_after_failed_list(void **state)
     list(t, "7", full, 2, 1);
     expect(t, want, 1);
     assert_string_equal(informer_resource_version(t->inf), "7");
+}
+
+/* The room of max_objects is the new list's: objects the server has since
+ * deleted, still in the cache until the list ends, take none of it. */
+static void test_relist_at_the_bound(void **state)
+{
+    struct t *t = *state;
+    static const char *const first[] = {"n/a@1", "n/b@2"};
+    static const char *const now[] = {"n/c@3"};
+    static const char *const three[] = {"n/a@1", "n/b@2", "n/c@3"};
+    static const char *const want[] = {"add n/c 3 r1", "delete n/a 1", "delete n/b 2"};
+    static const char *const want_full[] = {"add n/a 1 r1", "add n/b 2 r1", "delete n/c 3"};
+    cJSON *p;
+
+    list(t, "5", first, 2, 500);
+    assert_int_equal(informer_count(t->inf), 2);
+    t->n = 0;
+    list(t, "9", now, 1, 500);
+    expect(t, want, 3);
+    assert_int_equal(informer_count(t->inf), 1);
+    assert_non_null(informer_get(t->inf, "n/c"));
+    /* A list of more than the room leaves out its last one, cached or
+     * not. */
+    t->n = 0;
+    informer_testing_list_begin(t->inf);
+    p = page("12", three, 3);
+    assert_int_equal(informer_testing_list_page(t->inf, p), 0);
+    cJSON_Delete(p);
+    informer_testing_list_end(t->inf);
+    expect(t, want_full, 3);
+    assert_int_equal(informer_count(t->inf), 2);
 }
 
 static char *event_line(const char *type, const char *obj_json)
@@ -1460,6 +1512,7 @@ int main(void)
         cmocka_unit_test(test_parse_event),
         cmocka_unit_test(test_key_of),
         cmocka_unit_test_setup_teardown(test_relist_diff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relist_at_the_bound, setup_max2, teardown),
         cmocka_unit_test_setup_teardown(test_relist_after_failed_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resource_version_tracking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_list_diff, setup, teardown),
