@@ -929,6 +929,10 @@ int kcfg_apply(kcfg *c, CURL *easy, struct curl_slist **headers)
         return curl_err(rc);
     if (c->ca && (r = set_blob(easy, CURLOPT_CAINFO_BLOB, c->ca, c->ca_len)) < 0)
         return r;
+    /* The CA given is the only one: curl's CA folder (the system's, in
+     * the image) would add every public CA to it. */
+    if (c->ca && (rc = curl_easy_setopt(easy, CURLOPT_CAPATH, NULL)) != CURLE_OK)
+        return curl_err(rc);
     if (cert && (r = set_blob(easy, CURLOPT_SSLCERT_BLOB, cert, cert_len)) < 0)
         return r;
     if (key && (r = set_blob(easy, CURLOPT_SSLKEY_BLOB, key, key_len)) < 0)

@@ -27,14 +27,17 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <uv.h>
 
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
 #include "lib/http.h"
+#include "lib/b64.h"
 #include "lib/err.h"
 #include "lib/jsonwipe.h"
+#include "lib/tlsgen.h"
 
 #define FIXTURES "tests/unit/fixtures/kubeconfig"
 
@@ -1456,8 +1459,9 @@ static size_t discard(char *p, size_t size, size_t n, void *u)
     return size * n;
 }
 
-/* get sends GET /version through c; returns curl's result. */
-static CURLcode get(kcfg *c)
+/* get_from sends GET /version through c, with capath as curl's CA folder
+ * before c applies (NULL: curl's own); returns curl's result. */
+static CURLcode get_from(kcfg *c, const char *capath)
 {
     CURL *e = curl_easy_init();
     struct curl_slist *h = NULL;
@@ -1469,6 +1473,8 @@ static CURLcode get(kcfg *c)
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    if (capath)
+        curl_easy_setopt(e, CURLOPT_CAPATH, capath);
     assert_int_equal(kcfg_apply(c, e, &h), 0);
     h = curl_slist_append(h, "Accept: application/json");
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
@@ -1477,6 +1483,64 @@ static CURLcode get(kcfg *c)
     curl_easy_cleanup(e);
     free(url);
     return rc;
+}
+
+static CURLcode get(kcfg *c)
+{
+    return get_from(c, NULL);
+}
+
+/* The CA a kubeconfig names is the only one trusted: a server whose
+ * certificate another CA signed fails, even one in the system's CA
+ * folder (here a folder of the test's, holding the server's CA). */
+static void test_ca_replaces_the_system_trust(void **state)
+{
+    struct t *t = *state;
+    const char *const sans[] = {"other.test"};
+    char *other = NULL, *other_key = NULL, *other64, *text, *ca;
+    char capath[PATH_MAX], hashed[PATH_MAX + 16];
+    struct srv s;
+    X509 *x;
+    BIO *b;
+    kcfg *c;
+    CURLcode rc;
+
+    /* The folder, as c_rehash makes it: <subject hash>.0. */
+    snprintf(capath, sizeof(capath), "%s/capath", t->dir);
+    assert_int_equal(mkdir(capath, 0700), 0);
+    ca = fixture(t, "ca.crt", NULL);
+    b = BIO_new_mem_buf(ca, -1);
+    x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    assert_non_null(x);
+    snprintf(hashed, sizeof(hashed), "%s/%08lx.0", capath, X509_subject_name_hash(x));
+    write_at(hashed, ca);
+    X509_free(x);
+    BIO_free(b);
+    /* A CA of its own, that signed nothing the server has. */
+    assert_int_equal(vmg_tls_selfsigned("other.test", sans, 1, &other, &other_key), 0);
+    other64 = vmg_b64_encode_alloc(other, strlen(other));
+    assert_non_null(other64);
+
+    srv_start(t, &s, 0);
+    text = fmt("current-context: dev\n"
+               "clusters: [{name: c1, cluster: {server: 'https://127.0.0.1:%d', "
+               "tls-server-name: kube.test, certificate-authority-data: %s}}]\n"
+               "contexts: [{name: dev, context: {cluster: c1, user: bob}}]\n"
+               "users: [{name: bob, user: {token: t}}]\n",
+               s.port, other64);
+    c = load_ok(t, text);
+    rc = get_from(c, capath);
+    srv_stop(&s);
+    assert_int_equal(rc, CURLE_PEER_FAILED_VERIFICATION);
+    assert_string_equal(s.auth, ""); /* the token never went */
+    kcfg_free(c);
+    free(text);
+    free(other64);
+    free(other);
+    free(other_key);
+    free(ca);
+    unlink(hashed);
+    rmdir(capath);
 }
 
 static void test_tls_handshake_with_server_name_and_client_cert(void **state)
@@ -1664,6 +1728,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_plugin_leaves_a_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_refresh_without_exec, setup, teardown),
         cmocka_unit_test(test_parse_time),
+        cmocka_unit_test_setup_teardown(test_ca_replaces_the_system_trust, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_handshake_with_server_name_and_client_cert, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_tls_verification, setup, teardown),
