@@ -293,23 +293,26 @@ static CURLcode ssl_ctx_pin(CURL *curl, void *ssl_ctx, void *userptr)
 static void on_done(void *data, const struct vmg_http_result *res);
 
 /* apply_tls sets the session's TLS trust on easy: verification against
- * the CA file (or the system roots), a pinned certificate, or none with
- * insecure. Returns 0 or VMG_ETRANSPORT (curl built without OpenSSL). */
+ * the CA file alone (curl's CA folder, the system's, left out) or the
+ * system roots, a pinned certificate, or none with insecure. Returns 0 or
+ * VMG_ETRANSPORT (curl built without OpenSSL), verification still on
+ * then. */
 static int apply_tls(const vs_session *s, CURL *easy)
 {
-    if (s->insecure || s->pinned) {
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else {
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (s->ca_file && curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file) != CURLE_OK)
-            return VMG_ETRANSPORT;
-    }
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+    /* The pin's check first: without it, verification stays on. */
     if (s->pinned && (curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_pin) != CURLE_OK ||
                       curl_easy_setopt(easy, CURLOPT_SSL_CTX_DATA, (void *)s) != CURLE_OK ||
                       curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L) != CURLE_OK))
         return VMG_ETRANSPORT;
+    if (s->insecure || s->pinned) {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else if (s->ca_file && (curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file) != CURLE_OK ||
+                              curl_easy_setopt(easy, CURLOPT_CAPATH, NULL) != CURLE_OK)) {
+        return VMG_ETRANSPORT;
+    }
     return 0;
 }
 

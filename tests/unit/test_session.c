@@ -13,9 +13,11 @@
 #include "tests/unit/vcenter.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -1071,6 +1073,94 @@ static void test_tls_modes(void **state)
     fake_teardown(&f);
 }
 
+struct perform {
+    CURL *e;
+    CURLcode rc;
+    volatile int done;
+};
+
+static void *perform(void *arg)
+{
+    struct perform *p = arg;
+
+    p->rc = curl_easy_perform(p->e);
+    p->done = 1;
+    return NULL;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *u)
+{
+    (void)p;
+    (void)u;
+    return size * n;
+}
+
+/* With --vc-ca-file, that CA is the only one trusted, by the session's
+ * requests and by those it prepares (the REST client's): a vCenter whose
+ * certificate another CA signed fails, even one in the system's CA folder
+ * (here a folder of the test's, holding the fake vCenter's). */
+static void test_ca_file_replaces_the_system_trust(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {0};
+    const char *const sans[] = {"other.test"};
+    char *other = NULL, *other_key = NULL, capath[64], hashed[128], other_path[64], url[300];
+    struct perform p = {0};
+    pthread_t th;
+    FILE *fp;
+    BIO *b;
+    X509 *x;
+
+    (void)state;
+    fake_setup(&f);
+    snprintf(capath, sizeof(capath), "/tmp/test_session_capath.%d", (int)getpid());
+    assert_int_equal(mkdir(capath, 0700), 0);
+    b = BIO_new_mem_buf(f.vc.cert_pem, -1);
+    x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    assert_non_null(x);
+    snprintf(hashed, sizeof(hashed), "%s/%08lx.0", capath, X509_subject_name_hash(x));
+    X509_free(x);
+    BIO_free(b);
+    fp = fopen(hashed, "w");
+    assert_non_null(fp);
+    fputs(f.vc.cert_pem, fp);
+    fclose(fp);
+    assert_int_equal(vmg_tls_selfsigned("other.test", sans, 1, &other, &other_key), 0);
+    snprintf(other_path, sizeof(other_path), "/tmp/test_session_other.%d.pem", (int)getpid());
+    fp = fopen(other_path, "w");
+    assert_non_null(fp);
+    fputs(other, fp);
+    fclose(fp);
+    cfg.ca_file = other_path;
+    fake_session(&f, &cfg);
+
+    p.e = curl_easy_init();
+    assert_non_null(p.e);
+    snprintf(url, sizeof(url), "https://%s/sdk", f.vc.host);
+    curl_easy_setopt(p.e, CURLOPT_URL, url);
+    curl_easy_setopt(p.e, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(p.e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(p.e, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(p.e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(p.e, CURLOPT_CAPATH, capath);
+    vs_session_prepare_tls(f.s, p.e);
+    /* The fake vCenter answers on this loop: curl blocks in a thread. */
+    assert_int_equal(pthread_create(&th, NULL, perform, &p), 0);
+    for (int i = 0; i < 10000 && !p.done; i++) {
+        uv_run(&f.loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    pthread_join(th, NULL);
+    curl_easy_cleanup(p.e);
+    assert_int_equal(p.rc, CURLE_PEER_FAILED_VERIFICATION);
+    unlink(hashed);
+    rmdir(capath);
+    unlink(other_path);
+    free(other);
+    free(other_key);
+    fake_teardown(&f);
+}
+
 static void test_config_errors(void **state)
 {
     struct fake f;
@@ -1266,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_long_poll_given_up_when_vcenter_is_silent),
         cmocka_unit_test(test_long_poll_patience_has_an_end),
         cmocka_unit_test(test_tls_modes),
+        cmocka_unit_test(test_ca_file_replaces_the_system_trust),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_close_cancels_waiting_calls),
         cmocka_unit_test(test_cancel_one_call),
