@@ -1048,6 +1048,26 @@ static void closed_one(void *data)
     }
 }
 
+/* close_session logs the session out and closes it, once. */
+static void close_session(vcworld *w)
+{
+    if (w->s) {
+        w->closing++;
+        vs_session_close(w->s, closed_one, w); /* logs out */
+        w->s = NULL;
+    }
+}
+
+/* rest_closed: the REST client's logout is over. Its TLS check reads the
+ * session's pin (vs_session_prepare_tls): the session goes after it. */
+static void rest_closed(void *data)
+{
+    vcworld *w = data;
+
+    close_session(w);
+    closed_one(w);
+}
+
 void vcworld_hold(vcworld *w)
 {
     if (w)
@@ -1074,20 +1094,17 @@ void vcworld_close(vcworld *w, void (*closed)(void *data), void *data)
         vs_ops_close(w->ops, closed_one, w);
         w->ops = NULL;
     }
-    if (w->rest) {
-        w->closing++;
-        vs_rest_close(w->rest, closed_one, w);
-        w->rest = NULL;
-    }
     if (w->inv) {
         w->closing++;
         vs_inventory_close(w->inv, closed_one, w);
         w->inv = NULL;
     }
-    if (w->s) {
+    if (w->rest) {
         w->closing++;
-        vs_session_close(w->s, closed_one, w); /* logs out */
-        w->s = NULL;
+        vs_rest_close(w->rest, rest_closed, w); /* the session after it */
+        w->rest = NULL;
+    } else {
+        close_session(w);
     }
     closed_one(w);
 }

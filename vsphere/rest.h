@@ -82,7 +82,10 @@ struct vs_rest_options {
     const char *user;     /* required */
     const char *password; /* required; copied, wiped on close, never logged */
     /* Called on every easy handle just before it starts (TLS settings);
-     * may be NULL. It must not start, cancel or clean up the handle. */
+     * may be NULL. It must not start, cancel or clean up the handle.
+     * prepare_data must outlive the client, to its closed callback: the
+     * logout of vs_rest_close is prepared too, and a handshake may read it
+     * (vs_session_prepare_tls's pin). */
     void (*prepare)(void *data, CURL *easy);
     void *prepare_data;
     const char *category; /* the tag category's name; required */
