@@ -129,6 +129,27 @@ static int set_server(kcfg *c, const char *server, const char *tls_name, const c
                        where, what);
         goto out;
     }
+    {
+        char *user = NULL;
+        CURLUcode uc = curl_url_get(u, CURLUPART_USER, &user, 0);
+
+        if (user) {
+            vmg_wipe(user, strlen(user));
+            curl_free(user);
+        }
+        if (uc != CURLUE_OK && uc != CURLUE_NO_USER) {
+            r = -ENOMEM;
+            goto out;
+        }
+        if (uc == CURLUE_OK) {
+            /* The server's URL goes into logs: no credential in it. */
+            r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
+                           "%s: server of %s holds a user name or password; give credentials as "
+                           "the user's (token, client certificate, exec)",
+                           where, what);
+            goto out;
+        }
+    }
     strip_slashes(c->server);
     if (!tls_name || strcmp(scheme, "https") != 0) {
         c->url = strdup(c->server);

@@ -564,6 +564,36 @@ static void finish(struct vmg_http_xfer *x, int err, const char *errmsg)
     x->done(x->data, &res);
 }
 
+/* hide_userinfo replaces the user information of each URL in s
+ * ("scheme://user:password@host") with "***", or as many '*' when it is
+ * shorter: curl quotes a proxy's URL whole in some of its errors
+ * ("Unsupported proxy syntax in '...'"), and a proxy's URL may carry its
+ * password, even one with a '/' in it. Up to the last '@' of the URL (to
+ * a space or a quote): a path's '@' hides more than needed, not less. */
+static void hide_userinfo(char *s)
+{
+    char *p = s;
+
+    while ((p = strstr(p, "://")) != NULL) {
+        char *start = p + 3, *stop = start + strcspn(start, " '\""), *end = NULL;
+        size_t n;
+
+        for (char *q = start; q < stop; q++)
+            if (*q == '@')
+                end = q;
+        p = start;
+        if (!end)
+            continue;
+        n = (size_t)(end - start);
+        if (n >= 3) {
+            memcpy(start, "***", 3);
+            memmove(start + 3, end, strlen(end) + 1);
+        } else {
+            memset(start, '*', n);
+        }
+    }
+}
+
 /* complete finishes x, which curl reports as ended with rc. */
 static void complete(struct vmg_http_xfer *x, CURLcode rc)
 {
@@ -586,6 +616,7 @@ static void complete(struct vmg_http_xfer *x, CURLcode rc)
         err = -ENOMEM;
     } else {
         err = VMG_ETRANSPORT;
+        hide_userinfo(x->errbuf);
         msg = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
     }
     finish(x, err, msg);

@@ -810,6 +810,43 @@ static void test_connection_refused(void **state)
     rec_free(&r);
 }
 
+/* stop_run ends the loop's run: with nothing else to do, UV_RUN_ONCE would
+ * wait for the watchdog once the transfer is done. */
+static void stop_run(struct rec *r)
+{
+    uv_stop(&r->f->loop);
+}
+
+/* A proxy URL curl cannot use is quoted whole in curl's error: its
+ * password is not in the message handed to the caller, who logs it. */
+static void test_proxy_password_not_in_errors(void **state)
+{
+    static const char *const proxies[] = {
+        "http://svc:S3cr3tPw@proxy.corp:31280x",
+        "bogus://svc:S3cr3tPw@proxy.corp:3128",
+        "bogus://svc:S3c/r3tPw@proxy.corp:3128",
+    };
+    struct fx *f = *state;
+
+    for (size_t i = 0; i < sizeof(proxies) / sizeof(proxies[0]); i++) {
+        struct rec r = {0};
+        CURL *e = curl_easy_init();
+
+        assert_non_null(e);
+        assert_int_equal(curl_easy_setopt(e, CURLOPT_URL, "http://127.0.0.1:1/"), CURLE_OK);
+        assert_int_equal(curl_easy_setopt(e, CURLOPT_PROXY, proxies[i]), CURLE_OK);
+        r.f = f;
+        r.done_hook = stop_run;
+        assert_int_equal(vmg_http_start(f->h, e, NULL, 1024, NULL, on_done, &r, NULL), 0);
+        run_until(f, &r.calls, 1);
+        assert_int_equal(r.err, VMG_ETRANSPORT);
+        assert_non_null(strstr(r.errmsg, "proxy"));
+        if (strstr(r.errmsg, "S3c") || strstr(r.errmsg, "r3tPw"))
+            fail_msg("proxy %zu: %s", i, r.errmsg);
+        rec_free(&r);
+    }
+}
+
 struct close_case {
     struct fx *f;
     struct rec r[4];
@@ -1065,6 +1102,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_line_callback_aborts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_proxy_password_not_in_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_from_done, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_from_line, setup, teardown),

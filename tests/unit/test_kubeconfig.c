@@ -740,6 +740,14 @@ static void test_bad_configs(void **state)
         {fmt("current-context: dev\nclusters: [{name: c1, cluster: {server: 'ftp://x'}}]\n"
              "contexts: [{name: dev, context: {cluster: c1}}]\n"),
          VMG_ECONFIG, "server of cluster \"c1\" is not an http or https URL"},
+        {fmt("current-context: dev\nclusters: [{name: c1, cluster: {server: "
+             "'https://admin:pw-s3cret@kube.test:6443'}}]\n"
+             "contexts: [{name: dev, context: {cluster: c1}}]\n"),
+         VMG_ECONFIG, "server of cluster \"c1\" holds a user name or password"},
+        {fmt("current-context: dev\nclusters: [{name: c1, cluster: {server: "
+             "'https://admin@kube.test'}}]\n"
+             "contexts: [{name: dev, context: {cluster: c1}}]\n"),
+         VMG_ECONFIG, "server of cluster \"c1\" holds a user name or password"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char want[1024];
@@ -758,6 +766,7 @@ static void test_bad_configs(void **state)
             fail_msg("case %zu: got %d (%s), want %d", i, r, t->err, cases[i].code);
         assert_null(c);
         assert_has(t->err, want);
+        assert_null(strstr(t->err, "s3cret"));
         free(cases[i].text);
     }
     free(ca64);
