@@ -800,6 +800,56 @@ static int check_envelope(xmlDoc *doc, xmlNode **ret_first)
     return 0;
 }
 
+/* skip_to returns the end of the first needle in [p, end) past it, or end. */
+static const char *skip_to(const char *p, const char *end, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    for (; (size_t)(end - p) >= n; p++)
+        if (memcmp(p, needle, n) == 0)
+            return p + n;
+    return end;
+}
+
+/* tags_within tells whether no tag of buf[0..len) has more than max
+ * attributes and namespace declarations (its '=' outside quotes), in one
+ * pass: comments, CDATA, processing instructions and declarations are
+ * skipped whole; what is not well-formed is left to the parser. */
+static bool tags_within(const char *buf, size_t len, size_t max)
+{
+    const char *p = buf, *end = buf + len;
+
+    while ((p = memchr(p, '<', (size_t)(end - p))) != NULL) {
+        size_t eq = 0;
+        char quote = 0;
+
+        p++;
+        if (end - p >= 3 && memcmp(p, "!--", 3) == 0) {
+            p = skip_to(p + 3, end, "-->");
+            continue;
+        }
+        if (end - p >= 8 && memcmp(p, "![CDATA[", 8) == 0) {
+            p = skip_to(p + 8, end, "]]>");
+            continue;
+        }
+        if (p < end && (*p == '?' || *p == '!')) {
+            p = skip_to(p, end, *p == '?' ? "?>" : ">");
+            continue;
+        }
+        for (; p < end && (quote || *p != '>'); p++) {
+            if (quote) {
+                if (*p == quote)
+                    quote = 0;
+            } else if (*p == '"' || *p == '\'') {
+                quote = *p;
+            } else if (*p == '=' && ++eq > max) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 int soap_parse(const char *buf, size_t len, size_t max, soap_resp **ret, struct soap_fault *fault)
 {
     xmlParserCtxt *ctxt = NULL;
@@ -815,6 +865,8 @@ int soap_parse(const char *buf, size_t len, size_t max, soap_resp **ret, struct 
         return VMG_ETOOBIG;
     if (len == 0)
         return VMG_EPARSE;
+    if (!tags_within(buf, len, SOAP_MAX_TAG_ATTRS))
+        return VMG_ETOOBIG;
     ctxt = xmlNewParserCtxt();
     if (!ctxt || !ctxt->sax) {
         r = -ENOMEM;

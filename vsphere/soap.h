@@ -15,11 +15,11 @@
  * (so no entity can be declared or expanded and nothing external is
  * loaded), never touches the network, never prints anything, and
  * keeps at most SOAP_MAX_NODES element, attribute, namespace and text
- * nodes. A node costs at most about 200 bytes, so a parsed response takes
- * at most about 50 MB plus twice its text, whatever its shape; ordinary
- * vim25 responses take about 10 times their size. An UpdateSet of 100
- * VMs, each with 100 extraConfig entries, is about 60,000 nodes: the
- * watcher should cap WaitForUpdatesEx with maxObjectUpdates (e.g. 100).
+ * nodes, and SOAP_MAX_TAG_ATTRS attributes and namespaces in a tag. A node costs at most about 200
+ * bytes, so a parsed response takes at most about 50 MB plus twice its text, whatever its shape;
+ * ordinary vim25 responses take about 10 times their size. An UpdateSet of 100 VMs, each with 100
+ * extraConfig entries, is about 60,000 nodes: the watcher should cap WaitForUpdatesEx with
+ * maxObjectUpdates (e.g. 100).
  */
 #ifndef VMG_SOAP_H
 #define VMG_SOAP_H
@@ -37,6 +37,12 @@
 /* The most element + attribute + namespace + text nodes a parsed response
  * may have. */
 #define SOAP_MAX_NODES 250000
+
+/* The most attributes and namespace declarations one tag of a response may
+ * have (vim25's have a few): libxml2 2.9 spends time in the square of
+ * their number, minutes for a few hundred thousand, before any callback
+ * could count them. */
+#define SOAP_MAX_TAG_ATTRS 64
 
 /* A fault from vCenter, or the MethodFault of a task's TaskInfo.error.
  * type is the fault's vim25 type name ("InvalidLogin", "NotAuthenticated",
