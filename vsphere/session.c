@@ -597,7 +597,9 @@ static int take_cookie(vs_session *s, const vmg_http_xfer *x)
 static void describe(char *buf, size_t size, const char *method, int err,
                      const struct soap_fault *f, long status, const char *errmsg)
 {
-    if (err == VMG_EFAULT && f)
+    if (err == VMG_EFAULT && f && !f->message[0])
+        vmg_putf(buf, size, "vCenter %s failed: %s", method, f->type);
+    else if (err == VMG_EFAULT && f)
         vmg_putf(buf, size, "vCenter %s failed: %s: %s", method, f->type, f->message);
     else if (err == VMG_EHTTP)
         vmg_putf(buf, size, "vCenter %s failed: HTTP status %ld", method, status);
@@ -633,7 +635,17 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
 {
     char msg[512], *buf = NULL;
     size_t len = 0;
+    struct soap_fault type_only;
     int r;
+
+    /* A fault's text answering a login step is not repeated: vCenter
+     * writes it, and an impostor that has been sent the password once
+     * could echo it, cut where the log's masking no longer knows it. */
+    if (fault) {
+        memset(&type_only, 0, sizeof(type_only));
+        memcpy(type_only.type, fault->type, sizeof(type_only.type));
+        fault = &type_only;
+    }
 
     if (err == 0 && c->kind == CK_CONTENT) {
         struct vim_service_content sc;
@@ -675,8 +687,8 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
         return;
     }
     if (err == VMG_EFAULT && c->kind == CK_LOGIN && login_refusal(fault->type)) {
-        vmg_putf(msg, sizeof(msg), "vCenter refused the login for user %s: %s: %s", s->user,
-                 fault->type, fault->message);
+        vmg_putf(msg, sizeof(msg), "vCenter refused the login for user %s: %s", s->user,
+                 fault->type);
         login_failed(s, VMG_EAUTH, msg);
         return;
     }
