@@ -14,7 +14,7 @@
  * fuzz-sources: vsphere/endpoint.c
  * fuzz-sources: vsphere/session.c vsphere/rest.c vsphere/rest_json.c vsphere/rest_tags.c
  * fuzz-sources: lib/jsonbound.c
- * fuzz-sources: vsphere/soap.c vsphere/vim.c controller/naming.c
+ * fuzz-sources: vsphere/soap.c vsphere/vim.c controller/naming.c lib/hex.c
  * fuzz-sources: kube/kube.c lib/jsonarena.c lib/http.c lib/err.c lib/log.c lib/str.c
  * fuzz-sources: kube/api.c
  * fuzz-sources: lib/secretfile.c kube/kubeconfig.c lib/file.c
