@@ -564,34 +564,63 @@ static void finish(struct vmg_http_xfer *x, int err, const char *errmsg)
     x->done(x->data, &res);
 }
 
-/* hide_userinfo replaces the user information of each URL in s
- * ("scheme://user:password@host") with "***", or as many '*' when it is
- * shorter: curl quotes a proxy's URL whole in some of its errors
- * ("Unsupported proxy syntax in '...'"), and a proxy's URL may carry its
- * password, even one with a '/' in it. Up to the last '@' of the URL (to
- * a space or a quote): a path's '@' hides more than needed, not less. */
+/* hide_span replaces s[from, to) with "***" (or as many '*' when it is
+ * shorter) in place. */
+static void hide_span(char *from, char *to)
+{
+    size_t n = (size_t)(to - from);
+
+    if (n >= 3) {
+        memcpy(from, "***", 3);
+        memmove(from + 3, to, strlen(to) + 1);
+    } else {
+        memset(from, '*', n);
+    }
+}
+
+/* hide_userinfo hides the user information of the URLs in curl's error
+ * text s: curl quotes a proxy's URL whole in some of its errors
+ * ("Unsupported proxy syntax in '...'"), scheme or not, and a proxy's URL
+ * may carry its password, spaces and slashes included. Within each quoted
+ * part, what comes before its last '@' (after "://" when there is one)
+ * becomes "***"; so does the same in an unquoted "scheme://user@". A
+ * path's '@' hides more than needed, never less. The bytes the text no
+ * longer holds are zeroed. */
 static void hide_userinfo(char *s)
 {
+    size_t was = strlen(s);
     char *p = s;
 
-    while ((p = strstr(p, "://")) != NULL) {
-        char *start = p + 3, *stop = start + strcspn(start, " '\""), *end = NULL;
-        size_t n;
+    while ((p = strchr(p, '\'')) != NULL) {
+        char *open = p + 1, *close = strchr(open, '\''), *at = NULL, *scheme;
+
+        if (!close)
+            break;
+        for (char *q = open; q < close; q++)
+            if (*q == '@')
+                at = q;
+        if (at) {
+            scheme = strstr(open, "://");
+            if (scheme && scheme < at)
+                open = scheme + 3;
+            hide_span(open, at);
+            close = strchr(open, '\'');
+            if (!close)
+                break;
+        }
+        p = close + 1;
+    }
+    for (p = s; (p = strstr(p, "://")) != NULL;) {
+        char *start = p + 3, *stop = start + strcspn(start, " '\""), *at = NULL;
 
         for (char *q = start; q < stop; q++)
             if (*q == '@')
-                end = q;
+                at = q;
         p = start;
-        if (!end)
-            continue;
-        n = (size_t)(end - start);
-        if (n >= 3) {
-            memcpy(start, "***", 3);
-            memmove(start + 3, end, strlen(end) + 1);
-        } else {
-            memset(start, '*', n);
-        }
+        if (at)
+            hide_span(start, at);
     }
+    memset(s + strlen(s), 0, was - strlen(s));
 }
 
 /* complete finishes x, which curl reports as ended with rc. */

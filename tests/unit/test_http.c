@@ -822,9 +822,9 @@ static void stop_run(struct rec *r)
 static void test_proxy_password_not_in_errors(void **state)
 {
     static const char *const proxies[] = {
-        "http://svc:S3cr3tPw@proxy.corp:31280x",
-        "bogus://svc:S3cr3tPw@proxy.corp:3128",
-        "bogus://svc:S3c/r3tPw@proxy.corp:3128",
+        "http://svc:S3cr3tPw@proxy.corp:31280x",  "bogus://svc:S3cr3tPw@proxy.corp:3128",
+        "bogus://svc:S3c/r3tPw@proxy.corp:3128",  "svc:S3cr3tPw@proxy.corp:31280x",
+        "http://svc:S3c r3tPw@proxy.corp:31280x",
     };
     struct fx *f = *state;
 
