@@ -313,6 +313,13 @@ static int apply_tls(const vs_session *s, CURL *easy)
                               curl_easy_setopt(easy, CURLOPT_CAPATH, NULL) != CURLE_OK)) {
         return VMG_ETRANSPORT;
     }
+#if LIBCURL_VERSION_NUM >= 0x075700
+    /* Without a CA folder, curl (7.87 and later) would keep the CA file's
+     * certificates a day: a CA rotated in the file is read at the next
+     * connection instead. */
+    if (s->ca_file && !s->insecure && !s->pinned)
+        (void)curl_easy_setopt(easy, CURLOPT_CA_CACHE_TIMEOUT, 0L);
+#endif
     return 0;
 }
 
@@ -630,6 +637,25 @@ static bool login_refusal(const char *type)
     return false;
 }
 
+/* login_fault_name is type when it is a fault vim25 names for a login
+ * step (or one that refuses it), else "an unknown fault": the type is
+ * vCenter's text too (xsi:type, faultcode). */
+static const char *login_fault_name(const char *type)
+{
+    static const char *const known[] = {
+        "InvalidLogin",    "PasswordExpired", "InvalidClientCertificate",
+        "NoPermission",    "InvalidLocale",   "SystemError",
+        "RequestCanceled", "RuntimeFault",    "HostCommunication",
+        "InvalidRequest",  "InvalidArgument", "NotAuthenticated",
+        "SecurityError",   "NotSupported",    "InvalidState",
+    };
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (strcmp(type, known[i]) == 0)
+            return known[i];
+    return "an unknown fault";
+}
+
 static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_result *res, int err,
                             const struct soap_fault *fault, soap_resp *resp)
 {
@@ -638,12 +664,13 @@ static void login_step_done(vs_session *s, vs_req *c, const struct vmg_http_resu
     struct soap_fault type_only;
     int r;
 
-    /* A fault's text answering a login step is not repeated: vCenter
-     * writes it, and an impostor that has been sent the password once
-     * could echo it, cut where the log's masking no longer knows it. */
+    /* A fault's text answering a login step is not repeated, nor a type
+     * vim25 does not name: vCenter writes both, and an impostor that has
+     * been sent the password once could echo it, cut where the log's
+     * masking no longer knows it. */
     if (fault) {
         memset(&type_only, 0, sizeof(type_only));
-        memcpy(type_only.type, fault->type, sizeof(type_only.type));
+        vmg_putf(type_only.type, sizeof(type_only.type), "%s", login_fault_name(fault->type));
         fault = &type_only;
     }
 

@@ -691,6 +691,8 @@ static void test_login_faults_that_refuse_and_that_pass(void **state)
     login_fault_gives("SystemError", VMG_EFAULT, "vCenter Login failed: SystemError");
     login_fault_gives("RequestCanceled", VMG_EFAULT, "vCenter Login failed: RequestCanceled");
     login_fault_gives("InvalidLocale", VMG_EFAULT, "vCenter Login failed: InvalidLocale");
+    /* A type vim25 does not name is not repeated either. */
+    login_fault_gives("secret", VMG_EFAULT, "vCenter Login failed: an unknown fault");
 }
 
 /* A rotated password (vs_session_set_password) is used at once by a
