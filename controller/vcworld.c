@@ -1100,6 +1100,10 @@ void vcworld_close(vcworld *w, void (*closed)(void *data), void *data)
         w->inv = NULL;
     }
     if (w->rest) {
+        /* Meanwhile (at most the logout's 5 s) the session tells nobody
+         * of its state; its requests are observed no more. */
+        vs_session_set_state_cb(w->s, NULL, NULL);
+        vs_session_set_observer(w->s, NULL, NULL);
         w->closing++;
         vs_rest_close(w->rest, rest_closed, w); /* the session after it */
         w->rest = NULL;
