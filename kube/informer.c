@@ -56,8 +56,10 @@ struct informer {
     /* The entries the current list has seen (and the watch after it has
      * kept): what max_objects bounds. While a list replaces another, the
      * entries only the one before saw are counted apart, in count, until
-     * list_end: a list is never refused room that they hold. count stays
-     * under twice max_objects, failed lists or not. */
+     * list_end: a list is not refused room that they hold. count stays
+     * under twice max_objects however many lists fail; a list after a
+     * failed one that had added objects may meet that bound and leave an
+     * object out (a BAD_OBJECT note) until the next list. */
     size_t current;
     uint32_t gen;
     uint32_t seed;

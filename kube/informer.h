@@ -40,7 +40,8 @@
  * (a BAD_OBJECT note, -ENOSPC; a list leaves out its last ones). While a
  * list replaces the cache, the objects only the list before held are kept
  * apart until it ends, and take no room from it: up to twice max_objects
- * then. What an object is comes from an
+ * then, a bound that a list following a failed one can meet (an object
+ * left out, noted, until the next list). What an object is comes from an
  * informer_type: decode from JSON, free, and its resourceVersion; the caller supplies it (a custom
  * resource's type lives beside that resource's struct).
  *

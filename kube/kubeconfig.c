@@ -142,7 +142,10 @@ static int set_server(kcfg *c, const char *server, const char *tls_name, const c
             goto out;
         }
         if (uc == CURLUE_OK) {
-            /* The server's URL goes into logs: no credential in it. */
+            /* The server's URL goes into logs: no credential in it. Its
+             * copy holds the password: wiped. */
+            kcred_free_str(c->server);
+            c->server = NULL;
             r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
                            "%s: server of %s holds a user name or password; give credentials as "
                            "the user's (token, client certificate, exec)",

@@ -42,5 +42,9 @@ cJSON *json_parse_secret(const char *text, size_t len)
 void json_hooks_set(const cJSON_Hooks *h)
 {
     outer = h ? *h : (cJSON_Hooks){.malloc_fn = malloc, .free_fn = free};
+    if (!outer.malloc_fn)
+        outer.malloc_fn = malloc; /* as cJSON takes a NULL hook */
+    if (!outer.free_fn)
+        outer.free_fn = free;
     cJSON_InitHooks(&outer);
 }

@@ -1,5 +1,6 @@
 /* main.c: vmgroup-operator's entry point: flags and environment -> options
  * -> the manager (controller/manager.c). Nothing else lives here. */
+#include <errno.h>
 #include <stdio.h>
 
 #include <openssl/crypto.h>
@@ -18,9 +19,8 @@ int main(int argc, char **argv)
     /* First: OpenSSL takes its allocator only before it has allocated. */
     r = vmg_wipe_allocators(NULL);
     if (r < 0)
-        fprintf(stderr,
-                "vmgroup-operator: warning: OpenSSL and libcurl do not wipe what they free: %s\n",
-                vmg_strerror(r));
+        fprintf(stderr, "vmgroup-operator: warning: %s does not wipe what it frees: %s\n",
+                r == -EBUSY ? "OpenSSL (nor libcurl)" : "libcurl", vmg_strerror(r));
     vmg_options_defaults(&opts);
     /* VC_PASS leaves the environment here: the password lives in opts. */
     r = vmg_options_parse(&opts, argc, argv, NULL, err, sizeof(err));
