@@ -121,6 +121,13 @@ struct vs_session {
     unsigned long password_gen;       /* vs_session_set_password calls that changed it */
     unsigned long login_password_gen; /* password_gen when the login in flight began */
     unsigned attempts;                /* failed logins in a row */
+    /* The last login whose session vCenter answered a call in (any answer
+     * but NotAuthenticated), and how many logins in a row since had their
+     * session refused at once: a vCenter that takes every login and then
+     * says NotAuthenticated to every call is logged in to again after a
+     * backoff, not once per call. */
+    unsigned long served_gen;
+    unsigned empty_logins;
     int last_err;
     char last_msg[512];
     uint64_t retry_in_ms;
@@ -511,9 +518,14 @@ int vs_session_set_password(vs_session *s, const char *password)
 static void login_succeeded(vs_session *s)
 {
     s->login_inflight = false;
+    if (s->gen && s->served_gen != s->gen) {
+        s->empty_logins++; /* the session before served nothing: its backoff stays */
+    } else {
+        s->empty_logins = 0;
+        s->attempts = 0;
+    }
     s->gen++;
     s->stats.logins++;
-    s->attempts = 0;
     s->last_err = 0;
     s->last_msg[0] = '\0';
     s->state = VS_STATE_READY;
@@ -928,6 +940,13 @@ static void on_done(void *data, const struct vmg_http_result *res)
     }
     if (s->obs)
         s->obs(s->obs_data, c->method, err, err == VMG_EFAULT ? fault.type : "", res->seconds);
+    if ((err == 0 || (err == VMG_EFAULT && !is_fault(&fault, err, "NotAuthenticated"))) &&
+        c->gen == s->gen && c->kind != CK_CONTENT && c->kind != CK_LOGIN && c->kind != CK_LOGOUT &&
+        s->served_gen != s->gen) {
+        s->served_gen = s->gen; /* this session serves */
+        s->empty_logins = 0;
+        s->attempts = 0;
+    }
 
     switch (c->kind) {
     case CK_CONTENT:
@@ -965,6 +984,16 @@ static void on_done(void *data, const struct vmg_http_result *res)
         probe_answered(s, err == 0 || err == VMG_EFAULT);
         break;
     case CK_USER:
+        if (is_fault(&fault, err, "NotAuthenticated") && !c->retried && !s->closing &&
+            s->state == VS_STATE_READY && c->gen == s->gen && s->served_gen != s->gen &&
+            s->empty_logins > 0) {
+            /* The login before this one served nothing either: not once
+             * more at once, after a backoff (the call is answered). */
+            c->retried = true;
+            login_failed(s, VMG_EFAULT,
+                         "vCenter refused the calls of two sessions in a row "
+                         "(NotAuthenticated) right after their logins");
+        }
         if (is_fault(&fault, err, "NotAuthenticated") && !c->retried && !s->closing) {
             /* Log in again (unless a newer login already happened) and
              * send the call once more. */

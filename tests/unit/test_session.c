@@ -795,6 +795,51 @@ static void test_not_authenticated_twice_fails(void **state)
     fake_teardown(&f);
 }
 
+/* on_reply_again answers a call and, while chaining, sends the next at
+ * once, as busy callers do. */
+static bool chaining;
+
+static void on_reply_again(void *data, const struct vs_reply *r)
+{
+    struct fake *f = data;
+
+    on_reply(f, r);
+    if (chaining && f->replies < 1000)
+        call_time_with(f, on_reply_again, f, NULL);
+}
+
+/* A vCenter that takes every login and then says NotAuthenticated to every
+ * call is not logged in to once per call: after two sessions in a row
+ * refused at once, the next login waits for the backoff, growing. */
+static void test_not_authenticated_logins_back_off(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {.insecure = true, .backoff_min_ms = 100, .backoff_max_ms = 400};
+    uv_timer_t window;
+
+    (void)state;
+    fake_setup(&f);
+    f.always_not_auth = true;
+    fake_session(&f, &cfg);
+    chaining = true;
+    call_time_with(&f, on_reply_again, &f, NULL);
+    /* One second of calls, each sent as the one before is answered. */
+    uv_timer_init(&f.loop, &window);
+    window.data = &f;
+    uv_timer_start(&window, on_guard, 1000, 0);
+    while (!f.timed_out)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&window, NULL);
+    f.timed_out = false;
+    chaining = false;
+    /* Two logins, then one after 100, 200, 400 ms...: a handful, where one
+     * per call made hundreds. */
+    assert_true(f.replies >= 3);
+    assert_true(f.logins <= 6);
+    assert_string_equal(f.reply_fault[1], "NotAuthenticated");
+    fake_teardown(&f);
+}
+
 static void test_keepalive_when_idle(void **state)
 {
     struct fake f;
@@ -1349,6 +1394,7 @@ int main(void)
         cmocka_unit_test(test_new_password_during_a_login),
         cmocka_unit_test(test_relogin_after_not_authenticated),
         cmocka_unit_test(test_not_authenticated_twice_fails),
+        cmocka_unit_test(test_not_authenticated_logins_back_off),
         cmocka_unit_test(test_keepalive_when_idle),
         cmocka_unit_test(test_long_poll_kept_while_vcenter_answers),
         cmocka_unit_test(test_long_poll_kept_when_a_current_time_cannot_be_sent),
