@@ -41,9 +41,11 @@
  * list replaces the cache, the objects only the list before held are kept
  * apart until it ends, and take no room from it: up to twice max_objects
  * then, a bound that a list following a failed one can meet (an object
- * left out, noted, until the next list). What an object is comes from an
- * informer_type: decode from JSON, free, and its resourceVersion; the caller supplies it (a custom
- * resource's type lives beside that resource's struct).
+ * left out, noted, until the next list).
+ *
+ * What an object is comes from an informer_type: decode from JSON, free,
+ * and its resourceVersion; the caller supplies it (a custom resource's
+ * type lives beside that resource's struct).
  *
  * Objects are read-only and owned by the informer. Lifetime rule: a pointer
  * from informer_get(), informer_foreach() or a handler stays valid until
