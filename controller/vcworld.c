@@ -503,10 +503,13 @@ int vcworld_new(uv_loop_t *loop, vmg_http *http, const struct vmg_options *o, vm
         ro.password = o->vc_pass;
         ro.prepare = vs_session_prepare_tls;
         ro.prepare_data = w->s;
+        ro.release = vs_session_unref; /* the session's memory outlives its close */
         ro.category = NAMING_TAG_CATEGORY;
         ro.category_description = NAMING_TAG_CATEGORY_DESCRIPTION;
+        vs_session_ref(w->s);
         w->rest = vs_rest_new(loop, http, &ro, &rc);
         if (!w->rest) {
+            vs_session_unref(w->s);
             vmg_logf(VMG_LOG_WARN, LOGGER, NULL, NULL,
                      "tagging is off: cannot set up the vSphere Automation API client: %s",
                      vmg_strerror(rc));
@@ -1048,26 +1051,6 @@ static void closed_one(void *data)
     }
 }
 
-/* close_session logs the session out and closes it, once. */
-static void close_session(vcworld *w)
-{
-    if (w->s) {
-        w->closing++;
-        vs_session_close(w->s, closed_one, w); /* logs out */
-        w->s = NULL;
-    }
-}
-
-/* rest_closed: the REST client's logout is over. Its TLS check reads the
- * session's pin (vs_session_prepare_tls): the session goes after it. */
-static void rest_closed(void *data)
-{
-    vcworld *w = data;
-
-    close_session(w);
-    closed_one(w);
-}
-
 void vcworld_hold(vcworld *w)
 {
     if (w)
@@ -1094,21 +1077,22 @@ void vcworld_close(vcworld *w, void (*closed)(void *data), void *data)
         vs_ops_close(w->ops, closed_one, w);
         w->ops = NULL;
     }
+    if (w->rest) {
+        w->closing++;
+        vs_rest_close(w->rest, closed_one, w);
+        w->rest = NULL;
+    }
     if (w->inv) {
         w->closing++;
         vs_inventory_close(w->inv, closed_one, w);
         w->inv = NULL;
     }
-    if (w->rest) {
-        /* Meanwhile (at most the logout's 5 s) the session tells nobody
-         * of its state; its requests are observed no more. */
-        vs_session_set_state_cb(w->s, NULL, NULL);
-        vs_session_set_observer(w->s, NULL, NULL);
+    /* Its memory stays until the REST client's logout, whose TLS check
+     * reads it, has ended (the client's reference). */
+    if (w->s) {
         w->closing++;
-        vs_rest_close(w->rest, rest_closed, w); /* the session after it */
-        w->rest = NULL;
-    } else {
-        close_session(w);
+        vs_session_close(w->s, closed_one, w); /* logs out */
+        w->s = NULL;
     }
     closed_one(w);
 }

@@ -560,6 +560,8 @@ static void on_kick_closed(uv_handle_t *h)
     vs_rest *r = h->data;
     void (*closed)(void *) = r->closed;
     void *closed_data = r->closed_data;
+    void (*release)(void *) = r->release;
+    void *prepare_data = r->prepare_data;
 
     vs__rest_cache_clear(r);
     if (r->password) {
@@ -572,6 +574,8 @@ static void on_kick_closed(uv_handle_t *h)
     free(r->category);
     free(r->category_desc);
     free(r);
+    if (release)
+        release(prepare_data);
     if (closed)
         closed(closed_data);
 }
@@ -631,6 +635,7 @@ vs_rest *vs_rest_new(uv_loop_t *loop, vmg_http *http, const struct vs_rest_optio
         goto fail;
     r->prepare = opts->prepare;
     r->prepare_data = opts->prepare_data;
+    r->release = opts->release;
     r->multiple = opts->multiple;
     r->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
     r->connect_timeout_ms =

@@ -83,11 +83,14 @@ struct vs_rest_options {
     const char *password; /* required; copied, wiped on close, never logged */
     /* Called on every easy handle just before it starts (TLS settings);
      * may be NULL. It must not start, cancel or clean up the handle.
-     * prepare_data must outlive the client, to its closed callback: the
-     * logout of vs_rest_close is prepared too, and a handshake may read it
-     * (vs_session_prepare_tls's pin). */
+     * prepare_data must outlive the client: the logout of vs_rest_close is
+     * prepared too, and a handshake may read it (vs_session_prepare_tls's
+     * pin). release, when not NULL, is called once with prepare_data when
+     * the client is freed, before its closed callback (vs_session_unref of
+     * a vs_session_ref taken for it); not when vs_rest_new fails. */
     void (*prepare)(void *data, CURL *easy);
     void *prepare_data;
+    void (*release)(void *data);
     const char *category; /* the tag category's name; required */
     /* The description of the category when this client makes it; NULL: "". */
     const char *category_description;

@@ -98,6 +98,7 @@ struct vs_rest {
     char *password;
     void (*prepare)(void *data, CURL *easy);
     void *prepare_data;
+    void (*release)(void *data);
     char *category;
     char *category_desc;
     bool multiple;

@@ -142,6 +142,7 @@ struct vs_session {
     vs_req *probe;       /* the CurrentTime in flight for patient calls */
     char probe_msg[384]; /* why the last probe failed */
     int open_handles;
+    unsigned refs; /* vs_session_ref's holders: the memory stays while any */
     void (*closed)(void *data);
     void *closed_data;
     bool logout_inflight;
@@ -1301,7 +1302,21 @@ static void on_handle_closed(uv_handle_t *h)
 {
     vs_session *s = h->data;
 
-    if (--s->open_handles == 0)
+    if (--s->open_handles == 0 && s->refs == 0)
+        free_session(s);
+}
+
+void vs_session_ref(vs_session *s)
+{
+    if (s)
+        s->refs++;
+}
+
+void vs_session_unref(void *data)
+{
+    vs_session *s = data;
+
+    if (s && --s->refs == 0 && s->open_handles == 0)
         free_session(s);
 }
 

@@ -307,8 +307,18 @@ void vs_session_prepare_tls(void *data, CURL *easy);
 /* vs_session_close fails the calls waiting for a login and cancels those in
  * flight (their callbacks run with VMG_ECANCELED before this returns), logs
  * out when logged in (bounded by a few seconds), then frees the session
- * once its libuv handles are closed and calls closed(data) when not NULL.
- * s must not be used after this call; NULL is fine. */
+ * once its libuv handles are closed and no reference holds it, and calls
+ * closed(data) when not NULL. s must not be used after this call but by
+ * vs_session_prepare_tls and vs_session_unref of a reference's holder;
+ * NULL is fine. */
 void vs_session_close(vs_session *s, void (*closed)(void *data), void *data);
+
+/* vs_session_ref keeps s's memory past vs_session_close until the matching
+ * vs_session_unref: for a client whose transfers vs_session_prepare_tls
+ * prepares, and which may outlive the session's close (the REST client's
+ * logout). vs_session_unref takes a void * to serve as such a client's
+ * release callback. NULL is fine for both. */
+void vs_session_ref(vs_session *s);
+void vs_session_unref(void *s);
 
 #endif

@@ -428,6 +428,8 @@ struct fx {
     uv_timer_t watchdog;
     bool timed_out;
     int prepared;
+    int released;       /* o.release calls: one per client client() made, once freed */
+    int made_by_client; /* clients client() made */
     int closed_calls;
     int http_closed;
 };
@@ -456,6 +458,11 @@ static void run_until_(struct fx *f, const int *count, int want, int line)
     assert_false(f->timed_out);
 }
 
+static void on_release(void *data)
+{
+    ((struct fx *)data)->released++;
+}
+
 static void prepare(void *data, CURL *easy)
 {
     struct fx *f = data;
@@ -479,10 +486,12 @@ static vs_rest *client(struct fx *f, const char *base, const char *password, siz
     o.category_description = "VmGroups of vmgroup-operator: one tag per group";
     o.prepare = prepare;
     o.prepare_data = f;
+    o.release = on_release;
     o.timeout_ms = 5000;
     o.max_body = max_body;
     r = vs_rest_new(&f->loop, f->http, &o, &err);
     assert_non_null(r);
+    f->made_by_client++;
     return r;
 }
 
@@ -557,6 +566,7 @@ static int teardown(void **state)
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(f->http_closed, 1);
     assert_int_equal(f->closed_calls, 1);
+    assert_int_equal(f->released, f->made_by_client);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     for (size_t i = 0; i < f->srv.n_seen; i++)
         free(f->srv.seen[i].body);

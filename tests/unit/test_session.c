@@ -1206,6 +1206,46 @@ static void test_ca_file_replaces_the_system_trust(void **state)
     fake_teardown(&f);
 }
 
+static void on_count(void *data)
+{
+    (*(int *)data)++;
+}
+
+/* A reference keeps a closed session's memory for the client it prepares
+ * transfers for (the REST client's logout at close, after the session's
+ * own): prepared after the close, read from the session's trust; the
+ * session's closed callback comes with the last reference. */
+static void test_reference_outlives_close(void **state)
+{
+    struct fake f;
+    struct vs_session_config cfg = {0};
+    CURL *e;
+    int closed_calls = 0;
+
+    (void)state;
+    fake_setup(&f);
+    cfg.ca_file = f.ca_path;
+    fake_session(&f, &cfg);
+    call_time(&f);
+    run_until(&f, &f.replies); /* logged in */
+    vs_session_ref(f.s);
+    vs_session_close(f.s, on_count, &closed_calls);
+    for (int i = 0; i < 200; i++) {
+        uv_run(&f.loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    assert_int_equal(f.logouts, 1);
+    assert_int_equal(closed_calls, 0);
+    e = curl_easy_init();
+    assert_non_null(e);
+    vs_session_prepare_tls(f.s, e); /* ASan: the session is still there */
+    curl_easy_cleanup(e);
+    vs_session_unref(f.s);
+    assert_int_equal(closed_calls, 1);
+    f.s = NULL;
+    fake_teardown(&f);
+}
+
 static void test_config_errors(void **state)
 {
     struct fake f;
@@ -1403,6 +1443,7 @@ int main(void)
         cmocka_unit_test(test_long_poll_patience_has_an_end),
         cmocka_unit_test(test_tls_modes),
         cmocka_unit_test(test_ca_file_replaces_the_system_trust),
+        cmocka_unit_test(test_reference_outlives_close),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_close_cancels_waiting_calls),
         cmocka_unit_test(test_cancel_one_call),
