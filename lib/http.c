@@ -578,48 +578,60 @@ static void hide_span(char *from, char *to)
     }
 }
 
+/* after_scheme returns p past "scheme://" when p begins with one, else p. */
+static char *after_scheme(char *p)
+{
+    char *q = p;
+
+    if (!((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z')))
+        return p;
+    while ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') ||
+           *q == '+' || *q == '.' || *q == '-')
+        q++;
+    return strncmp(q, "://", 3) == 0 ? q + 3 : p;
+}
+
 /* hide_userinfo hides the user information of the URLs in curl's error
- * text s: curl quotes a proxy's URL whole in some of its errors
- * ("Unsupported proxy syntax in '...'"), scheme or not, and a proxy's URL
- * may carry its password, spaces and slashes included. Within each quoted
- * part, what comes before its last '@' (after "://" when there is one)
- * becomes "***"; so does the same in an unquoted "scheme://user@". A
- * path's '@' hides more than needed, never less. The bytes the text no
- * longer holds are zeroed. */
-static void hide_userinfo(char *s)
+ * text s (in a buffer of cap bytes): curl quotes a proxy's URL whole in
+ * some of its errors ("Unsupported proxy syntax in '...'"), scheme or not,
+ * and its password may hold spaces, slashes, quotes and "://". After the
+ * text's first quote, all up to its last '@' (past a leading scheme)
+ * becomes "***"; so does, before that quote, an unquoted
+ * "scheme://user@". A text that fills the buffer may have been cut before
+ * the '@': its quoted or last URL is then hidden to the end. A path's '@'
+ * hides more than needed, never less. The bytes the text no longer holds
+ * are zeroed. */
+static void hide_userinfo(char *s, size_t cap)
 {
     size_t was = strlen(s);
-    char *p = s;
+    bool cut = was + 1 >= cap;
+    char *quote = strchr(s, '\''), *p, *at;
 
-    while ((p = strchr(p, '\'')) != NULL) {
-        char *open = p + 1, *close = strchr(open, '\''), *at = NULL, *scheme;
+    if (quote) {
+        char *open = after_scheme(quote + 1);
 
-        if (!close)
-            break;
-        for (char *q = open; q < close; q++)
-            if (*q == '@')
-                at = q;
-        if (at) {
-            scheme = strstr(open, "://");
-            if (scheme && scheme < at)
-                open = scheme + 3;
+        at = strrchr(open, '@');
+        if (at)
             hide_span(open, at);
-            close = strchr(open, '\'');
-            if (!close)
-                break;
-        }
-        p = close + 1;
+        else if (cut)
+            hide_span(open, open + strlen(open));
+        *quote = '\0'; /* the text before it, below */
     }
     for (p = s; (p = strstr(p, "://")) != NULL;) {
-        char *start = p + 3, *stop = start + strcspn(start, " '\""), *at = NULL;
+        char *start = p + 3, *stop = start + strcspn(start, " \t\n");
 
+        at = NULL;
         for (char *q = start; q < stop; q++)
             if (*q == '@')
                 at = q;
         p = start;
         if (at)
             hide_span(start, at);
+        else if (cut && !quote && !*stop)
+            hide_span(start, stop);
     }
+    if (quote)
+        *quote = '\'';
     memset(s + strlen(s), 0, was - strlen(s));
 }
 
@@ -645,7 +657,7 @@ static void complete(struct vmg_http_xfer *x, CURLcode rc)
         err = -ENOMEM;
     } else {
         err = VMG_ETRANSPORT;
-        hide_userinfo(x->errbuf);
+        hide_userinfo(x->errbuf, sizeof(x->errbuf));
         msg = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
     }
     finish(x, err, msg);
