@@ -121,8 +121,8 @@ struct vs_session {
     unsigned long password_gen;       /* vs_session_set_password calls that changed it */
     unsigned long login_password_gen; /* password_gen when the login in flight began */
     unsigned attempts;                /* failed logins in a row */
-    /* The last login whose session vCenter answered a call in (any answer
-     * but NotAuthenticated), and how many logins in a row since had their
+    /* The last login whose session vCenter answered a caller's call in
+     * (any answer but NotAuthenticated), and how many logins in a row since had their
      * session refused at once: a vCenter that takes every login and then
      * says NotAuthenticated to every call is logged in to again after a
      * backoff, not once per call. */
@@ -941,9 +941,10 @@ static void on_done(void *data, const struct vmg_http_result *res)
     }
     if (s->obs)
         s->obs(s->obs_data, c->method, err, err == VMG_EFAULT ? fault.type : "", res->seconds);
+    /* A caller's call only: a CurrentTime of the session's own needs no
+     * privilege, and an impostor could answer those alone. */
     if ((err == 0 || (err == VMG_EFAULT && !is_fault(&fault, err, "NotAuthenticated"))) &&
-        c->gen == s->gen && c->kind != CK_CONTENT && c->kind != CK_LOGIN && c->kind != CK_LOGOUT &&
-        s->served_gen != s->gen) {
+        c->gen == s->gen && c->kind == CK_USER && s->served_gen != s->gen) {
         s->served_gen = s->gen; /* this session serves */
         s->empty_logins = 0;
         s->attempts = 0;
