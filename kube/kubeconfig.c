@@ -142,10 +142,7 @@ static int set_server(kcfg *c, const char *server, const char *tls_name, const c
             goto out;
         }
         if (uc == CURLUE_OK) {
-            /* The server's URL goes into logs: no credential in it. Its
-             * copy holds the password: wiped. */
-            kcred_free_str(c->server);
-            c->server = NULL;
+            /* The server's URL goes into logs: no credential in it. */
             r = kfile_fail(errbuf, errlen, VMG_ECONFIG,
                            "%s: server of %s holds a user name or password; give credentials as "
                            "the user's (token, client certificate, exec)",
@@ -189,6 +186,12 @@ static int set_server(kcfg *c, const char *server, const char *tls_name, const c
         c->connect_to = l;
     }
 out:
+    if (r < 0) {
+        /* A refused URL may hold a password (any refusal, not only that
+         * one): its copy is wiped. */
+        kcred_free_str(c->server);
+        c->server = NULL;
+    }
     free(tls_host);
     free(port);
     free(host);
@@ -288,7 +291,7 @@ static int load_cluster(kcfg *c, struct kfile *f, yaml_node_t *body, const char 
                 f->path, name);
     }
 out:
-    free(server);
+    kcred_free_str(server); /* a URL may hold a password (refused above) */
     return r;
 }
 

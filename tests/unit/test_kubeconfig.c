@@ -1109,6 +1109,30 @@ static void test_exec_env_value_wiped(void **state)
     assert_int_equal(freed_held, 0);
 }
 
+/* A server URL refused (for its scheme, its credentials) leaves no copy of
+ * the password it held in freed memory. */
+static void test_refused_server_url_wiped(void **state)
+{
+    struct t *t = *state;
+    static const char *const servers[] = {"ftp://admin:pw-s3cret@kube.test",
+                                          "https://admin:pw-s3cret@kube.test:6443"};
+
+    for (size_t i = 0; i < sizeof(servers) / sizeof(servers[0]); i++) {
+        char *text = fmt("current-context: dev\nclusters: [{name: c1, cluster: {server: '%s'}}]\n"
+                         "contexts: [{name: dev, context: {cluster: c1}}]\n",
+                         servers[i]);
+        kcfg *c = NULL;
+
+        freed_watch = "pw-s3cret";
+        freed_held = 0;
+        assert_int_equal(load_text(t, text, &c), VMG_ECONFIG);
+        freed_watch = NULL;
+        free(text);
+        if (freed_held)
+            fail_msg("server %zu: %d blocks freed holding the password", i, freed_held);
+    }
+}
+
 static void test_exec_no_expiry_and_join(void **state)
 {
     struct t *t = *state;
@@ -1725,6 +1749,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_environment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_env_value_wiped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_server_url_wiped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_no_expiry_and_join, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_client_cert, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_failures, setup, teardown),
