@@ -1159,14 +1159,6 @@ static int setup(struct mgr *m)
     return 0;
 }
 
-static int free_value(void *data, const char *key, void *value)
-{
-    (void)data;
-    (void)key;
-    free(value);
-    return 0;
-}
-
 int manager_run(const struct vmg_options *o)
 {
     struct mgr *m = calloc(1, sizeof(*m));
@@ -1229,14 +1221,8 @@ int manager_run(const struct vmg_options *o)
     uv_run(&m->loop, UV_RUN_DEFAULT);
     uv_loop_close(&m->loop);
     kcfg_free(m->cfg);
-    if (m->folders) {
-        strmap_foreach(m->folders, free_value, NULL);
-        strmap_free(m->folders);
-    }
-    if (m->uids) {
-        strmap_foreach(m->uids, free_value, NULL);
-        strmap_free(m->uids);
-    }
+    strmap_free_all(m->folders);
+    strmap_free_all(m->uids);
     vmg_metrics_free(m->metrics);
     free(m->cert_pem);
     free(m->key_pem);

@@ -229,20 +229,10 @@ static void forget_failed_mark(struct gstate *gs, const char *ref)
         free(strmap_del(gs->marks_failed, ref));
 }
 
-static int free_value(void *data, const char *key, void *value)
-{
-    (void)data;
-    (void)key;
-    free(value);
-    return 0;
-}
-
 /* forget_failed_marks forgets every VM whose mark failed. */
 static void forget_failed_marks(struct gstate *gs)
 {
-    if (gs->marks_failed)
-        (void)strmap_foreach(gs->marks_failed, free_value, NULL);
-    strmap_free(gs->marks_failed);
+    strmap_free_all(gs->marks_failed);
     gs->marks_failed = NULL;
 }
 

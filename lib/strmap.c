@@ -2,6 +2,7 @@
 #include "lib/strmap.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,8 @@ strmap *strmap_new(void)
     return m;
 }
 
-void strmap_free(strmap *m)
+/* destroy frees m and its keys, and its values when values. */
+static void destroy(strmap *m, bool values)
 {
     if (!m)
         return;
@@ -50,11 +52,23 @@ void strmap_free(strmap *m)
         struct node *n = m->b[i], *next;
         for (; n; n = next) {
             next = n->next;
+            if (values)
+                free(n->value);
             free(n);
         }
     }
     free(m->b);
     free(m);
+}
+
+void strmap_free(strmap *m)
+{
+    destroy(m, false);
+}
+
+void strmap_free_all(strmap *m)
+{
+    destroy(m, true);
 }
 
 static struct node **find(const strmap *m, const char *key, size_t h)

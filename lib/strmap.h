@@ -10,6 +10,8 @@ typedef struct strmap strmap;
 strmap *strmap_new(void);
 /* strmap_free frees the map and its keys (not the values). NULL is fine. */
 void strmap_free(strmap *m);
+/* strmap_free_all frees the values too, each with free(). NULL is fine. */
+void strmap_free_all(strmap *m);
 /* strmap_set maps key to value, replacing an old value. 0 or -ENOMEM. */
 int strmap_set(strmap *m, const char *key, void *value);
 void *strmap_get(const strmap *m, const char *key);

@@ -2,6 +2,7 @@
 #include "tests/unit/unit.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/strmap.h"
@@ -54,10 +55,30 @@ static void test_many(void **state)
     strmap_free(m);
 }
 
+/* strmap_free_all frees the values as well (ASan reports a leak
+ * otherwise); NULL is fine. */
+static void test_free_all(void **state)
+{
+    strmap *m = strmap_new();
+
+    (void)state;
+    assert_non_null(m);
+    for (int i = 0; i < 100; i++) {
+        char k[16], *v;
+        snprintf(k, sizeof(k), "k%d", i);
+        v = strdup(k);
+        assert_non_null(v);
+        assert_int_equal(strmap_set(m, k, v), 0);
+    }
+    strmap_free_all(m);
+    strmap_free_all(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basics),
+        cmocka_unit_test(test_free_all),
         cmocka_unit_test(test_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
