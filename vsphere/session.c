@@ -317,17 +317,17 @@ static int apply_tls(const vs_session *s, CURL *easy)
     if (s->insecure || s->pinned) {
         curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else if (s->ca_file && (curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file) != CURLE_OK ||
-                              curl_easy_setopt(easy, CURLOPT_CAPATH, NULL) != CURLE_OK)) {
-        return VMG_ETRANSPORT;
-    }
+    } else if (s->ca_file) {
+        if (curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file) != CURLE_OK ||
+            curl_easy_setopt(easy, CURLOPT_CAPATH, NULL) != CURLE_OK)
+            return VMG_ETRANSPORT;
 #if LIBCURL_VERSION_NUM >= 0x075700
-    /* Without a CA folder, curl (7.87 and later) would keep the CA file's
-     * certificates a day: a CA rotated in the file is read at the next
-     * connection instead. */
-    if (s->ca_file && !s->insecure && !s->pinned)
+        /* Without a CA folder, curl (7.87 and later) would keep the CA
+         * file's certificates a day: a CA rotated in the file is read at
+         * the next connection instead. */
         (void)curl_easy_setopt(easy, CURLOPT_CA_CACHE_TIMEOUT, 0L);
 #endif
+    }
     return 0;
 }
 
